@@ -1,0 +1,218 @@
+/* geist — C ABI, core (STABLE).
+ *
+ * Conventions
+ * - Every function that can fail returns a geist_status. GEIST_OK is 0.
+ * - Handles are opaque. A model is immutable after load and may be shared by any number of
+ *   sessions and threads. A session is NOT thread-safe: use one session from one thread at a
+ *   time (different sessions may run concurrently).
+ * - After a failing call on a handle, geist_model_last_error / geist_session_last_error return
+ *   a message that names what was wrong. Messages stay valid until the next call on the handle.
+ * - No C++ exception ever crosses this boundary; failures inside become GEIST_E_INTERNAL or
+ *   GEIST_E_OOM.
+ * - A failing call leaves the session as it was before the call unless its comment says
+ *   otherwise.
+ *
+ * Stability tags: every declaration carries STABLE (kept source- and binary-compatible
+ * within a major version) or EXPERIMENTAL (may change in any release). This header holds
+ * STABLE declarations only; EXPERIMENTAL ones live in geist_util.h.
+ */
+#ifndef GEIST_GEIST_H
+#define GEIST_GEIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* STABLE */
+typedef enum geist_status {
+  GEIST_OK = 0,
+  GEIST_E_OOM = 1,              /* memory allocation failed */
+  GEIST_E_INVALID_ARG = 2,      /* null handle/pointer, bad value, buffer too small */
+  GEIST_E_INTERNAL = 3,         /* a bug in geist: please report */
+  GEIST_E_FILE_NOT_FOUND = 4,   /* the path does not exist */
+  GEIST_E_IO = 5,               /* the OS failed to read or write */
+  GEIST_E_FORMAT = 6,           /* malformed input file or image */
+  GEIST_E_UNSUPPORTED = 7,      /* well-formed but not supported (architecture, tensor type) */
+  GEIST_E_NOT_FOUND = 8,        /* a named item (metadata key, token) does not exist */
+  GEIST_E_BACKEND = 9,          /* the compute backend failed */
+  GEIST_E_INVALID_STATE = 10,   /* the call is not allowed in the handle's current state */
+  GEIST_E_TOO_MANY_TOKENS = 11  /* the session's max_seq_len would be exceeded */
+} geist_status;
+
+/* STABLE */
+typedef int32_t geist_token;
+/* STABLE */
+typedef struct geist_model geist_model;
+/* STABLE */
+typedef struct geist_session geist_session;
+
+/* STABLE. Log levels passed to a geist_log_fn. */
+typedef enum geist_log_level {
+  GEIST_LOG_DEBUG = 0,
+  GEIST_LOG_INFO = 1,
+  GEIST_LOG_WARN = 2,
+  GEIST_LOG_ERROR = 3
+} geist_log_level;
+
+/* STABLE. Log callback; `msg` is a NUL-terminated line without trailing newline. May be called
+ * from the thread that called into geist. */
+typedef void (*geist_log_fn)(void* user, geist_log_level level, const char* msg);
+
+/* STABLE. Load progress callback: `fraction` in [0, 1]. Return 0 to continue. */
+typedef int (*geist_progress_fn)(void* user, float fraction);
+
+/* STABLE. Static string naming a status ("GEIST_E_FORMAT: malformed input"). Never NULL. */
+const char* geist_status_string(geist_status status);
+
+/* STABLE. Library version, e.g. "0.1.0". */
+const char* geist_version(void);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Models                                                                                    */
+
+/* STABLE. Model load parameters. Initialise with geist_model_params_default. */
+typedef struct geist_model_params {
+  uint32_t struct_size;        /* sizeof(geist_model_params), set by the default function */
+  geist_log_fn log_fn;         /* NULL: no logging */
+  void* log_user;
+  geist_progress_fn progress_fn; /* NULL: no progress reports */
+  void* progress_user;
+} geist_model_params;
+
+/* STABLE. Fills *params with defaults. */
+void geist_model_params_default(geist_model_params* params);
+
+/* STABLE. Loads a GGUF model (memory-mapped, zero-copy).
+ * params may be NULL (defaults). On failure *out_model is NULL and, when err_buf is not NULL,
+ * a NUL-terminated message (truncated to err_cap) is written there.
+ * Returns GEIST_OK, GEIST_E_INVALID_ARG, GEIST_E_FILE_NOT_FOUND, GEIST_E_IO, GEIST_E_FORMAT,
+ * GEIST_E_UNSUPPORTED, GEIST_E_OOM, GEIST_E_INTERNAL. */
+geist_status geist_model_load(const char* path, const geist_model_params* params,
+                              geist_model** out_model, char* err_buf, size_t err_cap);
+
+/* STABLE. Frees the model. All its sessions must have been destroyed. NULL is a no-op. */
+void geist_model_free(geist_model* model);
+
+/* STABLE. Message of the last failing call on this model ("" if none). */
+const char* geist_model_last_error(const geist_model* model);
+
+/* STABLE. Vocabulary size (number of logits per position); 0 for NULL. */
+int32_t geist_model_n_vocab(const geist_model* model);
+/* STABLE. Context length the model was trained with (metadata); 0 if unknown. */
+int32_t geist_model_n_ctx_train(const geist_model* model);
+/* STABLE. Special tokens; -1 when the model has none. */
+geist_token geist_model_token_bos(const geist_model* model);
+geist_token geist_model_token_eos(const geist_model* model);
+/* STABLE. 1 when `token` ends generation (EOS, EOT, ...), else 0. */
+int geist_model_token_is_eog(const geist_model* model, geist_token token);
+
+/* STABLE. Tokenizes UTF-8 text.
+ * add_special: add BOS/EOS as the model's metadata asks. parse_special: recognise special
+ * token texts (e.g. "<|im_start|>") in the text.
+ * Writes up to `cap` ids to `out` and the total count to *n_out. If cap is too small, returns
+ * GEIST_E_INVALID_ARG with *n_out set to the count needed (out may be NULL when cap is 0). */
+geist_status geist_tokenize(geist_model* model, const char* text, size_t text_len,
+                            int add_special, int parse_special, geist_token* out, size_t cap,
+                            size_t* n_out);
+
+/* STABLE. Converts tokens back to UTF-8 text (the inverse of geist_tokenize without special
+ * tokens). Writes up to `cap` bytes (no NUL terminator) and the full length to *n_out; if cap
+ * is too small returns GEIST_E_INVALID_ARG with *n_out set to the length needed.
+ * GEIST_E_INVALID_ARG also for an id outside the vocabulary. */
+geist_status geist_detokenize(geist_model* model, const geist_token* tokens, size_t n_tokens,
+                              char* out, size_t cap, size_t* n_out);
+
+/* STABLE. The text of one token as it appears in the output stream (same buffer rules as
+ * geist_detokenize). A piece may be an incomplete UTF-8 sequence (byte tokens). */
+geist_status geist_token_to_piece(geist_model* model, geist_token token, char* out, size_t cap,
+                                  size_t* n_out);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Sessions                                                                                  */
+
+/* STABLE. Sampler settings. temperature <= 0 means greedy (argmax; ties pick the lowest id).
+ * Order of application: repetition/presence penalties -> top-k -> temperature -> top-p ->
+ * min-p -> draw. */
+typedef struct geist_sampler_params {
+  uint32_t struct_size;   /* sizeof(geist_sampler_params) */
+  float temperature;      /* default 0.8; <= 0: greedy */
+  int32_t top_k;          /* default 40; <= 0: off */
+  float top_p;            /* default 0.95; >= 1: off */
+  float min_p;            /* default 0.05; <= 0: off */
+  float repeat_penalty;   /* default 1.0 (off); > 1 penalises tokens seen in the window */
+  float presence_penalty; /* default 0.0 (off); subtracted once from seen tokens' logits */
+  int32_t penalty_last_n; /* window of history for penalties, default 64; -1: whole history */
+  uint64_t seed;          /* RNG seed, default 0 */
+} geist_sampler_params;
+
+/* STABLE. Fills *params with the defaults listed above. */
+void geist_sampler_params_default(geist_sampler_params* params);
+
+/* STABLE. Session parameters. */
+typedef struct geist_session_params {
+  uint32_t struct_size;         /* sizeof(geist_session_params) */
+  int32_t max_seq_len;          /* KV capacity in tokens; default 0: min(n_ctx_train, 4096) */
+  int32_t n_threads;            /* compute threads; default 0: hardware concurrency */
+  geist_sampler_params sampler; /* initial sampler settings */
+} geist_session_params;
+
+/* STABLE. Fills *params with defaults. */
+void geist_session_params_default(geist_session_params* params);
+
+/* STABLE. Creates a session on `model` with its own KV cache and state.
+ * params may be NULL (defaults). Returns GEIST_OK, GEIST_E_INVALID_ARG, GEIST_E_OOM. */
+geist_status geist_session_create(geist_model* model, const geist_session_params* params,
+                                  geist_session** out_session);
+
+/* STABLE. Destroys the session. NULL is a no-op. */
+void geist_session_destroy(geist_session* session);
+
+/* STABLE. Message of the last failing call on this session ("" if none). */
+const char* geist_session_last_error(const geist_session* session);
+
+/* STABLE. Appends tokens and runs them through the model (batched), leaving the logits of the
+ * last token pending. n_tokens == 0 is a no-op.
+ * Returns GEIST_E_TOO_MANY_TOKENS (session unchanged) if position + n_tokens > max_seq_len,
+ * GEIST_E_INVALID_ARG for an id outside the vocabulary (session unchanged). */
+geist_status geist_session_prefill(geist_session* session, const geist_token* tokens,
+                                   size_t n_tokens);
+
+/* STABLE. Tokenizes `text` (add_special as in geist_tokenize; BOS is only added at position
+ * 0; special tokens are parsed) and prefills it. */
+geist_status geist_session_prefill_text(geist_session* session, const char* text,
+                                        size_t text_len, int add_special);
+
+/* STABLE. One decode step: samples the next token from the pending logits with the session's
+ * sampler and RNG, appends it to the history and returns it in *out_token. The forward pass
+ * for that token is owed and runs at the start of the next call that needs logits (decode,
+ * geist_session_logits, prefill), so generation never computes logits it does not use.
+ * Returns GEIST_E_INVALID_STATE when no logits are pending (nothing prefilled),
+ * GEIST_E_TOO_MANY_TOKENS when the session is full (session unchanged). */
+geist_status geist_session_decode(geist_session* session, geist_token* out_token);
+
+/* STABLE. Pointer to the pending logits [n_vocab] (running an owed forward first). The pointer
+ * stays valid until the next call on the session. GEIST_E_INVALID_STATE when none pending. */
+geist_status geist_session_logits(geist_session* session, const float** out_logits,
+                                  int32_t* out_n_vocab);
+
+/* STABLE. Forgets all tokens; keeps settings; re-seeds the RNG from the sampler seed. */
+geist_status geist_session_reset(geist_session* session);
+
+/* STABLE. Number of tokens in the session's history (the next token's position). */
+int32_t geist_session_position(const geist_session* session);
+
+/* STABLE. Capacity in tokens. */
+int32_t geist_session_max_seq_len(const geist_session* session);
+
+/* STABLE. Replaces the sampler settings and re-seeds the RNG from params->seed. */
+geist_status geist_session_set_sampler(geist_session* session,
+                                       const geist_sampler_params* params);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GEIST_GEIST_H */
