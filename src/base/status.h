@@ -36,14 +36,14 @@ class [[nodiscard]] Status {
 
 }  // namespace geist
 
-#define GEIST_RETURN_IF_ERROR(expr)            \
-  do {                                         \
-    ::geist::Status geist_status_ = (expr);    \
+#define GEIST_RETURN_IF_ERROR(expr)                   \
+  do {                                                \
+    ::geist::Status geist_status_ = (expr);           \
     if (!geist_status_.is_ok()) return geist_status_; \
   } while (0)
 
 // Always-on assert for internal invariants (never for input validation).
-#define GEIST_CHECK(cond, msg)                                                   \
-  do {                                                                           \
-    if (!(cond)) ::geist::check_failed(__FILE__, __LINE__, #cond, (msg));        \
+#define GEIST_CHECK(cond, msg)                                            \
+  do {                                                                    \
+    if (!(cond)) ::geist::check_failed(__FILE__, __LINE__, #cond, (msg)); \
   } while (0)

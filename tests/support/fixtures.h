@@ -29,14 +29,14 @@ std::string read_text_file(const std::string& path);
 
 }  // namespace geist::test
 
-#define GEIST_REQUIRE_FIXTURES()                                                      \
-  do {                                                                                \
-    if (!::geist::test::fixtures_available()) {                                       \
-      if (::geist::test::fixtures_required()) {                                       \
-        FAIL() << "fixtures required (GEIST_REQUIRE_FIXTURES=1) but not found at "    \
-               << ::geist::test::fixtures_dir();                                      \
-      }                                                                               \
-      ::geist::test::note_fixture_skip();                                             \
-      GTEST_SKIP() << "fixtures not found at " << ::geist::test::fixtures_dir();      \
-    }                                                                                 \
+#define GEIST_REQUIRE_FIXTURES()                                                   \
+  do {                                                                             \
+    if (!::geist::test::fixtures_available()) {                                    \
+      if (::geist::test::fixtures_required()) {                                    \
+        FAIL() << "fixtures required (GEIST_REQUIRE_FIXTURES=1) but not found at " \
+               << ::geist::test::fixtures_dir();                                   \
+      }                                                                            \
+      ::geist::test::note_fixture_skip();                                          \
+      GTEST_SKIP() << "fixtures not found at " << ::geist::test::fixtures_dir();   \
+    }                                                                              \
   } while (0)

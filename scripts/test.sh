@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Builds and runs the whole test suite: format check, Release build + tests, the
+# ASan+UBSan build + tests, and a short libFuzzer run of every fuzz target.
+# Environment: GEIST_FIXTURES (fixture dir, default ../shared/fixtures),
+# GEIST_REQUIRE_FIXTURES=1 (missing fixtures fail instead of skipping; .ci/run sets it),
+# FUZZ_SECONDS (default 30), SKIP_SANITIZE=1 / SKIP_FUZZ=1 for a quick local run.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+jobs="${JOBS:-$(nproc)}"
+"$root/scripts/install_deps.sh"
+
+echo "== format check"
+"$root/scripts/format_check.sh"
+
+echo "== release build + tests"
+cmake -S "$root" -B "$root/build/test-release" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+ninja -C "$root/build/test-release" -j "$jobs"
+ctest --test-dir "$root/build/test-release" --output-on-failure -j "$jobs"
+
+if [ "${SKIP_SANITIZE:-0}" != 1 ]; then
+  echo "== ASan + UBSan build + tests"
+  cmake -S "$root" -B "$root/build/test-asan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DGEIST_SANITIZE=ON >/dev/null
+  ninja -C "$root/build/test-asan" -j "$jobs"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    GEIST_SANITIZED=1 ctest --test-dir "$root/build/test-asan" --output-on-failure -j "$jobs"
+fi
+
+if [ "${SKIP_FUZZ:-0}" != 1 ]; then
+  echo "== fuzz (${FUZZ_SECONDS:-30} s per target)"
+  "$root/fuzz/run.sh" "${FUZZ_SECONDS:-30}"
+fi
+echo "== all tests passed"

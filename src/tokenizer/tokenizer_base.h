@@ -1,0 +1,41 @@
+// Behaviour shared by every tokenizer model: special-token partitioning (parse_special),
+// BOS/EOS, piece lookup, decode. A model implements encode_fragment and its piece mapping.
+#pragma once
+
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/vocab.h"
+
+namespace geist {
+
+class TokenizerBase : public Tokenizer {
+ public:
+  explicit TokenizerBase(Vocab vocab, const Logger& log) : vocab_(std::move(vocab)), log_(log) {}
+
+  Status encode(std::string_view text, bool add_special, bool parse_special,
+                std::vector<int32_t>* out) const override;
+  Status decode(const int32_t* ids, size_t n, std::string* out) const override;
+  Status token_to_piece(int32_t id, std::string* out) const override;
+
+  int32_t n_vocab() const override { return vocab_.n_vocab(); }
+  int32_t bos() const override { return vocab_.bos; }
+  int32_t eos() const override { return vocab_.eos; }
+  bool is_eog(int32_t id) const override;
+  std::string_view model_name() const override { return vocab_.model; }
+  std::string_view pre_name() const override { return vocab_.pre; }
+  const Vocab& vocab() const { return vocab_; }
+
+ protected:
+  // Tokenizes a run of plain text (no special tokens inside). `starts_text` is true when the
+  // fragment is at the start of the input or directly after a special token, which matters for
+  // SentencePiece's leading space. Appends ids to *out.
+  virtual Status encode_fragment(std::string_view text, bool starts_text,
+                                 std::vector<int32_t>* out) const = 0;
+  // Output bytes of a normal/byte/user-defined token (SPM: '▁' -> ' ', <0xAB> -> byte;
+  // BPE: byte-level unicode chars -> bytes).
+  virtual std::string piece_bytes(int32_t id) const = 0;
+
+  Vocab vocab_;
+  Logger log_;
+};
+
+}  // namespace geist

@@ -1,0 +1,53 @@
+// The vocabulary as tokenizer.ggml.* metadata describes it, shared by every tokenizer model.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "base/log.h"
+#include "base/status.h"
+#include "formats/gguf.h"
+
+namespace geist {
+
+class Tokenizer;
+
+// tokenizer.ggml.token_type values (llama.cpp's numbering).
+enum class TokenAttr : int32_t {
+  UNDEFINED = 0,
+  NORMAL = 1,
+  UNKNOWN = 2,
+  CONTROL = 3,
+  USER_DEFINED = 4,
+  UNUSED = 5,
+  BYTE = 6,
+};
+
+struct Vocab {
+  std::string model;               // tokenizer.ggml.model: "llama", "gpt2", "bert", ...
+  std::string pre;                 // tokenizer.ggml.pre ("" if absent)
+  std::vector<std::string> tokens; // [n_vocab] token text as stored (SPM: '▁' for space; BPE: byte-level chars)
+  std::vector<float> scores;       // [n_vocab] (0 when absent)
+  std::vector<TokenAttr> types;    // [n_vocab] (NORMAL when absent)
+  std::vector<std::string> merges; // BPE merges "a b", in priority order
+  std::unordered_map<std::string, int32_t> token_to_id;
+  int32_t bos = -1, eos = -1, eot = -1, eom = -1, unk = -1, sep = -1, pad = -1, mask = -1;
+  bool add_bos = false, add_eos = false, add_space_prefix = false;
+  bool remove_extra_whitespaces = false;
+  std::vector<int32_t> eog_ids;    // ids that end generation (eos, eot, eom, ...)
+
+  int32_t n_vocab() const { return static_cast<int32_t>(tokens.size()); }
+  // Reads and validates tokenizer.ggml.* (lengths consistent, ids in range).
+  static Status load(const GgufFile& file, Vocab* out);
+};
+
+// Factories for the tokenizer models; each lives in its own file.
+Status make_spm_tokenizer(Vocab vocab, const Logger& log, std::unique_ptr<Tokenizer>* out);
+Status make_bpe_tokenizer(Vocab vocab, const Logger& log, std::unique_ptr<Tokenizer>* out);
+Status make_wpm_tokenizer(Vocab vocab, const Logger& log, std::unique_ptr<Tokenizer>* out);
+
+}  // namespace geist
