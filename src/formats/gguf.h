@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "base/status.h"
@@ -54,8 +55,8 @@ struct GgufTensorInfo {
   uint32_t n_dims = 0;
   int64_t ne[4] = {1, 1, 1, 1};  // ne[0] is the contiguous (row) dimension, as in ggml
   GgmlType type = GgmlType::F32;
-  uint64_t offset = 0;             // relative to the start of the data section
-  const uint8_t* data = nullptr;   // into the mapping
+  uint64_t offset = 0;            // relative to the start of the data section
+  const uint8_t* data = nullptr;  // into the mapping
   uint64_t nbytes = 0;
   int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
 };
@@ -77,7 +78,7 @@ class GgufFile {
   const std::vector<GgufKv>& kvs() const { return kvs_; }
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
 
-  const GgufKv* find(std::string_view key) const;             // nullptr if absent
+  const GgufKv* find(std::string_view key) const;                  // nullptr if absent
   const GgufTensorInfo* find_tensor(std::string_view name) const;  // nullptr if absent
 
   // Typed getters. Absent key: GEIST_E_NOT_FOUND. Wrong type or out-of-range value:
@@ -103,6 +104,8 @@ class GgufFile {
   uint64_t alignment_ = 32;
   std::vector<GgufKv> kvs_;
   std::vector<GgufTensorInfo> tensors_;
+  std::unordered_map<std::string_view, size_t> kv_index_;      // key -> index into kvs_
+  std::unordered_map<std::string_view, size_t> tensor_index_;  // name -> index into tensors_
 };
 
 // Builds GGUF v3 files (mkmodel, tests). Values are copied in.
@@ -120,6 +123,16 @@ class GgufWriter {
   void add_arr_i32(std::string key, std::vector<int32_t> v);
   void add_arr_f32(std::string key, std::vector<float> v);
   void add_arr_str(std::string key, std::vector<std::string> v);
+  // The remaining value types (tests build files with every type through these). Keys must
+  // be unique and not "general.alignment" (use set_alignment): violations are GEIST_CHECKs.
+  void add_u8(std::string key, uint8_t v);
+  void add_i8(std::string key, int8_t v);
+  void add_u16(std::string key, uint16_t v);
+  void add_i16(std::string key, int16_t v);
+  void add_i64(std::string key, int64_t v);
+  void add_f64(std::string key, double v);
+  // Array of n numeric (or bool) elements given as raw little-endian bytes.
+  void add_arr_raw(std::string key, GgufValueType elem_type, uint64_t n, std::vector<uint8_t> raw);
   // data must hold ggml_row_size(type, ne[0]) * ne[1] * ne[2] * ne[3] bytes.
   void add_tensor(std::string name, GgmlType type, std::vector<int64_t> ne,
                   std::vector<uint8_t> data);

@@ -20,6 +20,8 @@ uint16_t fp32_to_bf16(float f);  // round to nearest even (NaN preserved)
 bool quant_type_supported(GgmlType t);
 // True for the types quantize_row can produce: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
 // Q4_K, Q6_K.
+// The legacy types' bytes match ggml's reference quantizer for the same input; Q4_K/Q6_K use
+// our own scale search (see quant_k.cpp), so their bytes differ from llama-quantize's.
 bool quant_type_writable(GgmlType t);
 
 // n must be a multiple of the type's block size; the type must be supported.

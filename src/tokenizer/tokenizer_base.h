@@ -9,7 +9,7 @@ namespace geist {
 
 class TokenizerBase : public Tokenizer {
  public:
-  explicit TokenizerBase(Vocab vocab, const Logger& log) : vocab_(std::move(vocab)), log_(log) {}
+  explicit TokenizerBase(Vocab vocab, const Logger& log);
 
   Status encode(std::string_view text, bool add_special, bool parse_special,
                 std::vector<int32_t>* out) const override;
@@ -30,12 +30,17 @@ class TokenizerBase : public Tokenizer {
   // SentencePiece's leading space. Appends ids to *out.
   virtual Status encode_fragment(std::string_view text, bool starts_text,
                                  std::vector<int32_t>* out) const = 0;
-  // Output bytes of a normal/byte/user-defined token (SPM: '▁' -> ' ', <0xAB> -> byte;
-  // BPE: byte-level unicode chars -> bytes).
+  // Output bytes of a NORMAL or BYTE token (SPM: '▁' -> ' ', <0xAB> -> byte; BPE: byte-level
+  // unicode chars -> bytes). token_to_piece itself gives user-defined tokens their text as
+  // stored and control/unknown/unused tokens nothing.
   virtual std::string piece_bytes(int32_t id) const = 0;
+  // Whether encode puts a space in front of the text that decode must take off again
+  // (SentencePiece's add_space_prefix; WordPiece's word-initial U+2581).
+  virtual bool adds_leading_space() const { return vocab_.add_space_prefix; }
 
   Vocab vocab_;
   Logger log_;
+  std::vector<int32_t> special_ids_;  // control/user-defined/unknown ids, longest text first
 };
 
 }  // namespace geist

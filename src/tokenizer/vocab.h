@@ -28,17 +28,22 @@ enum class TokenAttr : int32_t {
 };
 
 struct Vocab {
-  std::string model;               // tokenizer.ggml.model: "llama", "gpt2", "bert", ...
-  std::string pre;                 // tokenizer.ggml.pre ("" if absent)
-  std::vector<std::string> tokens; // [n_vocab] token text as stored (SPM: '▁' for space; BPE: byte-level chars)
-  std::vector<float> scores;       // [n_vocab] (0 when absent)
-  std::vector<TokenAttr> types;    // [n_vocab] (NORMAL when absent)
-  std::vector<std::string> merges; // BPE merges "a b", in priority order
+  std::string model;  // tokenizer.ggml.model: "llama", "gpt2", "bert", ...
+  std::string pre;    // tokenizer.ggml.pre ("" if absent)
+  std::vector<std::string>
+      tokens;  // [n_vocab] token text as stored (SPM: '▁' for space; BPE: byte-level chars)
+  std::vector<float> scores;        // [n_vocab] (0 when absent)
+  std::vector<TokenAttr> types;     // [n_vocab] (NORMAL when absent)
+  std::vector<std::string> merges;  // BPE merges "a b", in priority order
   std::unordered_map<std::string, int32_t> token_to_id;
   int32_t bos = -1, eos = -1, eot = -1, eom = -1, unk = -1, sep = -1, pad = -1, mask = -1;
   bool add_bos = false, add_eos = false, add_space_prefix = false;
+  bool add_sep = false;  // tokenizer.ggml.add_sep_token: SEP after the text (BERT)
   bool remove_extra_whitespaces = false;
-  std::vector<int32_t> eog_ids;    // ids that end generation (eos, eot, eom, ...)
+  bool clean_spaces = false;     // decode drops spaces before ?!., and in " 's" etc. (llama.cpp)
+  bool lowercase = true;         // tokenizer.ggml.normalizer.lowercase (WPM)
+  bool strip_accents = true;     // tokenizer.ggml.normalizer.strip_accents (WPM)
+  std::vector<int32_t> eog_ids;  // ids that end generation (eos, eot, eom, ...)
 
   int32_t n_vocab() const { return static_cast<int32_t>(tokens.size()); }
   // Reads and validates tokenizer.ggml.* (lengths consistent, ids in range).

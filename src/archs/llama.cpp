@@ -1,0 +1,423 @@
+// Llama family (general.architecture = "llama"): pre-norm decoder with RMSNorm, grouped-query
+// attention with normal-style RoPE (the GGUF converter permutes Q/K rows into adjacent pairs),
+// SwiGLU feed-forward. Weights are views into the GGUF mapping.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <new>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "archs/loaders.h"
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "kernels/quant.h"
+#include "kv/kv_cache.h"
+
+namespace geist {
+namespace {
+
+constexpr int32_t kMaxMicroBatch = 256;  // longer inputs run in chunks of this many tokens
+
+struct LlamaConfig {
+  int32_t n_vocab = 0;
+  int32_t n_ctx_train = 0;
+  int32_t n_embd = 0;
+  int32_t n_layer = 0;
+  int32_t n_head = 0;
+  int32_t n_head_kv = 0;
+  int32_t n_ff = 0;
+  int32_t head_dim_k = 0;
+  int32_t head_dim_v = 0;
+  int32_t n_rot = 0;
+  float rope_freq_base = 10000;
+  float rope_freq_scale = 1;
+  float rms_eps = 0;
+};
+
+struct LlamaLayer {
+  const float* attn_norm = nullptr;  // [n_embd]
+  WeightMatrix wq;                   // [n_head * head_dim_k][n_embd]
+  WeightMatrix wk;                   // [n_head_kv * head_dim_k][n_embd]
+  WeightMatrix wv;                   // [n_head_kv * head_dim_v][n_embd]
+  WeightMatrix wo;                   // [n_embd][n_head * head_dim_v]
+  const float* ffn_norm = nullptr;   // [n_embd]
+  WeightMatrix w_gate;               // [n_ff][n_embd]
+  WeightMatrix w_up;                 // [n_ff][n_embd]
+  WeightMatrix w_down;               // [n_embd][n_ff]
+};
+
+class LlamaState : public ArchState {
+ public:
+  int32_t max_seq_len() const override { return max_seq_len_; }
+  void reset() override {}  // positions are the caller's; stale KV rows are overwritten
+
+  int32_t max_seq_len_ = 0;
+  int32_t n_batch = 0;  // micro-batch capacity: min(kMaxMicroBatch, max_seq_len)
+  std::unique_ptr<KvCache> kv;
+  std::vector<float> x;     // [n_batch][n_embd] residual stream
+  std::vector<float> xn;    // [n_batch][n_embd] normed input / projection output
+  std::vector<float> q;     // [n_batch][n_head * head_dim_k]
+  std::vector<float> k;     // [n_batch][n_head_kv * head_dim_k]
+  std::vector<float> v;     // [n_batch][n_head_kv * head_dim_v]
+  std::vector<float> attn;  // [n_batch][n_head * head_dim_v]
+  std::vector<float> gate;  // [n_batch][n_ff]
+  std::vector<float> up;    // [n_batch][n_ff]
+  // [n_threads][per_thread_floats]: matmul dequantization rows and attention scores. Grows
+  // only when a pool with more threads than ever before is used.
+  std::vector<float> thread_scratch;
+  size_t per_thread_floats = 0;
+};
+
+class LlamaModel : public ArchModel {
+ public:
+  const ModelInfo& info() const override { return info_; }
+  Status create_state(int32_t max_seq_len, std::unique_ptr<ArchState>* out) const override;
+  Status forward(ArchState& state, const int32_t* tokens, int32_t n, int32_t pos, bool all_logits,
+                 float* logits, ThreadPool& pool) const override;
+
+  ModelInfo info_;
+  LlamaConfig cfg_;
+  RopeParams rope_;
+  WeightMatrix tok_embd_;               // [n_vocab][n_embd]
+  const float* output_norm_ = nullptr;  // [n_embd]
+  WeightMatrix output_;                 // [n_vocab][n_embd]; token_embd when tied
+  std::vector<LlamaLayer> layers_;      // [n_layer]
+
+ private:
+  void run_batch(LlamaState& st, const int32_t* tokens, int32_t n, int32_t pos,
+                 ThreadPool& pool) const;
+};
+
+// ---- loading ---------------------------------------------------------------------------------
+
+Status read_i32(const GgufFile& f, const std::string& key, bool required, int32_t* out) {
+  Status st = f.get_i32(key, out);
+  if (st.code() == GEIST_E_NOT_FOUND && !required) return Status::ok();
+  if (!st) return Status(st.code() == GEIST_E_NOT_FOUND ? GEIST_E_FORMAT : st.code(), st.message());
+  if (*out <= 0)
+    return Status::error(GEIST_E_FORMAT, "%s = %d must be positive", key.c_str(), *out);
+  return Status::ok();
+}
+
+Status read_f32(const GgufFile& f, const std::string& key, bool required, float* out) {
+  Status st = f.get_f32(key, out);
+  if (st.code() == GEIST_E_NOT_FOUND && !required) return Status::ok();
+  if (!st) return Status(st.code() == GEIST_E_NOT_FOUND ? GEIST_E_FORMAT : st.code(), st.message());
+  if (!std::isfinite(*out)) return Status::error(GEIST_E_FORMAT, "%s is not finite", key.c_str());
+  return Status::ok();
+}
+
+Status read_config(const GgufFile& f, LlamaConfig* c) {
+  const std::string p = "llama.";
+  GEIST_RETURN_IF_ERROR(read_i32(f, p + "context_length", true, &c->n_ctx_train));
+  GEIST_RETURN_IF_ERROR(read_i32(f, p + "embedding_length", true, &c->n_embd));
+  GEIST_RETURN_IF_ERROR(read_i32(f, p + "block_count", true, &c->n_layer));
+  GEIST_RETURN_IF_ERROR(read_i32(f, p + "feed_forward_length", true, &c->n_ff));
+  GEIST_RETURN_IF_ERROR(read_i32(f, p + "attention.head_count", true, &c->n_head));
+  c->n_head_kv = c->n_head;
+  GEIST_RETURN_IF_ERROR(read_i32(f, p + "attention.head_count_kv", false, &c->n_head_kv));
+  if (c->n_head % c->n_head_kv != 0) {
+    return Status::error(GEIST_E_FORMAT,
+                         "attention.head_count %d is not a multiple of head_count_kv %d", c->n_head,
+                         c->n_head_kv);
+  }
+  if (c->n_embd % c->n_head != 0 && !f.find(p + "attention.key_length")) {
+    return Status::error(GEIST_E_FORMAT, "embedding_length %d is not a multiple of head_count %d",
+                         c->n_embd, c->n_head);
+  }
+  c->head_dim_k = c->n_embd / c->n_head;
+  c->head_dim_v = c->head_dim_k;
+  GEIST_RETURN_IF_ERROR(read_i32(f, p + "attention.key_length", false, &c->head_dim_k));
+  GEIST_RETURN_IF_ERROR(read_i32(f, p + "attention.value_length", false, &c->head_dim_v));
+  c->n_rot = c->head_dim_k;
+  GEIST_RETURN_IF_ERROR(read_i32(f, p + "rope.dimension_count", false, &c->n_rot));
+  if (c->n_rot % 2 != 0 || c->n_rot > c->head_dim_k) {
+    return Status::error(GEIST_E_FORMAT, "rope.dimension_count %d must be even and <= head dim %d",
+                         c->n_rot, c->head_dim_k);
+  }
+  GEIST_RETURN_IF_ERROR(read_f32(f, p + "rope.freq_base", false, &c->rope_freq_base));
+  if (c->rope_freq_base <= 0) return Status(GEIST_E_FORMAT, "rope.freq_base must be positive");
+  GEIST_RETURN_IF_ERROR(read_f32(f, p + "attention.layer_norm_rms_epsilon", true, &c->rms_eps));
+  if (c->rms_eps < 0) return Status(GEIST_E_FORMAT, "attention.layer_norm_rms_epsilon is negative");
+
+  int32_t n_expert = 0;
+  Status st = f.get_i32(p + "expert_count", &n_expert);
+  if (st && n_expert > 0) {
+    return Status::error(GEIST_E_UNSUPPORTED, "llama with %d experts (MoE) is not supported",
+                         n_expert);
+  }
+
+  // Like llama.cpp: a missing type means linear; the factor comes from rope.scaling.factor or
+  // the older rope.scale_linear.
+  std::string_view scaling = "linear";
+  st = f.get_str(p + "rope.scaling.type", &scaling);
+  if (!st && st.code() != GEIST_E_NOT_FOUND) return st;
+  float factor = 0;
+  if (scaling == "linear") {
+    GEIST_RETURN_IF_ERROR(read_f32(f, p + "rope.scaling.factor", false, &factor));
+    if (factor == 0) GEIST_RETURN_IF_ERROR(read_f32(f, p + "rope.scale_linear", false, &factor));
+    if (factor < 0) return Status(GEIST_E_FORMAT, "rope scaling factor is negative");
+    c->rope_freq_scale = factor == 0 ? 1.0f : 1.0f / factor;
+  } else if (scaling != "none") {
+    return Status::error(GEIST_E_UNSUPPORTED, "rope.scaling.type '%.*s' is not supported",
+                         static_cast<int>(scaling.size()), scaling.data());
+  }
+  return Status::ok();
+}
+
+// Finds `name` and checks that it is [ne0] (ne1 == 0) or [ne0, ne1] in ggml order.
+Status find_tensor(const GgufFile& f, const std::string& name, int64_t ne0, int64_t ne1,
+                   const GgufTensorInfo** out) {
+  const GgufTensorInfo* t = f.find_tensor(name);
+  if (!t) return Status::error(GEIST_E_FORMAT, "tensor '%s' is missing", name.c_str());
+  const uint32_t want_dims = ne1 == 0 ? 1 : 2;
+  const bool shape_ok = t->ne[0] == ne0 && t->ne[1] == (ne1 == 0 ? 1 : ne1) && t->ne[2] == 1 &&
+                        t->ne[3] == 1 && t->n_dims <= want_dims;
+  if (!shape_ok) {
+    return Status::error(
+        GEIST_E_FORMAT, "tensor '%s' has shape [%lld, %lld, %lld, %lld]; expected [%lld, %lld]",
+        name.c_str(), static_cast<long long>(t->ne[0]), static_cast<long long>(t->ne[1]),
+        static_cast<long long>(t->ne[2]), static_cast<long long>(t->ne[3]),
+        static_cast<long long>(ne0), static_cast<long long>(ne1 == 0 ? 1 : ne1));
+  }
+  *out = t;
+  return Status::ok();
+}
+
+Status load_vector(const GgufFile& f, const std::string& name, int64_t n, const float** out) {
+  const GgufTensorInfo* t = nullptr;
+  GEIST_RETURN_IF_ERROR(find_tensor(f, name, n, 0, &t));
+  if (t->type != GgmlType::F32) {
+    return Status::error(GEIST_E_UNSUPPORTED, "tensor '%s' has type %s; only f32 is supported",
+                         name.c_str(), ggml_type_name(t->type));
+  }
+  if (t->nbytes < static_cast<uint64_t>(n) * sizeof(float) ||
+      reinterpret_cast<uintptr_t>(t->data) % alignof(float) != 0) {
+    return Status::error(GEIST_E_FORMAT, "tensor '%s' data is truncated or misaligned",
+                         name.c_str());
+  }
+  *out = reinterpret_cast<const float*>(t->data);
+  return Status::ok();
+}
+
+Status load_matrix(const GgufFile& f, const std::string& name, int64_t n_in, int64_t n_out,
+                   WeightMatrix* out) {
+  const GgufTensorInfo* t = nullptr;
+  GEIST_RETURN_IF_ERROR(find_tensor(f, name, n_in, n_out, &t));
+  if (!quant_type_supported(t->type)) {
+    return Status::error(GEIST_E_UNSUPPORTED, "tensor '%s' has unsupported type %s", name.c_str(),
+                         ggml_type_name(t->type));
+  }
+  const size_t row_bytes = ggml_row_size(t->type, n_in);
+  if (row_bytes == 0) {
+    return Status::error(GEIST_E_FORMAT, "tensor '%s': row of %lld is not whole %s blocks",
+                         name.c_str(), static_cast<long long>(n_in), ggml_type_name(t->type));
+  }
+  if (t->nbytes < row_bytes * static_cast<uint64_t>(n_out) ||
+      (t->type == GgmlType::F32 && reinterpret_cast<uintptr_t>(t->data) % alignof(float) != 0)) {
+    return Status::error(GEIST_E_FORMAT, "tensor '%s' data is truncated or misaligned",
+                         name.c_str());
+  }
+  *out = WeightMatrix{t->type, t->data, n_in, n_out, row_bytes};
+  return Status::ok();
+}
+
+Status load_weights(const GgufFile& f, LlamaModel* m) {
+  LlamaConfig& c = m->cfg_;
+  // n_vocab comes from token_embd; llama.vocab_size, when present, must agree.
+  const GgufTensorInfo* te = f.find_tensor("token_embd.weight");
+  if (!te) return Status(GEIST_E_FORMAT, "tensor 'token_embd.weight' is missing");
+  if (te->ne[1] <= 0 || te->ne[1] > INT32_MAX) {
+    return Status(GEIST_E_FORMAT, "tensor 'token_embd.weight' has an invalid vocabulary size");
+  }
+  c.n_vocab = static_cast<int32_t>(te->ne[1]);
+  int32_t vocab_key = c.n_vocab;
+  GEIST_RETURN_IF_ERROR(read_i32(f, "llama.vocab_size", false, &vocab_key));
+  if (vocab_key != c.n_vocab) {
+    return Status::error(GEIST_E_FORMAT, "llama.vocab_size %d disagrees with token_embd (%d rows)",
+                         vocab_key, c.n_vocab);
+  }
+  GEIST_RETURN_IF_ERROR(load_matrix(f, "token_embd.weight", c.n_embd, c.n_vocab, &m->tok_embd_));
+  GEIST_RETURN_IF_ERROR(load_vector(f, "output_norm.weight", c.n_embd, &m->output_norm_));
+  if (f.find_tensor("output.weight")) {
+    GEIST_RETURN_IF_ERROR(load_matrix(f, "output.weight", c.n_embd, c.n_vocab, &m->output_));
+  } else {
+    m->output_ = m->tok_embd_;
+  }
+  if (f.find_tensor("rope_freqs.weight")) {
+    GEIST_RETURN_IF_ERROR(load_vector(f, "rope_freqs.weight", c.n_rot / 2, &m->rope_.freq_factors));
+  }
+  const int64_t n_q = static_cast<int64_t>(c.n_head) * c.head_dim_k;
+  const int64_t n_k = static_cast<int64_t>(c.n_head_kv) * c.head_dim_k;
+  const int64_t n_v = static_cast<int64_t>(c.n_head_kv) * c.head_dim_v;
+  const int64_t n_o = static_cast<int64_t>(c.n_head) * c.head_dim_v;
+  m->layers_.resize(static_cast<size_t>(c.n_layer));
+  for (int32_t il = 0; il < c.n_layer; ++il) {
+    LlamaLayer& l = m->layers_[static_cast<size_t>(il)];
+    const std::string b = "blk." + std::to_string(il) + ".";
+    GEIST_RETURN_IF_ERROR(load_vector(f, b + "attn_norm.weight", c.n_embd, &l.attn_norm));
+    GEIST_RETURN_IF_ERROR(load_matrix(f, b + "attn_q.weight", c.n_embd, n_q, &l.wq));
+    GEIST_RETURN_IF_ERROR(load_matrix(f, b + "attn_k.weight", c.n_embd, n_k, &l.wk));
+    GEIST_RETURN_IF_ERROR(load_matrix(f, b + "attn_v.weight", c.n_embd, n_v, &l.wv));
+    GEIST_RETURN_IF_ERROR(load_matrix(f, b + "attn_output.weight", n_o, c.n_embd, &l.wo));
+    GEIST_RETURN_IF_ERROR(load_vector(f, b + "ffn_norm.weight", c.n_embd, &l.ffn_norm));
+    GEIST_RETURN_IF_ERROR(load_matrix(f, b + "ffn_gate.weight", c.n_embd, c.n_ff, &l.w_gate));
+    GEIST_RETURN_IF_ERROR(load_matrix(f, b + "ffn_up.weight", c.n_embd, c.n_ff, &l.w_up));
+    GEIST_RETURN_IF_ERROR(load_matrix(f, b + "ffn_down.weight", c.n_ff, c.n_embd, &l.w_down));
+  }
+  return Status::ok();
+}
+
+// ---- state and forward -----------------------------------------------------------------------
+
+Status LlamaModel::create_state(int32_t max_seq_len, std::unique_ptr<ArchState>* out) const {
+  if (max_seq_len <= 0) {
+    return Status::error(GEIST_E_INVALID_ARG, "max_seq_len %d must be positive", max_seq_len);
+  }
+  const LlamaConfig& c = cfg_;
+  std::unique_ptr<LlamaState> st(new (std::nothrow) LlamaState());
+  if (!st) return Status(GEIST_E_OOM, "llama: out of memory for the session state");
+  st->max_seq_len_ = max_seq_len;
+  st->n_batch = std::min(kMaxMicroBatch, max_seq_len);
+  std::vector<KvLayerSpec> specs(
+      static_cast<size_t>(c.n_layer),
+      KvLayerSpec{c.n_head_kv * c.head_dim_k, c.n_head_kv * c.head_dim_v});
+  GEIST_RETURN_IF_ERROR(KvCache::create(KvMode::F32, specs, max_seq_len, &st->kv));
+  const size_t nb = static_cast<size_t>(st->n_batch);
+  try {
+    st->x.resize(nb * static_cast<size_t>(c.n_embd));
+    st->xn.resize(nb * static_cast<size_t>(c.n_embd));
+    st->q.resize(nb * static_cast<size_t>(c.n_head) * static_cast<size_t>(c.head_dim_k));
+    st->k.resize(nb * static_cast<size_t>(c.n_head_kv) * static_cast<size_t>(c.head_dim_k));
+    st->v.resize(nb * static_cast<size_t>(c.n_head_kv) * static_cast<size_t>(c.head_dim_v));
+    st->attn.resize(nb * static_cast<size_t>(c.n_head) * static_cast<size_t>(c.head_dim_v));
+    st->gate.resize(nb * static_cast<size_t>(c.n_ff));
+    st->up.resize(nb * static_cast<size_t>(c.n_ff));
+  } catch (const std::bad_alloc&) {
+    return Status(GEIST_E_OOM, "llama: out of memory for the session scratch");
+  }
+  const int64_t max_n_in =
+      std::max<int64_t>({c.n_embd, c.n_ff, static_cast<int64_t>(c.n_head) * c.head_dim_v});
+  st->per_thread_floats =
+      std::max(matmul_scratch_floats(max_n_in, 1), attention_scratch_floats(max_seq_len, 1));
+  *out = std::move(st);
+  return Status::ok();
+}
+
+void add_rows(float* y, const float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void LlamaModel::run_batch(LlamaState& st, const int32_t* tokens, int32_t n, int32_t pos,
+                           ThreadPool& pool) const {
+  const LlamaConfig& c = cfg_;
+  const int64_t n_embd = c.n_embd;
+  const int64_t n_q = static_cast<int64_t>(c.n_head) * c.head_dim_k;
+  const int64_t n_k = static_cast<int64_t>(c.n_head_kv) * c.head_dim_k;
+  const int64_t n_v = static_cast<int64_t>(c.n_head_kv) * c.head_dim_v;
+  const int64_t n_o = static_cast<int64_t>(c.n_head) * c.head_dim_v;
+  float* scratch = st.thread_scratch.data();
+  const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim_k, c.head_dim_v,
+                             1.0f / std::sqrt(static_cast<float>(c.head_dim_k))};
+
+  for (int32_t t = 0; t < n; ++t) get_row(tok_embd_, tokens[t], st.x.data() + t * n_embd);
+
+  for (int32_t il = 0; il < c.n_layer; ++il) {
+    const LlamaLayer& l = layers_[static_cast<size_t>(il)];
+    for (int32_t t = 0; t < n; ++t) {
+      rms_norm(st.x.data() + t * n_embd, l.attn_norm, st.xn.data() + t * n_embd, n_embd, c.rms_eps);
+    }
+    matmul(l.wq, st.xn.data(), n_embd, n, st.q.data(), n_q, scratch, pool);
+    matmul(l.wk, st.xn.data(), n_embd, n, st.k.data(), n_k, scratch, pool);
+    matmul(l.wv, st.xn.data(), n_embd, n, st.v.data(), n_v, scratch, pool);
+    for (int32_t t = 0; t < n; ++t) {
+      rope(st.q.data() + t * n_q, c.n_head, c.head_dim_k, pos + t, rope_);
+      rope(st.k.data() + t * n_k, c.n_head_kv, c.head_dim_k, pos + t, rope_);
+    }
+    st.kv->write(il, pos, n, st.k.data(), n_k, st.v.data(), n_v);
+    const KvLayerView kv = st.kv->view(il, pos + n);
+    attention(shape, st.q.data(), n_q, n, pos, kv.k, kv.k_stride, kv.v, kv.v_stride, st.attn.data(),
+              n_o, scratch, pool);
+    matmul(l.wo, st.attn.data(), n_o, n, st.xn.data(), n_embd, scratch, pool);
+    add_rows(st.x.data(), st.xn.data(), static_cast<size_t>(n * n_embd));
+
+    for (int32_t t = 0; t < n; ++t) {
+      rms_norm(st.x.data() + t * n_embd, l.ffn_norm, st.xn.data() + t * n_embd, n_embd, c.rms_eps);
+    }
+    matmul(l.w_gate, st.xn.data(), n_embd, n, st.gate.data(), c.n_ff, scratch, pool);
+    matmul(l.w_up, st.xn.data(), n_embd, n, st.up.data(), c.n_ff, scratch, pool);
+    swiglu(st.gate.data(), st.up.data(), st.gate.data(), static_cast<int64_t>(n) * c.n_ff);
+    matmul(l.w_down, st.gate.data(), c.n_ff, n, st.xn.data(), n_embd, scratch, pool);
+    add_rows(st.x.data(), st.xn.data(), static_cast<size_t>(n * n_embd));
+  }
+}
+
+Status LlamaModel::forward(ArchState& state, const int32_t* tokens, int32_t n, int32_t pos,
+                           bool all_logits, float* logits, ThreadPool& pool) const {
+  auto* st = dynamic_cast<LlamaState*>(&state);
+  if (!st) return Status(GEIST_E_INVALID_ARG, "llama forward: state belongs to another model");
+  if (n <= 0 || pos < 0 || pos > st->max_seq_len_ - n) {
+    return Status::error(GEIST_E_INVALID_ARG, "llama forward: %d tokens at %d exceed %d positions",
+                         n, pos, st->max_seq_len_);
+  }
+  for (int32_t i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= cfg_.n_vocab) {
+      return Status::error(GEIST_E_INVALID_ARG, "token id %d outside the vocabulary of %d",
+                           tokens[i], cfg_.n_vocab);
+    }
+  }
+  const size_t want = st->per_thread_floats * static_cast<size_t>(pool.n_threads());
+  if (st->thread_scratch.size() < want) {
+    try {
+      st->thread_scratch.resize(want);
+    } catch (const std::bad_alloc&) {
+      return Status(GEIST_E_OOM, "llama: out of memory for thread scratch");
+    }
+  }
+  const int64_t n_embd = cfg_.n_embd;
+  for (int32_t done = 0; done < n; done += st->n_batch) {
+    const int32_t mb = std::min(st->n_batch, n - done);
+    run_batch(*st, tokens + done, mb, pos + done, pool);
+    const bool last = done + mb == n;
+    if (!all_logits && !last) continue;
+    // Logits for every row of this micro-batch, or for the final row only.
+    const int32_t first = all_logits ? 0 : mb - 1;
+    const int32_t rows = mb - first;
+    for (int32_t t = 0; t < rows; ++t) {
+      rms_norm(st->x.data() + (first + t) * n_embd, output_norm_, st->xn.data() + t * n_embd,
+               n_embd, cfg_.rms_eps);
+    }
+    float* dst = all_logits ? logits + static_cast<int64_t>(done) * cfg_.n_vocab : logits;
+    matmul(output_, st->xn.data(), n_embd, rows, dst, cfg_.n_vocab, st->thread_scratch.data(),
+           pool);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status load_llama(const GgufFile& file, const Logger& log, std::unique_ptr<ArchModel>* out) {
+  std::unique_ptr<LlamaModel> m(new (std::nothrow) LlamaModel());
+  if (!m) return Status(GEIST_E_OOM, "llama: out of memory");
+  GEIST_RETURN_IF_ERROR(read_config(file, &m->cfg_));
+  GEIST_RETURN_IF_ERROR(load_weights(file, m.get()));
+  const LlamaConfig& c = m->cfg_;
+  m->rope_.style = RopeStyle::NORMAL;
+  m->rope_.n_rot = c.n_rot;
+  m->rope_.freq_base = c.rope_freq_base;
+  m->rope_.freq_scale = c.rope_freq_scale;
+  m->info_ = ModelInfo{"llama",  c.n_vocab,   c.n_ctx_train, c.n_embd,    c.n_layer,
+                       c.n_head, c.n_head_kv, c.n_ff,        c.head_dim_k};
+  log.log(GEIST_LOG_INFO,
+          "llama: %d layers, n_embd %d, %d/%d heads of %d, n_ff %d, vocab %d, rope %d dims "
+          "base %g scale %g%s",
+          c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim_k, c.n_ff, c.n_vocab, c.n_rot,
+          c.rope_freq_base, c.rope_freq_scale, m->rope_.freq_factors ? " with rope_freqs" : "");
+  *out = std::move(m);
+  return Status::ok();
+}
+
+}  // namespace geist

@@ -1,0 +1,150 @@
+// Qwen3.5 text model (general.architecture = "qwen35"): a hybrid of gated DeltaNet layers
+// (linear attention with a recurrent state) and gated full-attention layers; layer i is full
+// attention when (i + 1) % full_attention_interval == 0. Blocks past the main stack
+// (qwen35.nextn_predict_layers, the MTP head) are not part of the main model and are ignored.
+//
+// Facts of the GGUF layout this code relies on (llama.cpp's converter writes them):
+// - every RMSNorm weight except ssm_norm already includes the +1 of the zero-centred norm;
+// - ssm_a holds -exp(A_log);
+// - value heads are in tiled order: value head h reads key head h % n_k_heads;
+// - attn_q rows hold, per head, head_dim query rows then head_dim output-gate rows;
+// - RoPE is NEOX-style over the first rope.dimension_count dims of each head (the multimodal
+//   sections collapse to plain partial RoPE for text positions).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "archs/arch.h"
+#include "kernels/matmul.h"
+#include "kv/kv_cache.h"
+
+namespace geist {
+
+struct Qwen35Config {
+  int32_t n_vocab = 0;
+  int32_t n_ctx_train = 0;
+  int32_t n_embd = 0;
+  int32_t n_layer = 0;        // main stack only (block_count - nextn_predict_layers)
+  int32_t n_layer_nextn = 0;  // trailing MTP blocks, ignored
+  int32_t n_ff = 0;
+  int32_t n_head = 0;
+  int32_t n_head_kv = 0;
+  int32_t head_dim = 0;  // attention key_length == value_length
+  int32_t n_rot = 0;     // rotated dims per head
+  float rope_base = 0;
+  float norm_eps = 0;
+  int32_t full_attention_interval = 0;
+  // DeltaNet
+  int32_t conv_kernel = 0;
+  int32_t n_k_heads = 0;  // ssm.group_count
+  int32_t n_v_heads = 0;  // ssm.time_step_rank
+  int32_t d_k = 0;        // ssm.state_size
+  int32_t d_v = 0;        // ssm.inner_size / n_v_heads
+
+  bool is_recurrent(int32_t il) const { return (il + 1) % full_attention_interval != 0; }
+  int32_t key_dim() const { return n_k_heads * d_k; }
+  int32_t value_dim() const { return n_v_heads * d_v; }
+  int32_t conv_dim() const { return 2 * key_dim() + value_dim(); }  // channels of conv/qkv
+};
+
+struct Qwen35Layer {
+  bool recurrent = false;
+  std::vector<float> attn_norm;  // [n_embd]
+  std::vector<float> post_norm;  // [n_embd] (post_attention_norm: the pre-FFN norm)
+  WeightMatrix ffn_gate;         // n_embd -> n_ff
+  WeightMatrix ffn_up;           // n_embd -> n_ff
+  WeightMatrix ffn_down;         // n_ff -> n_embd
+  // Gated attention layers.
+  WeightMatrix wq;            // n_embd -> n_head * 2 * head_dim, per head [query | gate]
+  WeightMatrix wk;            // n_embd -> n_head_kv * head_dim
+  WeightMatrix wv;            // n_embd -> n_head_kv * head_dim
+  WeightMatrix wo;            // n_head * head_dim -> n_embd
+  std::vector<float> q_norm;  // [head_dim]
+  std::vector<float> k_norm;  // [head_dim]
+  // DeltaNet layers.
+  WeightMatrix wqkv;            // n_embd -> conv_dim: [q n_k*d_k | k n_k*d_k | v n_v*d_v]
+  WeightMatrix wz;              // n_embd -> n_v * d_v (output gate)
+  WeightMatrix w_alpha;         // n_embd -> n_v (decay input)
+  WeightMatrix w_beta;          // n_embd -> n_v (write strength input)
+  WeightMatrix ssm_out;         // n_v * d_v -> n_embd
+  std::vector<float> conv1d;    // [conv_dim][conv_kernel]
+  std::vector<float> dt_bias;   // [n_v]
+  std::vector<float> ssm_a;     // [n_v], -exp(A_log)
+  std::vector<float> ssm_norm;  // [d_v], plain weight (no +1)
+};
+
+// Per-session state. Everything a snapshot must carry is in n_past, kv, conv and ssm; the
+// rest is scratch that forward() overwrites before reading.
+class Qwen35State final : public ArchState {
+ public:
+  int32_t max_seq_len() const override { return max_seq_len_; }
+  // Zeroes the recurrent state (it has no notion of positions to forget) and forgets the KV.
+  void reset() override;
+
+  int32_t n_past = 0;             // positions consumed; the recurrent state is at this position
+  std::unique_ptr<KvCache> kv;    // attention layers only
+  std::vector<float> conv;        // [n_rec][conv_kernel-1][conv_dim], time-major, oldest first
+  std::vector<float> ssm;         // [n_rec][n_v_heads][d_k][d_v]
+  int64_t conv_layer_floats = 0;  // floats of one layer's slice of `conv`
+  int64_t ssm_layer_floats = 0;   // floats of one layer's slice of `ssm`
+
+  // Scratch, grown on demand (row counts are at most the forward micro-batch).
+  struct Scratch {
+    std::vector<float> x;       // [n][n_embd] residual stream
+    std::vector<float> xn;      // [n][n_embd] normed input of a sub-layer
+    std::vector<float> mix;     // [n][n_embd] sub-layer output
+    std::vector<float> big0;    // [n][max(conv_dim, n_head*2*head_dim, n_ff)]
+    std::vector<float> big1;    // [n][max(conv_dim, n_head*head_dim, n_ff)]
+    std::vector<float> mid0;    // [n][max(value_dim, n_head_kv*head_dim)]
+    std::vector<float> mid1;    // [n][max(value_dim, n_head_kv*head_dim)]
+    std::vector<float> mid2;    // [n][max(value_dim, n_head*head_dim)]
+    std::vector<float> heads0;  // [n][n_v_heads]
+    std::vector<float> heads1;  // [n][n_v_heads]
+    std::vector<float> matmul;  // matmul_scratch_floats
+    std::vector<float> attn;    // attention_scratch_floats
+    std::vector<double> delta;  // [n_threads][gated_delta_rule_scratch_doubles]
+  } s;
+
+ private:
+  friend class Qwen35Model;
+  int32_t max_seq_len_ = 0;
+};
+
+class Qwen35Model final : public ArchModel {
+ public:
+  const ModelInfo& info() const override { return info_; }
+  const Qwen35Config& config() const { return cfg_; }
+  // Index of layer il among the DeltaNet layers (its slice of conv/ssm), -1 for attention.
+  int32_t rec_slot(int32_t il) const { return rec_slot_[static_cast<size_t>(il)]; }
+  int32_t n_rec_layers() const { return n_rec_; }
+
+  Status create_state(int32_t max_seq_len, std::unique_ptr<ArchState>* out) const override;
+  // Besides the ArchModel contract: GEIST_E_INVALID_STATE when pos is neither 0 nor the
+  // state's n_past, since the recurrent state cannot be rolled back (restore a snapshot).
+  Status forward(ArchState& state, const int32_t* tokens, int32_t n, int32_t pos, bool all_logits,
+                 float* logits, ThreadPool& pool) const override;
+
+ private:
+  friend Status load_qwen35(const GgufFile& file, const Logger& log,
+                            std::unique_ptr<ArchModel>* out);
+  Qwen35Model() = default;
+
+  void forward_ubatch(Qwen35State& st, const int32_t* tokens, int32_t n, int32_t pos,
+                      bool all_logits, float* logits, ThreadPool& pool) const;
+  void deltanet_layer(Qwen35State& st, int32_t il, int32_t n, ThreadPool& pool) const;
+  void attention_layer(Qwen35State& st, int32_t il, int32_t n, int32_t pos, ThreadPool& pool) const;
+  void ffn(Qwen35State& st, int32_t il, int32_t n, ThreadPool& pool) const;
+
+  ModelInfo info_;
+  Qwen35Config cfg_;
+  WeightMatrix tok_embd_;            // n_vocab rows of n_embd
+  WeightMatrix output_;              // n_embd -> n_vocab (tok_embd_ when tied)
+  std::vector<float> output_norm_;   // [n_embd]
+  std::vector<Qwen35Layer> layers_;  // [n_layer]
+  std::vector<int32_t> rec_slot_;    // [n_layer]
+  int32_t n_rec_ = 0;
+};
+
+}  // namespace geist

@@ -1,0 +1,110 @@
+// BPE merging on hand-made vocabularies, where the expected tokens follow from the merge
+// ranks by hand.
+#include <gtest/gtest.h>
+
+#include "tokenizer/bpe.h"
+#include "tokenizer/unicode.h"
+
+namespace geist {
+namespace {
+
+// A byte-level vocab: the 256 byte symbols, then `extra` tokens; `merges` in rank order.
+std::unique_ptr<Tokenizer> make(const std::vector<std::string>& extra,
+                                const std::vector<std::string>& merges, const std::string& pre) {
+  Vocab v;
+  v.model = "gpt2";
+  v.pre = pre;
+  for (int b = 0; b < 256; ++b) v.tokens.push_back(unicode::utf8_encode(unicode::byte_to_cpt(b)));
+  for (const auto& t : extra) v.tokens.push_back(t);
+  v.types.assign(v.tokens.size(), TokenAttr::NORMAL);
+  v.scores.assign(v.tokens.size(), 0.0f);
+  v.merges = merges;
+  for (int32_t i = 0; i < v.n_vocab(); ++i) v.token_to_id.emplace(v.tokens[i], i);
+  std::unique_ptr<Tokenizer> tok;
+  EXPECT_TRUE(make_bpe_tokenizer(std::move(v), Logger{}, &tok).is_ok());
+  return tok;
+}
+
+std::vector<int32_t> enc(const Tokenizer& t, const std::string& s) {
+  std::vector<int32_t> ids;
+  EXPECT_TRUE(t.encode(s, false, false, &ids).is_ok());
+  return ids;
+}
+
+TEST(BpeMerges, LowerRankMergesFirst) {
+  // "abc": with "a b" ranked first the pair (a,b) merges, leaving c; with "b c" first, (b,c).
+  const auto t1 = make({"ab", "bc"}, {"a b", "b c"}, "gpt-2");
+  EXPECT_EQ(enc(*t1, "abc"), (std::vector<int32_t>{256, 'c'}));
+  const auto t2 = make({"ab", "bc"}, {"b c", "a b"}, "gpt-2");
+  EXPECT_EQ(enc(*t2, "abc"), (std::vector<int32_t>{'a', 257}));
+}
+
+TEST(BpeMerges, TiesGoLeftmostAndMergesChain) {
+  // "aaa" with only "a a": the leftmost pair merges first -> "aa" + "a".
+  const auto t = make({"aa", "aaaa"}, {"a a", "aa aa"}, "gpt-2");
+  EXPECT_EQ(enc(*t, "aaa"), (std::vector<int32_t>{256, 'a'}));
+  // "aaaa": a a -> (aa)(a)(a) -> (aa)(aa) -> aaaa.
+  EXPECT_EQ(enc(*t, "aaaa"), (std::vector<int32_t>{257}));
+}
+
+TEST(BpeMerges, SpaceIsByteEncodedAndPiecesDoNotMergeAcrossWords) {
+  // GPT-2 maps the space byte to U+0120 'Ġ'. "a a" pre-tokenizes to "a" and " a"; "Ġ a" merges
+  // the second, and nothing merges across the split.
+  const std::string g = unicode::utf8_encode(0x120);
+  const auto t = make({g + "a", "aa"}, {g + " a", "a a"}, "gpt-2");
+  EXPECT_EQ(enc(*t, "a a"), (std::vector<int32_t>{'a', 256}));
+  EXPECT_EQ(enc(*t, "aa"), (std::vector<int32_t>{257}));
+}
+
+TEST(BpeMerges, IgnoreMergesTakesWholeWordTokens) {
+  // "abc" is a token but no merge path leads to it: Llama 3 style (llama-bpe) takes it whole,
+  // plain GPT-2 style falls back to the bytes.
+  const auto llama3 = make({"abc"}, {}, "llama-bpe");
+  EXPECT_EQ(enc(*llama3, "abc"), (std::vector<int32_t>{256}));
+  const auto gpt2 = make({"abc"}, {}, "gpt-2");
+  EXPECT_EQ(enc(*gpt2, "abc"), (std::vector<int32_t>{'a', 'b', 'c'}));
+}
+
+TEST(BpeMerges, PiecesDecodeBytes) {
+  const auto t = make({}, {}, "gpt-2");
+  std::string s;
+  for (int b = 0; b < 256; ++b) {
+    ASSERT_TRUE(t->token_to_piece(b, &s).is_ok());
+    EXPECT_EQ(s, std::string(1, static_cast<char>(b))) << b;
+  }
+}
+
+TEST(BpeMerges, MalformedMergeIsAFormatError) {
+  Vocab v;
+  v.model = "gpt2";
+  v.tokens = {"a"};
+  v.types = {TokenAttr::NORMAL};
+  v.scores = {0.0f};
+  v.token_to_id = {{"a", 0}};
+  v.merges = {"nospace"};
+  std::unique_ptr<Tokenizer> tok;
+  EXPECT_EQ(make_bpe_tokenizer(std::move(v), Logger{}, &tok).code(), GEIST_E_FORMAT);
+}
+
+TEST(BpeMerges, UnknownPreWarnsAndFallsBackToDefault) {
+  int warnings = 0;
+  Logger log;
+  log.user = &warnings;
+  log.fn = [](void* user, geist_log_level level, const char*) {
+    if (level == GEIST_LOG_WARN) ++*static_cast<int*>(user);
+  };
+  Vocab v;
+  v.model = "gpt2";
+  v.pre = "no-such-pre";
+  for (int b = 0; b < 256; ++b) v.tokens.push_back(unicode::utf8_encode(unicode::byte_to_cpt(b)));
+  v.types.assign(256, TokenAttr::NORMAL);
+  v.scores.assign(256, 0.0f);
+  for (int32_t i = 0; i < 256; ++i) v.token_to_id.emplace(v.tokens[i], i);
+  std::unique_ptr<Tokenizer> tok;
+  ASSERT_TRUE(make_bpe_tokenizer(std::move(v), log, &tok).is_ok());
+  EXPECT_EQ(warnings, 1);
+  EXPECT_EQ(static_cast<const BpeTokenizer*>(tok.get())->pre_tokenizer(), PreTokenizer::DEFAULT);
+}
+
+}  // namespace
+}  // namespace geist
