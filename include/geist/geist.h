@@ -29,17 +29,17 @@ extern "C" {
 /* STABLE */
 typedef enum geist_status {
   GEIST_OK = 0,
-  GEIST_E_OOM = 1,              /* memory allocation failed */
-  GEIST_E_INVALID_ARG = 2,      /* null handle/pointer, bad value, buffer too small */
-  GEIST_E_INTERNAL = 3,         /* a bug in geist: please report */
-  GEIST_E_FILE_NOT_FOUND = 4,   /* the path does not exist */
-  GEIST_E_IO = 5,               /* the OS failed to read or write */
-  GEIST_E_FORMAT = 6,           /* malformed input file or image */
-  GEIST_E_UNSUPPORTED = 7,      /* well-formed but not supported (architecture, tensor type) */
-  GEIST_E_NOT_FOUND = 8,        /* a named item (metadata key, token) does not exist */
-  GEIST_E_BACKEND = 9,          /* the compute backend failed */
-  GEIST_E_INVALID_STATE = 10,   /* the call is not allowed in the handle's current state */
-  GEIST_E_TOO_MANY_TOKENS = 11  /* the session's max_seq_len would be exceeded */
+  GEIST_E_OOM = 1,             /* memory allocation failed */
+  GEIST_E_INVALID_ARG = 2,     /* null handle/pointer, bad value, buffer too small */
+  GEIST_E_INTERNAL = 3,        /* a bug in geist: please report */
+  GEIST_E_FILE_NOT_FOUND = 4,  /* the path does not exist */
+  GEIST_E_IO = 5,              /* the OS failed to read or write */
+  GEIST_E_FORMAT = 6,          /* malformed input file or image */
+  GEIST_E_UNSUPPORTED = 7,     /* well-formed but not supported (architecture, tensor type) */
+  GEIST_E_NOT_FOUND = 8,       /* a named item (metadata key, token) does not exist */
+  GEIST_E_BACKEND = 9,         /* the compute backend failed */
+  GEIST_E_INVALID_STATE = 10,  /* the call is not allowed in the handle's current state */
+  GEIST_E_TOO_MANY_TOKENS = 11 /* the session's max_seq_len would be exceeded */
 } geist_status;
 
 /* STABLE */
@@ -75,8 +75,8 @@ const char* geist_version(void);
 
 /* STABLE. Model load parameters. Initialise with geist_model_params_default. */
 typedef struct geist_model_params {
-  uint32_t struct_size;        /* sizeof(geist_model_params), set by the default function */
-  geist_log_fn log_fn;         /* NULL: no logging */
+  uint32_t struct_size; /* sizeof(geist_model_params), set by the default function */
+  geist_log_fn log_fn;  /* NULL: no logging */
   void* log_user;
   geist_progress_fn progress_fn; /* NULL: no progress reports */
   void* progress_user;
@@ -89,7 +89,8 @@ void geist_model_params_default(geist_model_params* params);
  * params may be NULL (defaults). On failure *out_model is NULL and, when err_buf is not NULL,
  * a NUL-terminated message (truncated to err_cap) is written there.
  * Returns GEIST_OK, GEIST_E_INVALID_ARG, GEIST_E_FILE_NOT_FOUND, GEIST_E_IO, GEIST_E_FORMAT,
- * GEIST_E_UNSUPPORTED, GEIST_E_OOM, GEIST_E_INTERNAL. */
+ * GEIST_E_UNSUPPORTED, GEIST_E_OOM, GEIST_E_INTERNAL, and GEIST_E_INVALID_STATE when the
+ * progress callback cancelled the load. */
 geist_status geist_model_load(const char* path, const geist_model_params* params,
                               geist_model** out_model, char* err_buf, size_t err_cap);
 
@@ -114,9 +115,8 @@ int geist_model_token_is_eog(const geist_model* model, geist_token token);
  * token texts (e.g. "<|im_start|>") in the text.
  * Writes up to `cap` ids to `out` and the total count to *n_out. If cap is too small, returns
  * GEIST_E_INVALID_ARG with *n_out set to the count needed (out may be NULL when cap is 0). */
-geist_status geist_tokenize(geist_model* model, const char* text, size_t text_len,
-                            int add_special, int parse_special, geist_token* out, size_t cap,
-                            size_t* n_out);
+geist_status geist_tokenize(geist_model* model, const char* text, size_t text_len, int add_special,
+                            int parse_special, geist_token* out, size_t cap, size_t* n_out);
 
 /* STABLE. Converts tokens back to UTF-8 text (the inverse of geist_tokenize without special
  * tokens). Writes up to `cap` bytes (no NUL terminator) and the full length to *n_out; if cap
@@ -182,8 +182,8 @@ geist_status geist_session_prefill(geist_session* session, const geist_token* to
 
 /* STABLE. Tokenizes `text` (add_special as in geist_tokenize; BOS is only added at position
  * 0; special tokens are parsed) and prefills it. */
-geist_status geist_session_prefill_text(geist_session* session, const char* text,
-                                        size_t text_len, int add_special);
+geist_status geist_session_prefill_text(geist_session* session, const char* text, size_t text_len,
+                                        int add_special);
 
 /* STABLE. One decode step: samples the next token from the pending logits with the session's
  * sampler and RNG, appends it to the history and returns it in *out_token. The forward pass
@@ -208,8 +208,7 @@ int32_t geist_session_position(const geist_session* session);
 int32_t geist_session_max_seq_len(const geist_session* session);
 
 /* STABLE. Replaces the sampler settings and re-seeds the RNG from params->seed. */
-geist_status geist_session_set_sampler(geist_session* session,
-                                       const geist_sampler_params* params);
+geist_status geist_session_set_sampler(geist_session* session, const geist_sampler_params* params);
 
 #ifdef __cplusplus
 }

@@ -13,8 +13,7 @@ extern "C" {
  * n_tokens positions to `out_logits`, row-major [n_tokens x n_vocab]. out_cap is the capacity
  * of out_logits in floats; GEIST_E_INVALID_ARG (session unchanged) if it is too small. */
 geist_status geist_session_prefill_all_logits(geist_session* session, const geist_token* tokens,
-                                              size_t n_tokens, float* out_logits,
-                                              size_t out_cap);
+                                              size_t n_tokens, float* out_logits, size_t out_cap);
 
 /* EXPERIMENTAL. The session's token history; the pointer stays valid until the next call on
  * the session. */

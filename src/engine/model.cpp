@@ -1,0 +1,98 @@
+#include "engine/model.h"
+
+#include <map>
+#include <sstream>
+#include <vector>
+
+namespace geist {
+namespace {
+
+// Calls the user's progress callback; a non-zero answer cancels the load.
+Status report_progress(const geist_model_params& params, float fraction) {
+  if (params.progress_fn && params.progress_fn(params.progress_user, fraction) != 0) {
+    return Status::error(GEIST_E_INVALID_STATE,
+                         "model load cancelled by the progress callback at %.0f%%",
+                         static_cast<double>(fraction) * 100.0);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Model::~Model() = default;
+
+Status Model::load(const std::string& path, const geist_model_params& params,
+                   std::unique_ptr<Model>* out) {
+  out->reset();
+  std::unique_ptr<Model> m(new Model());
+  m->logger_ = Logger{params.log_fn, params.log_user};
+  GEIST_RETURN_IF_ERROR(report_progress(params, 0.0f));
+
+  GEIST_RETURN_IF_ERROR(GgufFile::open(path, &m->gguf_).with_prefix(path));
+  GEIST_RETURN_IF_ERROR(report_progress(params, 0.3f));
+
+  GEIST_RETURN_IF_ERROR(
+      Tokenizer::load(*m->gguf_, m->logger_, &m->tokenizer_).with_prefix(path + ": tokenizer"));
+  GEIST_RETURN_IF_ERROR(report_progress(params, 0.5f));
+
+  GEIST_RETURN_IF_ERROR(load_arch_model(*m->gguf_, m->logger_, &m->arch_).with_prefix(path));
+  const ModelInfo& info = m->arch_->info();
+  if (info.n_vocab <= 0 || info.n_vocab != m->tokenizer_->n_vocab()) {
+    return Status::error(GEIST_E_FORMAT,
+                         "%s: the tokenizer has %d tokens but the weights have %d logits",
+                         path.c_str(), m->tokenizer_->n_vocab(), info.n_vocab);
+  }
+
+  std::vector<int32_t> empty;
+  GEIST_RETURN_IF_ERROR(m->tokenizer_->encode("", true, false, &empty));
+  m->adds_bos_ = !empty.empty() && m->tokenizer_->bos() >= 0 && empty[0] == m->tokenizer_->bos();
+
+  m->logger_.log(GEIST_LOG_INFO,
+                 "loaded %s: %s, %d layers, n_embd %d, n_vocab %d, %zu tensors, tokenizer %.*s",
+                 path.c_str(), info.architecture.c_str(), info.n_layer, info.n_embd, info.n_vocab,
+                 m->gguf_->tensors().size(), static_cast<int>(m->tokenizer_->model_name().size()),
+                 m->tokenizer_->model_name().data());
+  GEIST_RETURN_IF_ERROR(report_progress(params, 1.0f));
+  *out = std::move(m);
+  return Status::ok();
+}
+
+std::string Model::describe() const {
+  const ModelInfo& i = info();
+  std::ostringstream os;
+  os << "architecture: " << i.architecture << "\n";
+  os << "gguf: version " << gguf_->version() << ", " << gguf_->file_size() << " bytes, "
+     << gguf_->kvs().size() << " metadata keys, " << gguf_->tensors().size() << " tensors\n";
+  os << "n_vocab: " << i.n_vocab << "\n";
+  os << "n_ctx_train: " << i.n_ctx_train << "\n";
+  os << "n_embd: " << i.n_embd << "\n";
+  os << "n_layer: " << i.n_layer << "\n";
+  os << "n_head: " << i.n_head << "\n";
+  os << "n_head_kv: " << i.n_head_kv << "\n";
+  os << "n_ff: " << i.n_ff << "\n";
+  os << "head_dim: " << i.head_dim << "\n";
+
+  // Ordered by type id so the output is stable.
+  std::map<uint32_t, std::pair<size_t, uint64_t>> by_type;  // type -> (count, bytes)
+  uint64_t n_params = 0;
+  for (const GgufTensorInfo& t : gguf_->tensors()) {
+    auto& e = by_type[static_cast<uint32_t>(t.type)];
+    ++e.first;
+    e.second += t.nbytes;
+    n_params += static_cast<uint64_t>(t.n_elements());
+  }
+  os << "parameters: " << n_params << "\n";
+  os << "tensor types:";
+  for (const auto& [type, e] : by_type) {
+    os << " " << ggml_type_name(static_cast<GgmlType>(type)) << "=" << e.first << " (" << e.second
+       << " bytes)";
+  }
+  os << "\n";
+  os << "tokenizer: model " << tokenizer_->model_name() << ", pre "
+     << (tokenizer_->pre_name().empty() ? std::string_view("(none)") : tokenizer_->pre_name())
+     << ", " << tokenizer_->n_vocab() << " tokens, bos " << tokenizer_->bos() << ", eos "
+     << tokenizer_->eos() << "\n";
+  return os.str();
+}
+
+}  // namespace geist

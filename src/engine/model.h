@@ -1,0 +1,53 @@
+// A loaded model: the mapped GGUF, its tokenizer and its architecture (weights as views into
+// the mapping). Immutable after load(), so any number of sessions and threads may share one.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "archs/arch.h"
+#include "base/log.h"
+#include "base/status.h"
+#include "formats/gguf.h"
+#include "tokenizer/tokenizer.h"
+
+namespace geist {
+
+class Model {
+ public:
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  // Opens and validates `path`. Reports progress 0 at the start and 1 at the end (and steps
+  // in between) through params.progress_fn; a non-zero return from it cancels the load with
+  // GEIST_E_INVALID_STATE. Errors: those of GgufFile::open, Tokenizer::load and
+  // load_arch_model; GEIST_E_FORMAT when tokenizer and weights disagree on the vocabulary.
+  static Status load(const std::string& path, const geist_model_params& params,
+                     std::unique_ptr<Model>* out);
+
+  const GgufFile& gguf() const { return *gguf_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const ArchModel& arch() const { return *arch_; }
+  const ModelInfo& info() const { return arch_->info(); }
+  const Logger& logger() const { return logger_; }
+  int32_t n_vocab() const { return info().n_vocab; }
+  // Whether encode(..., add_special=true) puts BOS in front (prefill_text drops it after
+  // position 0).
+  bool adds_bos() const { return adds_bos_; }
+
+  // Architecture, hyper-parameters, tensor counts per type and tokenizer, one item a line.
+  std::string describe() const;
+
+ private:
+  Model() = default;
+
+  Logger logger_;
+  std::unique_ptr<GgufFile> gguf_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<ArchModel> arch_;
+  bool adds_bos_ = false;
+};
+
+}  // namespace geist

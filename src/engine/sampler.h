@@ -1,0 +1,53 @@
+// Token sampler with the semantics geist.h documents for geist_sampler_params:
+// repetition/presence penalties -> top-k -> temperature -> top-p -> min-p -> draw.
+// The result depends only on (logits, history, params, RNG state): ties are broken by the
+// lowest token id and no step depends on thread count or memory addresses.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/rng.h"
+#include "geist/geist.h"
+
+namespace geist {
+
+// The defaults geist.h lists.
+geist_sampler_params default_sampler_params();
+
+// GEIST_E_INVALID_ARG naming the field for a wrong struct_size, a NaN, top_p/min_p outside
+// what makes sense, repeat_penalty <= 0 or penalty_last_n < -1.
+Status validate_sampler_params(const geist_sampler_params& p);
+
+class Sampler {
+ public:
+  // Allocates all scratch once; sample() never allocates.
+  explicit Sampler(int32_t n_vocab);
+
+  int32_t n_vocab() const { return n_vocab_; }
+
+  // Picks a token from logits[n_vocab]. `history` [n_history] is the token history the
+  // penalties look at (its last penalty_last_n entries); every id must be < n_vocab.
+  // `p` must have passed validate_sampler_params. Consumes exactly one RNG draw unless the
+  // choice is greedy (temperature <= 0), which draws nothing.
+  int32_t sample(const float* logits, const int32_t* history, size_t n_history,
+                 const geist_sampler_params& p, Rng& rng);
+
+ private:
+  struct Candidate {
+    int32_t id;
+    float logit;  // penalised logit
+    float p;      // unnormalised probability exp((logit - max) / T)
+  };
+
+  void apply_penalties(const int32_t* history, size_t n_history, const geist_sampler_params& p);
+
+  int32_t n_vocab_;
+  std::vector<float> work_;      // [n_vocab] logits after penalties, NaN replaced by -inf
+  std::vector<uint8_t> seen_;    // [n_vocab] 1 while a token is in the penalty window
+  std::vector<Candidate> cand_;  // [n_vocab] surviving candidates, best first once sorted
+};
+
+}  // namespace geist

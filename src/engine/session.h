@@ -1,0 +1,77 @@
+// A decoding session on a shared Model: KV/recurrent state, token history, pending logits,
+// sampler settings and RNG. Not thread-safe; one session per thread at a time.
+//
+// Owed forward: decode() samples from the pending logits and appends the token without
+// running it through the model; forward_owed_ records that the last history token is not yet
+// in the state. Whatever next needs logits (decode, logits, prefill) pays it first. So the
+// state always holds positions [0, position() - forward_owed_).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "engine/model.h"
+#include "engine/rng.h"
+#include "engine/sampler.h"
+#include "geist/geist.h"
+
+namespace geist {
+
+class Session {
+ public:
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // The model must outlive the session. params must come from geist_session_params_default
+  // (struct sizes are checked). GEIST_E_INVALID_ARG, GEIST_E_OOM.
+  static Status create(const Model& model, const geist_session_params& params,
+                       std::unique_ptr<Session>* out);
+
+  // Appends tokens[n] and runs them, leaving the last one's logits pending. When all_logits is
+  // not null it receives every row, [n][n_vocab] (the caller checked its capacity).
+  // Validates ids and capacity before changing anything: GEIST_E_INVALID_ARG,
+  // GEIST_E_TOO_MANY_TOKENS. A failed forward leaves the history as it was.
+  Status prefill(const int32_t* tokens, size_t n, float* all_logits);
+  // Tokenizes (parse_special on; BOS only at position 0) and prefills.
+  Status prefill_text(std::string_view text, bool add_special);
+  // GEIST_E_INVALID_STATE with nothing pending, GEIST_E_TOO_MANY_TOKENS when full.
+  Status decode(int32_t* out_token);
+  // Pending logits [n_vocab], paying an owed forward first. GEIST_E_INVALID_STATE if none.
+  Status logits(const float** out);
+  void reset();
+  Status set_sampler(const geist_sampler_params& params);
+
+  const Model& model() const { return model_; }
+  int32_t position() const { return static_cast<int32_t>(tokens_.size()); }
+  int32_t max_seq_len() const { return max_seq_len_; }
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  const geist_sampler_params& sampler_params() const { return sampler_params_; }
+  bool forward_owed() const { return forward_owed_; }
+  bool has_logits() const { return has_logits_; }
+
+ private:
+  Session(const Model& model, int32_t max_seq_len, int n_threads);
+  // Runs the owed token (the last of tokens_) if any.
+  Status pay_forward();
+
+  const Model& model_;
+  int32_t max_seq_len_;
+  ThreadPool pool_;
+  std::unique_ptr<ArchState> state_;
+  std::vector<int32_t> tokens_;        // [position] history; capacity max_seq_len
+  std::vector<float> logits_;          // [n_vocab] pending logits (stale while forward_owed_)
+  std::vector<float> logits_scratch_;  // [n_vocab] forward target, swapped in on success
+  bool has_logits_ = false;            // something was prefilled since create/reset
+  bool forward_owed_ = false;          // tokens_.back() is not yet in state_
+  geist_sampler_params sampler_params_;
+  Sampler sampler_;
+  Rng rng_;
+};
+
+}  // namespace geist

@@ -1,0 +1,85 @@
+// Helpers for the C API tests: fixture JSON fields and a model handle that frees itself.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "geist/geist.h"
+#include "support/fixtures.h"
+
+namespace geist::test {
+
+// The integer array stored under "key" in a flat JSON object (enough for the fixtures'
+// prompt1.json; not a general JSON parser).
+inline std::vector<int32_t> json_int_array(const std::string& json, const std::string& key) {
+  std::vector<int32_t> out;
+  const size_t k = json.find("\"" + key + "\"");
+  if (k == std::string::npos) {
+    ADD_FAILURE() << "key " << key << " not in JSON";
+    return out;
+  }
+  size_t i = json.find('[', k);
+  const size_t end = json.find(']', i);
+  for (++i; i < end;) {
+    const size_t next = json.find_first_of("-0123456789", i);
+    if (next == std::string::npos || next >= end) break;
+    size_t used = 0;
+    out.push_back(static_cast<int32_t>(std::stol(json.substr(next), &used)));
+    i = next + used;
+  }
+  return out;
+}
+
+// The string stored under "key" (no escapes other than none: the fixture prompts are plain).
+inline std::string json_string(const std::string& json, const std::string& key) {
+  const size_t k = json.find("\"" + key + "\"");
+  if (k == std::string::npos) {
+    ADD_FAILURE() << "key " << key << " not in JSON";
+    return {};
+  }
+  const size_t colon = json.find(':', k);
+  const size_t open = json.find('"', colon);
+  const size_t close = json.find('"', open + 1);
+  return json.substr(open + 1, close - open - 1);
+}
+
+struct Prompt1 {
+  std::string prompt;
+  std::vector<int32_t> prompt_tokens;  // llama.cpp's tokenization, BOS first
+  std::vector<int32_t> greedy_tokens;  // llama.cpp's 64 greedy tokens after the prompt
+  std::vector<float> logits;           // [95][512]: prompt rows, then one per generated token
+};
+
+inline Prompt1 load_prompt1() {
+  Prompt1 p;
+  const std::string dir = fixture_path("reference/stories260K/");
+  const std::string json = read_text_file(dir + "prompt1.json");
+  p.prompt = json_string(json, "prompt");
+  p.prompt_tokens = json_int_array(json, "prompt_tokens");
+  p.greedy_tokens = json_int_array(json, "greedy_tokens");
+  p.logits = read_f32_file(dir + "prompt1.f32");
+  return p;
+}
+
+struct ModelHandle {
+  geist_model* m = nullptr;
+  ModelHandle() = default;
+  ModelHandle(const ModelHandle&) = delete;
+  ModelHandle& operator=(const ModelHandle&) = delete;
+  ~ModelHandle() { geist_model_free(m); }
+};
+
+struct SessionHandle {
+  geist_session* s = nullptr;
+  SessionHandle() = default;
+  SessionHandle(const SessionHandle&) = delete;
+  SessionHandle& operator=(const SessionHandle&) = delete;
+  ~SessionHandle() { geist_session_destroy(s); }
+};
+
+inline std::string stories260k_path() { return fixture_path("models/stories260K.gguf"); }
+
+}  // namespace geist::test

@@ -1,0 +1,46 @@
+// Runs the built geist binary and reads the fixtures' JSON, for the CLI tests.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace geist::test {
+
+struct CliResult {
+  int exit_code = -1;  // the process's exit status; -1 if it did not exit normally
+  std::string out;     // stdout
+  std::string err;     // stderr
+};
+
+// Runs GEIST_BINARY_DIR/bin/geist with `args` (no shell interpretation of the arguments);
+// stdout and stderr are captured through files in `work_dir`.
+CliResult run_geist(const std::vector<std::string>& args, const std::string& work_dir);
+
+// A fresh directory removed by the destructor.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// The integer array stored under "key" in a JSON text (the first occurrence). Fails the
+// current test when it is missing or malformed.
+std::vector<int> json_int_array(const std::string& json, const std::string& key);
+// The string stored under "key" (\", \\, \n, \t and \uXXXX below U+0800 decoded).
+std::string json_string(const std::string& json, const std::string& key);
+
+// Parses "1 2 3" (whitespace separated integers).
+std::vector<int> parse_ids(const std::string& text);
+
+std::string join_ids(const std::vector<int>& ids, char sep);
+
+}  // namespace geist::test

@@ -1,0 +1,382 @@
+// Sampler tests on fixed logit vectors. Expected distributions are computed here from the
+// definitions (softmax, top-k, nucleus, min-p, llama.cpp's penalty formula) in double
+// precision; sample frequencies are compared with a chi-square test whose false-failure
+// probability is ~1e-6 per test (the seeds are fixed, so a pass is reproducible).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <set>
+#include <vector>
+
+#include "engine/rng.h"
+#include "engine/sampler.h"
+
+// Heap allocations made by this process so far (alloc_counter.cpp replaces operator new).
+long geist_test_alloc_count();
+
+namespace geist {
+namespace {
+
+constexpr int kSamples = 200000;
+
+// Upper 1e-6 quantile of chi-square with df degrees of freedom (Wilson-Hilferty
+// approximation; z = 4.753 is the standard normal's upper 1e-6 quantile).
+double chi2_critical(int df) {
+  const double k = df;
+  const double a = 2.0 / (9.0 * k);
+  return k * std::pow(1.0 - a + 4.753 * std::sqrt(a), 3.0);
+}
+
+std::vector<double> softmax(const std::vector<double>& x) {
+  const double m = *std::max_element(x.begin(), x.end());
+  std::vector<double> p(x.size());
+  double z = 0;
+  for (size_t i = 0; i < x.size(); ++i) z += (p[i] = std::exp(x[i] - m));
+  for (double& v : p) v /= z;
+  return p;
+}
+
+// Draws kSamples tokens and returns their counts [n_vocab].
+std::vector<long> draw(const std::vector<float>& logits, const std::vector<int32_t>& history,
+                       const geist_sampler_params& p, uint64_t seed) {
+  Sampler s(static_cast<int32_t>(logits.size()));
+  Rng rng;
+  rng.seed(seed);
+  std::vector<long> counts(logits.size(), 0);
+  for (int i = 0; i < kSamples; ++i) {
+    ++counts[static_cast<size_t>(s.sample(logits.data(), history.data(), history.size(), p, rng))];
+  }
+  return counts;
+}
+
+// Pearson statistic of counts against `expected` probabilities. Tokens with expected
+// probability 0 must never be drawn (checked by the caller); they contribute no cells.
+double chi2_stat(const std::vector<long>& counts, const std::vector<double>& expected, int* df) {
+  double stat = 0;
+  int cells = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (expected[i] == 0) continue;
+    const double e = expected[i] * kSamples;
+    stat += (counts[i] - e) * (counts[i] - e) / e;
+    ++cells;
+  }
+  *df = cells - 1;
+  return stat;
+}
+
+void expect_matches(const std::vector<long>& counts, const std::vector<double>& expected) {
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (expected[i] == 0) {
+      EXPECT_EQ(counts[i], 0) << "token " << i << " must be filtered out";
+    }
+  }
+  int df = 0;
+  const double stat = chi2_stat(counts, expected, &df);
+  if (df == 0) return;  // a single possible token: the zero checks above say everything
+  EXPECT_LT(stat, chi2_critical(df)) << "df " << df;
+}
+
+geist_sampler_params plain(float temperature) {
+  geist_sampler_params p = default_sampler_params();
+  p.temperature = temperature;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  return p;
+}
+
+const std::vector<float> kLogits = {1.0f, 2.5f, -0.5f, 0.3f, 2.0f, -2.0f, 1.7f, 0.0f};
+
+std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+std::vector<double> scaled(const std::vector<float>& l, double t) {
+  std::vector<double> x = to_double(l);
+  for (double& v : x) v /= t;
+  return x;
+}
+
+// Keeps the entries of p at `keep` and renormalises; zero elsewhere.
+std::vector<double> restrict_to(const std::vector<double>& p, const std::set<size_t>& keep) {
+  std::vector<double> q(p.size(), 0.0);
+  double z = 0;
+  for (size_t i : keep) z += p[i];
+  for (size_t i : keep) q[i] = p[i] / z;
+  return q;
+}
+
+std::vector<size_t> order_desc(const std::vector<double>& p) {
+  std::vector<size_t> idx(p.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return p[a] > p[b]; });
+  return idx;
+}
+
+TEST(Sampler, GreedyPicksArgmaxAndLowestIdOnTies) {
+  Sampler s(6);
+  Rng rng;
+  rng.seed(1);
+  const Rng before = rng;
+  const std::vector<float> tie = {0.5f, 3.0f, -1.0f, 3.0f, 2.9f, 3.0f};
+  EXPECT_EQ(s.sample(tie.data(), nullptr, 0, plain(0.0f), rng), 1);
+  EXPECT_EQ(s.sample(tie.data(), nullptr, 0, plain(-1.0f), rng), 1);
+  // Greedy consumes no randomness.
+  EXPECT_EQ(0, std::memcmp(&before, &rng, sizeof rng));
+}
+
+TEST(Sampler, TemperatureMatchesSoftmaxOfScaledLogits) {
+  for (double t : {0.5, 1.0, 1.7}) {
+    const std::vector<long> counts = draw(kLogits, {}, plain(static_cast<float>(t)), 42);
+    expect_matches(counts, softmax(scaled(kLogits, t)));
+  }
+}
+
+TEST(Sampler, ChiSquareRejectsTheWrongTemperature) {
+  // The test above has power: samples at T = 0.5 are far from softmax(logits / 1).
+  const std::vector<long> counts = draw(kLogits, {}, plain(0.5f), 42);
+  int df = 0;
+  const double stat = chi2_stat(counts, softmax(scaled(kLogits, 1.0)), &df);
+  EXPECT_GT(stat, 10 * chi2_critical(df));
+}
+
+TEST(Sampler, TopKKeepsTheKBestRenormalised) {
+  for (int k : {1, 3, 5}) {
+    geist_sampler_params p = plain(1.3f);
+    p.top_k = k;
+    const std::vector<double> full = softmax(scaled(kLogits, 1.3));
+    const std::vector<size_t> order = order_desc(full);
+    const std::set<size_t> best(order.begin(), order.begin() + k);
+    expect_matches(draw(kLogits, {}, p, 7), restrict_to(full, best));
+  }
+}
+
+TEST(Sampler, TopKTiesKeepLowestIds) {
+  // Four tokens tie for the best logit; top-2 must keep ids 1 and 3, never 4 or 6.
+  const std::vector<float> l = {0.0f, 5.0f, 1.0f, 5.0f, 5.0f, 2.0f, 5.0f};
+  geist_sampler_params p = plain(1.0f);
+  p.top_k = 2;
+  expect_matches(draw(l, {}, p, 3), {0, 0.5, 0, 0.5, 0, 0, 0});
+}
+
+TEST(Sampler, TopPKeepsTheMinimalNucleus) {
+  const double t = 0.9;
+  const std::vector<double> full = softmax(scaled(kLogits, t));
+  const std::vector<size_t> order = order_desc(full);
+  for (double top_p : {0.3, 0.6, 0.85, 0.97}) {
+    std::set<size_t> nucleus;
+    double cum = 0;
+    for (size_t i : order) {
+      nucleus.insert(i);
+      cum += full[i];
+      if (cum >= top_p) break;
+    }
+    geist_sampler_params p = plain(static_cast<float>(t));
+    p.top_p = static_cast<float>(top_p);
+    SCOPED_TRACE(top_p);
+    expect_matches(draw(kLogits, {}, p, 11), restrict_to(full, nucleus));
+  }
+}
+
+TEST(Sampler, TopPAppliesAfterTopK) {
+  // top_p's mass is measured on the distribution renormalised over the top-k survivors.
+  const double t = 1.0;
+  geist_sampler_params p = plain(static_cast<float>(t));
+  p.top_k = 3;
+  p.top_p = 0.8f;
+  const std::vector<double> full = softmax(scaled(kLogits, t));
+  const std::vector<size_t> order = order_desc(full);
+  const std::vector<double> k3 = restrict_to(full, {order[0], order[1], order[2]});
+  std::set<size_t> nucleus;
+  double cum = 0;
+  for (size_t i : order) {
+    nucleus.insert(i);
+    cum += k3[i];
+    if (cum >= 0.8) break;
+  }
+  expect_matches(draw(kLogits, {}, p, 5), restrict_to(full, nucleus));
+}
+
+TEST(Sampler, MinPThresholdIsRelativeToTheBest) {
+  const double t = 1.2;
+  const std::vector<double> full = softmax(scaled(kLogits, t));
+  const double pmax = *std::max_element(full.begin(), full.end());
+  for (double min_p : {0.05, 0.3, 0.7}) {
+    std::set<size_t> keep;
+    for (size_t i = 0; i < full.size(); ++i) {
+      if (full[i] >= min_p * pmax) keep.insert(i);
+    }
+    geist_sampler_params p = plain(static_cast<float>(t));
+    p.min_p = static_cast<float>(min_p);
+    SCOPED_TRACE(min_p);
+    expect_matches(draw(kLogits, {}, p, 13), restrict_to(full, keep));
+  }
+}
+
+TEST(Sampler, AllFiltersTogether) {
+  // Defaults-like chain on a wider vector: top-k 40 -> T -> top-p 0.9 -> min-p 0.05.
+  std::vector<float> l(64);
+  for (size_t i = 0; i < l.size(); ++i) l[i] = static_cast<float>(std::sin(i * 1.7) * 3.0);
+  geist_sampler_params p = plain(0.8f);
+  p.top_k = 40;
+  p.top_p = 0.9f;
+  p.min_p = 0.05f;
+  const std::vector<double> full = softmax(scaled(l, 0.8));
+  const std::vector<size_t> order = order_desc(full);
+  const std::vector<double> k40 = restrict_to(full, {order.begin(), order.begin() + 40});
+  std::set<size_t> keep;
+  double cum = 0;
+  for (size_t i : order) {
+    keep.insert(i);
+    cum += k40[i];
+    if (cum >= 0.9) break;
+  }
+  const double pmax = full[order[0]];
+  for (auto it = keep.begin(); it != keep.end();) {
+    it = full[*it] < 0.05 * pmax ? keep.erase(it) : std::next(it);
+  }
+  expect_matches(draw(l, {}, p, 17), restrict_to(full, keep));
+}
+
+// llama.cpp's repetition penalty: a positive logit is divided by the penalty, a negative one
+// multiplied; presence subtracts once per distinct token in the window.
+std::vector<double> penalised(const std::vector<float>& l, const std::vector<int32_t>& window,
+                              double repeat, double presence) {
+  std::vector<double> x = to_double(l);
+  std::set<int32_t> seen(window.begin(), window.end());
+  for (int32_t t : seen) {
+    double& v = x[static_cast<size_t>(t)];
+    v = v > 0 ? v / repeat : v * repeat;
+    v -= presence;
+  }
+  return x;
+}
+
+TEST(Sampler, RepetitionPenaltyFollowsTheFormula) {
+  // History holds tokens 1 (positive logit, twice), 2 (negative), 5 (negative), 3; with a
+  // window of 4 the oldest entry (token 3) is outside and must not be penalised.
+  const std::vector<int32_t> history = {3, 1, 2, 1, 5};
+  geist_sampler_params p = plain(1.0f);
+  p.repeat_penalty = 1.8f;
+  p.penalty_last_n = 4;
+  const std::vector<double> expected =
+      softmax(penalised(kLogits, {1, 2, 1, 5}, static_cast<double>(p.repeat_penalty), 0.0));
+  expect_matches(draw(kLogits, history, p, 19), expected);
+}
+
+TEST(Sampler, PresencePenaltySubtractsOncePerDistinctToken) {
+  const std::vector<int32_t> history = {4, 4, 4, 0, 7};
+  geist_sampler_params p = plain(1.0f);
+  p.presence_penalty = 0.9f;
+  p.penalty_last_n = -1;  // whole history
+  const std::vector<double> expected =
+      softmax(penalised(kLogits, history, 1.0, static_cast<double>(p.presence_penalty)));
+  expect_matches(draw(kLogits, history, p, 23), expected);
+}
+
+TEST(Sampler, PenaltiesApplyBeforeGreedy) {
+  // Token 1 (2.5) / 1.5 = 1.67 falls below token 4 (2.0).
+  Sampler s(8);
+  Rng rng;
+  rng.seed(0);
+  geist_sampler_params p = plain(0.0f);
+  const int32_t hist[] = {1};
+  EXPECT_EQ(s.sample(kLogits.data(), hist, 1, p, rng), 1);
+  p.repeat_penalty = 1.5f;
+  EXPECT_EQ(s.sample(kLogits.data(), hist, 1, p, rng), 4);
+  p.penalty_last_n = 0;  // window 0 disables penalties
+  EXPECT_EQ(s.sample(kLogits.data(), hist, 1, p, rng), 1);
+  // A negative logit gets more negative: token 3 (-0.6) beats token 2 (-0.5) once 2 is
+  // penalised.
+  const std::vector<float> neg = {-3.0f, -3.0f, -0.5f, -0.6f};
+  Sampler s4(4);
+  geist_sampler_params q = plain(0.0f);
+  q.repeat_penalty = 1.5f;
+  const int32_t h2[] = {2};
+  EXPECT_EQ(s4.sample(neg.data(), h2, 1, q, rng), 3);  // -0.75 < -0.6
+}
+
+TEST(Sampler, SameSeedSameSequenceDifferentSeedsDiffer) {
+  const geist_sampler_params p = plain(1.0f);
+  auto run = [&](uint64_t seed) {
+    Sampler s(8);
+    Rng rng;
+    rng.seed(seed);
+    std::vector<int32_t> out;
+    for (int i = 0; i < 200; ++i) out.push_back(s.sample(kLogits.data(), nullptr, 0, p, rng));
+    return out;
+  };
+  EXPECT_EQ(run(123), run(123));
+  EXPECT_NE(run(123), run(124));
+  EXPECT_NE(run(0), run(1));
+}
+
+TEST(Sampler, CopiedRngContinuesIdentically) {
+  const geist_sampler_params p = plain(0.9f);
+  Sampler s(8);
+  Rng a;
+  a.seed(99);
+  for (int i = 0; i < 37; ++i) (void)s.sample(kLogits.data(), nullptr, 0, p, a);
+  Rng b;
+  std::memcpy(&b, &a, sizeof a);  // what a snapshot does
+  Sampler other(8);
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ(s.sample(kLogits.data(), nullptr, 0, p, a),
+              other.sample(kLogits.data(), nullptr, 0, p, b));
+  }
+}
+
+TEST(Sampler, SampleDoesNotAllocate) {
+  std::vector<float> l(5000);
+  for (size_t i = 0; i < l.size(); ++i) l[i] = static_cast<float>(std::cos(i * 0.37) * 4.0);
+  std::vector<int32_t> hist = {1, 2, 3, 4000, 2};
+  geist_sampler_params p = default_sampler_params();
+  p.repeat_penalty = 1.1f;
+  p.presence_penalty = 0.2f;
+  Sampler s(5000);
+  Rng rng;
+  rng.seed(5);
+  const long before = geist_test_alloc_count();
+  for (int i = 0; i < 50; ++i) (void)s.sample(l.data(), hist.data(), hist.size(), p, rng);
+  p.top_k = 0;
+  p.min_p = 0;
+  for (int i = 0; i < 50; ++i) (void)s.sample(l.data(), hist.data(), hist.size(), p, rng);
+  EXPECT_EQ(geist_test_alloc_count(), before);
+}
+
+TEST(Sampler, NaNLogitsAreNeverChosen) {
+  const std::vector<float> l = {std::nanf(""), 1.0f, std::nanf(""), 0.5f};
+  Sampler s(4);
+  Rng rng;
+  rng.seed(3);
+  for (int i = 0; i < 1000; ++i) {
+    const int32_t t = s.sample(l.data(), nullptr, 0, plain(1.0f), rng);
+    EXPECT_TRUE(t == 1 || t == 3);
+  }
+}
+
+TEST(Sampler, ValidationNamesTheField) {
+  geist_sampler_params p = default_sampler_params();
+  EXPECT_TRUE(validate_sampler_params(p).is_ok());
+  p.struct_size = 4;
+  Status s = validate_sampler_params(p);
+  EXPECT_EQ(s.code(), GEIST_E_INVALID_ARG);
+  EXPECT_NE(s.message().find("struct_size"), std::string::npos);
+  p = default_sampler_params();
+  p.repeat_penalty = 0.0f;
+  s = validate_sampler_params(p);
+  EXPECT_EQ(s.code(), GEIST_E_INVALID_ARG);
+  EXPECT_NE(s.message().find("repeat_penalty"), std::string::npos);
+  p = default_sampler_params();
+  p.temperature = std::nanf("");
+  EXPECT_EQ(validate_sampler_params(p).code(), GEIST_E_INVALID_ARG);
+  p = default_sampler_params();
+  p.penalty_last_n = -2;
+  EXPECT_EQ(validate_sampler_params(p).code(), GEIST_E_INVALID_ARG);
+}
+
+}  // namespace
+}  // namespace geist

@@ -1,0 +1,157 @@
+#include "cli_common.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "cli_args.h"
+
+namespace geist_cli {
+namespace {
+
+int print_load_progress(void* /*user*/, float fraction) {
+  std::fprintf(stderr, "\rloading model %3d%%", static_cast<int>(fraction * 100.0f + 0.5f));
+  std::fflush(stderr);
+  return 0;
+}
+
+}  // namespace
+
+bool stderr_is_terminal() { return isatty(STDERR_FILENO) == 1; }
+
+double now_seconds() {
+  using clock = std::chrono::steady_clock;
+  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+bool load_model(const std::string& verb, const std::string& path, ModelHandle* out) {
+  geist_model_params params;
+  geist_model_params_default(&params);
+  const bool tty = stderr_is_terminal();
+  if (tty) params.progress_fn = print_load_progress;
+  char err[1024] = {0};
+  const geist_status st = geist_model_load(path.c_str(), &params, &out->model, err, sizeof(err));
+  if (tty) std::fprintf(stderr, "\r%-24s\r", "");
+  if (st != GEIST_OK) {
+    // The library's message usually names the path already; do not say it twice.
+    if (err[0] != '\0' && std::strstr(err, path.c_str()) != nullptr) {
+      cli_error(verb, "cannot load model: %s", err);
+    } else {
+      cli_error(verb, "cannot load model '%s': %s", path.c_str(),
+                err[0] != '\0' ? err : geist_status_string(st));
+    }
+    return false;
+  }
+  return true;
+}
+
+bool parse_token_list(const std::string& verb, const std::string& text,
+                      std::vector<geist_token>* out) {
+  out->clear();
+  size_t i = 0;
+  while (i < text.size()) {
+    if (text[i] == ',' || text[i] == ' ' || text[i] == '\t' || text[i] == '\n') {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < text.size() && text[j] != ',' && text[j] != ' ' && text[j] != '\t' &&
+           text[j] != '\n') {
+      ++j;
+    }
+    const std::string item = text.substr(i, j - i);
+    errno = 0;
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (*end != '\0' || errno != 0 || v < 0 || v > INT32_MAX) {
+      cli_error(verb, "invalid token id '%s' in --tokens: expected a non-negative integer",
+                item.c_str());
+      return false;
+    }
+    out->push_back(static_cast<geist_token>(v));
+    i = j;
+  }
+  if (out->empty()) {
+    cli_error(verb, "--tokens lists no token ids");
+    return false;
+  }
+  return true;
+}
+
+bool read_text_file(const std::string& verb, const std::string& path, std::string* out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
+    cli_error(verb, "cannot read file '%s': %s", path.c_str(), std::strerror(errno));
+    return false;
+  }
+  std::stringstream ss;
+  ss << f.rdbuf();
+  if (f.bad()) {
+    cli_error(verb, "cannot read file '%s'", path.c_str());
+    return false;
+  }
+  *out = ss.str();
+  return true;
+}
+
+bool tokenize_text(const std::string& verb, geist_model* model, const std::string& text,
+                   bool add_special, bool parse_special, std::vector<geist_token>* out) {
+  // Generous first guess (a token per byte plus specials), then the exact size if short.
+  out->assign(text.size() + 8, 0);
+  size_t n = 0;
+  geist_status st = geist_tokenize(model, text.data(), text.size(), add_special ? 1 : 0,
+                                   parse_special ? 1 : 0, out->data(), out->size(), &n);
+  if (st == GEIST_E_INVALID_ARG && n > out->size()) {
+    out->assign(n, 0);
+    st = geist_tokenize(model, text.data(), text.size(), add_special ? 1 : 0, parse_special ? 1 : 0,
+                        out->data(), out->size(), &n);
+  }
+  if (st != GEIST_OK) {
+    cli_error(verb, "tokenization failed: %s", geist_model_last_error(model));
+    return false;
+  }
+  out->resize(n);
+  return true;
+}
+
+size_t utf8_complete_prefix(const std::string& s) {
+  const size_t n = s.size();
+  // Find the last lead byte among the final four bytes.
+  for (size_t back = 1; back <= 4 && back <= n; ++back) {
+    const unsigned char c = static_cast<unsigned char>(s[n - back]);
+    if ((c & 0xC0) == 0x80) continue;  // continuation byte
+    size_t need = 1;
+    if ((c & 0xE0) == 0xC0) {
+      need = 2;
+    } else if ((c & 0xF0) == 0xE0) {
+      need = 3;
+    } else if ((c & 0xF8) == 0xF0) {
+      need = 4;
+    }
+    return back >= need ? n : n - back;
+  }
+  return n;  // only continuation bytes at the end: not a sequence we could complete
+}
+
+void Utf8Stream::write(const char* data, size_t n) {
+  pending_.append(data, n);
+  const size_t cut = utf8_complete_prefix(pending_);
+  if (cut > 0) {
+    std::fwrite(pending_.data(), 1, cut, f_);
+    pending_.erase(0, cut);
+  }
+  std::fflush(f_);
+}
+
+void Utf8Stream::finish() {
+  if (!pending_.empty()) std::fwrite(pending_.data(), 1, pending_.size(), f_);
+  pending_.clear();
+  std::fflush(f_);
+}
+
+}  // namespace geist_cli

@@ -1,0 +1,64 @@
+// Helpers shared by the CLI verbs; everything goes through the public C API.
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "geist/geist.h"
+
+namespace geist_cli {
+
+// Owns a model handle.
+struct ModelHandle {
+  geist_model* model = nullptr;
+  ModelHandle() = default;
+  ModelHandle(const ModelHandle&) = delete;
+  ModelHandle& operator=(const ModelHandle&) = delete;
+  ~ModelHandle() { geist_model_free(model); }
+};
+
+struct SessionHandle {
+  geist_session* session = nullptr;
+  SessionHandle() = default;
+  SessionHandle(const SessionHandle&) = delete;
+  SessionHandle& operator=(const SessionHandle&) = delete;
+  ~SessionHandle() { geist_session_destroy(session); }
+};
+
+// Loads `path`; shows progress on stderr only when stderr is a terminal. Prints
+// "geist VERB: cannot load model 'path': <reason>" and returns false on failure.
+bool load_model(const std::string& verb, const std::string& path, ModelHandle* out);
+
+// Parses "1,2,3" (commas and/or spaces). Prints the offending item and returns false on error.
+bool parse_token_list(const std::string& verb, const std::string& text,
+                      std::vector<geist_token>* out);
+
+bool read_text_file(const std::string& verb, const std::string& path, std::string* out);
+
+bool tokenize_text(const std::string& verb, geist_model* model, const std::string& text,
+                   bool add_special, bool parse_special, std::vector<geist_token>* out);
+
+// Seconds on a monotonic clock.
+double now_seconds();
+
+bool stderr_is_terminal();
+
+// Writes a byte stream to a FILE, holding back a trailing incomplete UTF-8 sequence until the
+// bytes that complete it arrive (token pieces may split a character). Bytes that cannot become
+// valid UTF-8 are passed through rather than held forever.
+class Utf8Stream {
+ public:
+  explicit Utf8Stream(FILE* f) : f_(f) {}
+  void write(const char* data, size_t n);
+  void finish();  // writes whatever is still held
+
+ private:
+  FILE* f_;
+  std::string pending_;
+};
+
+// Length of the longest prefix of `s` that does not end inside an incomplete UTF-8 sequence.
+size_t utf8_complete_prefix(const std::string& s);
+
+}  // namespace geist_cli

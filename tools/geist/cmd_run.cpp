@@ -1,0 +1,161 @@
+// geist run: prefill a prompt, then sample and stream the continuation.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli_args.h"
+#include "cli_common.h"
+#include "commands.h"
+
+namespace geist_cli {
+
+const VerbSpec& run_spec() {
+  static const VerbSpec spec = {
+      "run",
+      "-m FILE (-p TEXT | --tokens IDS) [options]",
+      "Generates a continuation of the prompt and streams it to stdout (the prompt itself is\n"
+      "not echoed). Stops after N tokens, at an end-of-generation token, or when the context\n"
+      "is full. A stats line goes to stderr.",
+      {
+          {"-m", "--model", "FILE", "GGUF model (required)"},
+          {"-p", "--prompt", "TEXT", "prompt text (BOS added, special tokens parsed)"},
+          {nullptr, "--tokens", "IDS", "prompt as token ids, e.g. 1,403,407"},
+          {"-n", "--n-predict", "N",
+           "tokens to generate (default 128; -1: until the context is full)"},
+          {"-t", "--threads", "T", "compute threads (default: all cores)"},
+          {nullptr, "--temp", "F", "temperature (default 0.8; 0: greedy)"},
+          {nullptr, "--top-k", "K", "top-k (default 40; 0: off)"},
+          {nullptr, "--top-p", "F", "top-p (default 0.95; 1: off)"},
+          {nullptr, "--min-p", "F", "min-p (default 0.05; 0: off)"},
+          {nullptr, "--repeat-penalty", "F", "repetition penalty (default 1.0: off)"},
+          {nullptr, "--presence-penalty", "F", "presence penalty (default 0.0: off)"},
+          {nullptr, "--repeat-last-n", "N", "penalty window in tokens (default 64; -1: all)"},
+          {nullptr, "--seed", "S", "sampling seed (default 0)"},
+          {nullptr, "--ctx", "N", "context size in tokens (default: min(training context, 4096))"},
+          {nullptr, "--ids", nullptr, "print the generated token ids instead of text"},
+      }};
+  return spec;
+}
+
+int cmd_run(int argc, char** argv) {
+  const VerbSpec& spec = run_spec();
+  Args args;
+  if (int rc = parse_verb_args(spec, argc, argv, &args); rc >= 0) return rc;
+  if (!args.has("--model")) {
+    cli_error(spec.name, "missing -m FILE (the model to run)");
+    return kExitUsage;
+  }
+  if (args.has("--prompt") == args.has("--tokens")) {
+    cli_error(spec.name, "give exactly one of -p TEXT or --tokens IDS");
+    return kExitUsage;
+  }
+  int32_t n_predict = 128, n_threads = 0, ctx = 0, last_n = 64;
+  geist_session_params sp;
+  geist_session_params_default(&sp);
+  geist_sampler_params& s = sp.sampler;
+  last_n = s.penalty_last_n;
+  if (!args.get_i32("--n-predict", &n_predict) || !args.get_i32("--threads", &n_threads) ||
+      !args.get_i32("--ctx", &ctx) || !args.get_i32("--repeat-last-n", &last_n) ||
+      !args.get_i32("--top-k", &s.top_k) || !args.get_f32("--temp", &s.temperature) ||
+      !args.get_f32("--top-p", &s.top_p) || !args.get_f32("--min-p", &s.min_p) ||
+      !args.get_f32("--repeat-penalty", &s.repeat_penalty) ||
+      !args.get_f32("--presence-penalty", &s.presence_penalty) ||
+      !args.get_u64("--seed", &s.seed)) {
+    return kExitUsage;
+  }
+  if (n_threads < 0 || ctx < 0) {
+    cli_error(spec.name, "--threads and --ctx must not be negative");
+    return kExitUsage;
+  }
+  s.penalty_last_n = last_n;
+  sp.n_threads = n_threads;
+  sp.max_seq_len = ctx;
+
+  std::vector<geist_token> prompt;
+  if (args.has("--tokens") && !parse_token_list(spec.name, args.str("--tokens"), &prompt)) {
+    return kExitUsage;
+  }
+  ModelHandle m;
+  if (!load_model(spec.name, args.str("--model"), &m)) return kExitFailure;
+  if (args.has("--prompt") &&
+      !tokenize_text(spec.name, m.model, args.str("--prompt"), true, true, &prompt)) {
+    return kExitFailure;
+  }
+  if (prompt.empty()) {
+    cli_error(spec.name, "the prompt is empty (no tokens to start from)");
+    return kExitUsage;
+  }
+
+  SessionHandle sess;
+  geist_status st = geist_session_create(m.model, &sp, &sess.session);
+  if (st != GEIST_OK) {
+    cli_error(spec.name, "cannot create session: %s", geist_model_last_error(m.model));
+    return kExitFailure;
+  }
+  const double t0 = now_seconds();
+  st = geist_session_prefill(sess.session, prompt.data(), prompt.size());
+  if (st != GEIST_OK) {
+    cli_error(spec.name, "prefill failed: %s", geist_session_last_error(sess.session));
+    return kExitFailure;
+  }
+  const double t1 = now_seconds();
+
+  const bool ids = args.has("--ids");
+  Utf8Stream text_out(stdout);
+  std::vector<char> piece(64);
+  int32_t n_gen = 0;
+  bool context_full = false;
+  for (; n_predict < 0 || n_gen < n_predict; ++n_gen) {
+    geist_token tok = 0;
+    st = geist_session_decode(sess.session, &tok);
+    if (st == GEIST_E_TOO_MANY_TOKENS) {
+      context_full = true;
+      break;
+    }
+    if (st != GEIST_OK) {
+      text_out.finish();
+      cli_error(spec.name, "decode failed: %s", geist_session_last_error(sess.session));
+      return kExitFailure;
+    }
+    if (geist_model_token_is_eog(m.model, tok)) break;
+    if (ids) {
+      std::printf(n_gen == 0 ? "%d" : " %d", tok);
+      std::fflush(stdout);
+      continue;
+    }
+    size_t len = 0;
+    st = geist_token_to_piece(m.model, tok, piece.data(), piece.size(), &len);
+    if (st == GEIST_E_INVALID_ARG && len > piece.size()) {
+      piece.resize(len);
+      st = geist_token_to_piece(m.model, tok, piece.data(), piece.size(), &len);
+    }
+    if (st != GEIST_OK) {
+      text_out.finish();
+      cli_error(spec.name, "cannot convert token %d to text: %s", tok,
+                geist_model_last_error(m.model));
+      return kExitFailure;
+    }
+    text_out.write(piece.data(), len);
+  }
+  const double t2 = now_seconds();
+  if (ids) {
+    std::printf("\n");
+  } else {
+    text_out.finish();
+    std::printf("\n");
+  }
+  std::fflush(stdout);
+  if (context_full) {
+    std::fprintf(stderr, "geist run: stopped: the context (%d tokens) is full\n",
+                 geist_session_max_seq_len(sess.session));
+  }
+  const double prefill_s = t1 - t0, decode_s = t2 - t1;
+  std::fprintf(stderr,
+               "geist run: prompt %zu tokens, prefill %.1f tok/s (%.3f s), decode %d tokens "
+               "%.1f tok/s (%.3f s)\n",
+               prompt.size(), prefill_s > 0 ? prompt.size() / prefill_s : 0.0, prefill_s, n_gen,
+               decode_s > 0 ? n_gen / decode_s : 0.0, decode_s);
+  return 0;
+}
+
+}  // namespace geist_cli

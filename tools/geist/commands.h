@@ -1,0 +1,20 @@
+// The verbs of the geist CLI. Each takes the words after the verb and returns the exit code.
+#pragma once
+
+#include "cli_args.h"
+
+namespace geist_cli {
+
+const VerbSpec& run_spec();
+const VerbSpec& logits_spec();
+const VerbSpec& tokenize_spec();
+const VerbSpec& info_spec();
+const VerbSpec& mkmodel_spec();
+
+int cmd_run(int argc, char** argv);
+int cmd_logits(int argc, char** argv);
+int cmd_tokenize(int argc, char** argv);
+int cmd_info(int argc, char** argv);
+int cmd_mkmodel(int argc, char** argv);
+
+}  // namespace geist_cli
