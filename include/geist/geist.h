@@ -152,11 +152,28 @@ typedef struct geist_sampler_params {
 void geist_sampler_params_default(geist_sampler_params* params);
 
 /* STABLE. Session parameters. */
+/* EXPERIMENTAL. Representation of the attention KV cache (recurrent state is always f32).
+ * Blocks are 32 values (one head for heads narrower than 32); bytes per value including scales
+ * with 32-value blocks: F32 4, F16 2, Q8 1.0625, Q4 0.5625, KIVI4 0.625, KIVI2 0.375 (plus
+ * f16 for at most 31 most recent positions). */
+typedef enum geist_kv_mode {
+  GEIST_KV_F32 = 0,   /* exact; what the reference logits were computed with */
+  GEIST_KV_F16 = 1,   /* IEEE half */
+  GEIST_KV_Q8 = 2,    /* int8, one f16 scale per 32 values (Hadamard-rotated block) */
+  GEIST_KV_Q4 = 3,    /* int4, one f16 scale per 32 values (Hadamard-rotated block) */
+  GEIST_KV_KIVI4 = 4, /* KIVI: keys per channel over 32 tokens, values per token, 4 bits */
+  GEIST_KV_KIVI2 = 5  /* the same with 2 bits */
+} geist_kv_mode;
+
 typedef struct geist_session_params {
   uint32_t struct_size;         /* sizeof(geist_session_params) */
   int32_t max_seq_len;          /* KV capacity in tokens; default 0: min(n_ctx_train, 4096) */
   int32_t n_threads;            /* compute threads; default 0: hardware concurrency */
   geist_sampler_params sampler; /* initial sampler settings */
+  int32_t kv_mode; /* geist_kv_mode of the attention KV cache, default GEIST_KV_F16; a value
+                    * outside the enum makes geist_session_create fail with
+                    * GEIST_E_INVALID_ARG. External reference logits were made with
+                    * GEIST_KV_F32. */
 } geist_session_params;
 
 /* STABLE. Fills *params with defaults. */

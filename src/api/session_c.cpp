@@ -33,6 +33,7 @@ void geist_session_params_default(geist_session_params* params) {
   params->max_seq_len = 0;
   params->n_threads = 0;
   params->sampler = geist::default_sampler_params();
+  params->kv_mode = GEIST_KV_F16;
 }
 
 geist_status geist_session_create(geist_model* model, const geist_session_params* params,

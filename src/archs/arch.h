@@ -6,11 +6,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/log.h"
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "formats/gguf.h"
+#include "kv/kv_cache.h"
 
 namespace geist {
 
@@ -27,6 +29,27 @@ struct ModelInfo {
   int32_t head_dim = 0;
 };
 
+// Kinds of state regions; the values are the snapshot section kinds.
+constexpr uint32_t kStateKvPart0 = 16;    // + KvPart: a KV cache part of an attention layer
+constexpr uint32_t kStateConv = 48;       // a DeltaNet layer's conv state, f32
+constexpr uint32_t kStateRecurrent = 49;  // a DeltaNet layer's recurrent state, f32
+
+struct StateRegion {
+  uint32_t kind = 0;  // kStateKvPart0 + part, kStateConv or kStateRecurrent
+  int32_t layer = 0;  // model layer index
+  uint64_t nbytes = 0;
+};
+
+// The KV cache's regions as state regions (helpers for ArchState implementations).
+inline void kv_state_regions(const KvCache& kv, int32_t n_pos, std::vector<StateRegion>* out) {
+  std::vector<KvRegion> kr;
+  kv.regions(n_pos, &kr);
+  for (const KvRegion& r : kr) out->push_back({kStateKvPart0 + r.part, r.layer, r.nbytes});
+}
+inline KvRegion kv_region_of(const StateRegion& r) {
+  return KvRegion{r.layer, r.kind - kStateKvPart0, r.nbytes};
+}
+
 // Everything a session mutates while decoding (KV cache, recurrent state, scratch). Created by
 // ArchModel::create_state for one model; not shareable between sessions.
 class ArchState {
@@ -35,6 +58,18 @@ class ArchState {
   virtual int32_t max_seq_len() const = 0;
   // Forgets all positions (cheap: does not need to clear memory).
   virtual void reset() = 0;
+
+  // Snapshot contract (docs/SNAPSHOT_FORMAT.md). The state that decides the continuation after
+  // positions [0, n_pos) is a fixed list of byte regions: per attention layer its KV parts, per
+  // recurrent layer its conv and recurrent buffers; layer ascending, then kind ascending.
+  // download/upload copy a region in its host representation (a GPU state would copy across
+  // here). After uploading every region of n_pos, set_positions(n_pos) makes the state continue
+  // at n_pos exactly as the source did.
+  virtual KvMode kv_mode() const = 0;
+  virtual void state_regions(int32_t n_pos, std::vector<StateRegion>* out) const = 0;
+  virtual void download_region(const StateRegion& r, int32_t n_pos, uint8_t* dst) const = 0;
+  virtual void upload_region(const StateRegion& r, int32_t n_pos, const uint8_t* src) = 0;
+  virtual void set_positions(int32_t n_pos) = 0;
 };
 
 class ArchModel {
@@ -42,8 +77,15 @@ class ArchModel {
   virtual ~ArchModel() = default;
   virtual const ModelInfo& info() const = 0;
 
-  // GEIST_E_INVALID_ARG for max_seq_len <= 0, GEIST_E_OOM.
-  virtual Status create_state(int32_t max_seq_len, std::unique_ptr<ArchState>* out) const = 0;
+  // A state whose attention layers keep their KV cache in kv_mode (recurrent state is f32
+  // whatever the mode). GEIST_E_INVALID_ARG for max_seq_len <= 0 or an unknown mode,
+  // GEIST_E_OOM.
+  virtual Status create_state(int32_t max_seq_len, KvMode kv_mode,
+                              std::unique_ptr<ArchState>* out) const = 0;
+  // The same with an f32 KV cache, the representation the external references were made with.
+  Status create_state(int32_t max_seq_len, std::unique_ptr<ArchState>* out) const {
+    return create_state(max_seq_len, KvMode::F32, out);
+  }
 
   // Runs tokens[0, n) at positions [pos, pos + n) and writes logits: the last token's row
   // ([n_vocab]) into `logits`, or every row ([n][n_vocab]) when all_logits is true.
@@ -52,6 +94,14 @@ class ArchModel {
   // independent of how the sequence was split into calls and of the thread count.
   virtual Status forward(ArchState& state, const int32_t* tokens, int32_t n, int32_t pos,
                          bool all_logits, float* logits, ThreadPool& pool) const = 0;
+
+  // For descriptions (geist info): one letter per layer of the main stack, 'A' for a layer
+  // that keeps a KV cache (attention), 'D' for a gated DeltaNet layer (fixed-size state).
+  virtual std::string layer_kinds() const {
+    return std::string(static_cast<size_t>(info().n_layer), 'A');
+  }
+  // Bytes of per-session state that do not grow with the context (recurrent + conv state, f32).
+  virtual uint64_t fixed_state_bytes() const { return 0; }
 };
 
 // Loads the architecture named by general.architecture. GEIST_E_UNSUPPORTED for unknown or

@@ -53,6 +53,18 @@ class LlamaState : public ArchState {
  public:
   int32_t max_seq_len() const override { return max_seq_len_; }
   void reset() override {}  // positions are the caller's; stale KV rows are overwritten
+  KvMode kv_mode() const override { return kv->mode(); }
+  void state_regions(int32_t n_pos, std::vector<StateRegion>* out) const override {
+    out->clear();
+    kv_state_regions(*kv, n_pos, out);
+  }
+  void download_region(const StateRegion& r, int32_t n_pos, uint8_t* dst) const override {
+    kv->read_region(kv_region_of(r), n_pos, dst);
+  }
+  void upload_region(const StateRegion& r, int32_t n_pos, const uint8_t* src) override {
+    kv->write_region(kv_region_of(r), n_pos, src);
+  }
+  void set_positions(int32_t) override {}  // positions are the caller's
 
   int32_t max_seq_len_ = 0;
   int32_t n_batch = 0;  // micro-batch capacity: min(kMaxMicroBatch, max_seq_len)
@@ -74,7 +86,9 @@ class LlamaState : public ArchState {
 class LlamaModel : public ArchModel {
  public:
   const ModelInfo& info() const override { return info_; }
-  Status create_state(int32_t max_seq_len, std::unique_ptr<ArchState>* out) const override;
+  using ArchModel::create_state;
+  Status create_state(int32_t max_seq_len, KvMode kv_mode,
+                      std::unique_ptr<ArchState>* out) const override;
   Status forward(ArchState& state, const int32_t* tokens, int32_t n, int32_t pos, bool all_logits,
                  float* logits, ThreadPool& pool) const override;
 
@@ -273,7 +287,8 @@ Status load_weights(const GgufFile& f, LlamaModel* m) {
 
 // ---- state and forward -----------------------------------------------------------------------
 
-Status LlamaModel::create_state(int32_t max_seq_len, std::unique_ptr<ArchState>* out) const {
+Status LlamaModel::create_state(int32_t max_seq_len, KvMode kv_mode,
+                                std::unique_ptr<ArchState>* out) const {
   if (max_seq_len <= 0) {
     return Status::error(GEIST_E_INVALID_ARG, "max_seq_len %d must be positive", max_seq_len);
   }
@@ -282,10 +297,10 @@ Status LlamaModel::create_state(int32_t max_seq_len, std::unique_ptr<ArchState>*
   if (!st) return Status(GEIST_E_OOM, "llama: out of memory for the session state");
   st->max_seq_len_ = max_seq_len;
   st->n_batch = std::min(kMaxMicroBatch, max_seq_len);
-  std::vector<KvLayerSpec> specs(
-      static_cast<size_t>(c.n_layer),
-      KvLayerSpec{c.n_head_kv * c.head_dim_k, c.n_head_kv * c.head_dim_v});
-  GEIST_RETURN_IF_ERROR(KvCache::create(KvMode::F32, specs, max_seq_len, &st->kv));
+  std::vector<KvLayerSpec> specs(static_cast<size_t>(c.n_layer),
+                                 KvLayerSpec{c.n_head_kv * c.head_dim_k, c.n_head_kv * c.head_dim_v,
+                                             c.head_dim_k, c.head_dim_v});
+  GEIST_RETURN_IF_ERROR(KvCache::create(kv_mode, specs, max_seq_len, &st->kv));
   const size_t nb = static_cast<size_t>(st->n_batch);
   try {
     st->x.resize(nb * static_cast<size_t>(c.n_embd));
@@ -301,8 +316,9 @@ Status LlamaModel::create_state(int32_t max_seq_len, std::unique_ptr<ArchState>*
   }
   const int64_t max_n_in =
       std::max<int64_t>({c.n_embd, c.n_ff, static_cast<int64_t>(c.n_head) * c.head_dim_v});
-  st->per_thread_floats =
-      std::max(matmul_scratch_floats(max_n_in, 1), attention_scratch_floats(max_seq_len, 1));
+  const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim_k, c.head_dim_v, 0.0f};
+  st->per_thread_floats = std::max(matmul_scratch_floats(max_n_in, 1),
+                                   KvCache::attention_scratch_floats(shape, max_seq_len, 1));
   *out = std::move(st);
   return Status::ok();
 }
@@ -337,10 +353,8 @@ void LlamaModel::run_batch(LlamaState& st, const int32_t* tokens, int32_t n, int
       rope(st.q.data() + t * n_q, c.n_head, c.head_dim_k, pos + t, rope_);
       rope(st.k.data() + t * n_k, c.n_head_kv, c.head_dim_k, pos + t, rope_);
     }
-    st.kv->write(il, pos, n, st.k.data(), n_k, st.v.data(), n_v);
-    const KvLayerView kv = st.kv->view(il, pos + n);
-    attention(shape, st.q.data(), n_q, n, pos, kv.k, kv.k_stride, kv.v, kv.v_stride, st.attn.data(),
-              n_o, scratch, pool);
+    st.kv->attend(il, shape, st.q.data(), n_q, n, pos, st.k.data(), n_k, st.v.data(), n_v,
+                  st.attn.data(), n_o, scratch, pool);
     matmul(l.wo, st.attn.data(), n_o, n, st.xn.data(), n_embd, scratch, pool);
     add_rows(st.x.data(), st.xn.data(), static_cast<size_t>(n * n_embd));
 
@@ -368,6 +382,14 @@ Status LlamaModel::forward(ArchState& state, const int32_t* tokens, int32_t n, i
       return Status::error(GEIST_E_INVALID_ARG, "token id %d outside the vocabulary of %d",
                            tokens[i], cfg_.n_vocab);
     }
+  }
+  // A KIVI cache holds only the f16 rows of the group it is filling: continuing elsewhere in
+  // an earlier group (after a call that failed partway) would read rows of other positions.
+  if (!st->kv->can_resume_at(pos)) {
+    return Status::error(GEIST_E_INVALID_STATE,
+                         "llama: the %s KV cache cannot continue at position %d (its residual "
+                         "rows were overwritten); reset the session or restore a snapshot",
+                         kv_mode_name(st->kv->mode()), pos);
   }
   const size_t want = st->per_thread_floats * static_cast<size_t>(pool.n_threads());
   if (st->thread_scratch.size() < want) {

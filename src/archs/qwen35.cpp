@@ -34,7 +34,8 @@ void Qwen35State::reset() {
   std::fill(ssm.begin(), ssm.end(), 0.0f);
 }
 
-Status Qwen35Model::create_state(int32_t max_seq_len, std::unique_ptr<ArchState>* out) const {
+Status Qwen35Model::create_state(int32_t max_seq_len, KvMode kv_mode,
+                                 std::unique_ptr<ArchState>* out) const {
   if (max_seq_len <= 0) {
     return Status::error(GEIST_E_INVALID_ARG, "qwen35: max_seq_len must be positive, got %d",
                          max_seq_len);
@@ -45,12 +46,15 @@ Status Qwen35Model::create_state(int32_t max_seq_len, std::unique_ptr<ArchState>
     if (!c.is_recurrent(il)) {
       specs[static_cast<size_t>(il)].n_embd_k = c.n_head_kv * c.head_dim;
       specs[static_cast<size_t>(il)].n_embd_v = c.n_head_kv * c.head_dim;
+      specs[static_cast<size_t>(il)].head_dim_k = c.head_dim;
+      specs[static_cast<size_t>(il)].head_dim_v = c.head_dim;
     }
   }
   std::unique_ptr<Qwen35State> st(new (std::nothrow) Qwen35State());
   if (!st) return Status(GEIST_E_OOM, "qwen35: out of memory for the session state");
-  GEIST_RETURN_IF_ERROR(KvCache::create(KvMode::F32, specs, max_seq_len, &st->kv));
+  GEIST_RETURN_IF_ERROR(KvCache::create(kv_mode, specs, max_seq_len, &st->kv));
   st->max_seq_len_ = max_seq_len;
+  st->rec_slot_ = rec_slot_;
   st->conv_layer_floats = int64_t{c.conv_kernel - 1} * c.conv_dim();
   st->ssm_layer_floats = int64_t{c.n_v_heads} * c.d_k * c.d_v;
   try {
@@ -107,7 +111,8 @@ Status Qwen35Model::forward(ArchState& state, const int32_t* tokens, int32_t n, 
     grow(s.heads0, ub * static_cast<size_t>(c.n_v_heads));
     grow(s.heads1, ub * static_cast<size_t>(c.n_v_heads));
     grow(s.matmul, matmul_scratch_floats(max_in, pool.n_threads()));
-    grow(s.attn, attention_scratch_floats(pos + n, pool.n_threads()));
+    const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, c.head_dim, 0.0f};
+    grow(s.attn, KvCache::attention_scratch_floats(shape, pos + n, pool.n_threads()));
     grow(s.delta, nt * gated_delta_rule_scratch_doubles(kDeltaChunk, c.d_k, c.d_v));
   } catch (const std::bad_alloc&) {
     return Status(GEIST_E_OOM, "qwen35: out of memory for activations");
@@ -285,16 +290,13 @@ void Qwen35Model::attention_layer(Qwen35State& st, int32_t il, int32_t n, int32_
     rope(k + t * kvd, c.n_head_kv, hd, pos + t, rp);
   }
 
-  st.kv->write(il, pos, n, k, kvd, v, kvd);
-  const KvLayerView view = st.kv->view(il, pos + n);
   AttentionShape shape;
   shape.n_head = c.n_head;
   shape.n_head_kv = c.n_head_kv;
   shape.head_dim_k = hd;
   shape.head_dim_v = hd;
   shape.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  attention(shape, q, qd, n, pos, view.k, view.k_stride, view.v, view.v_stride, att, qd,
-            s.attn.data(), pool);
+  st.kv->attend(il, shape, q, qd, n, pos, k, kvd, v, kvd, att, qd, s.attn.data(), pool);
 
   for (int32_t t = 0; t < n; ++t) {
     for (int32_t h = 0; h < c.n_head; ++h) {

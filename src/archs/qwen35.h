@@ -82,6 +82,12 @@ class Qwen35State final : public ArchState {
   int32_t max_seq_len() const override { return max_seq_len_; }
   // Zeroes the recurrent state (it has no notion of positions to forget) and forgets the KV.
   void reset() override;
+  KvMode kv_mode() const override { return kv->mode(); }
+  // KV regions of the attention layers, conv and recurrent buffers of the DeltaNet layers.
+  void state_regions(int32_t n_pos, std::vector<StateRegion>* out) const override;
+  void download_region(const StateRegion& r, int32_t n_pos, uint8_t* dst) const override;
+  void upload_region(const StateRegion& r, int32_t n_pos, const uint8_t* src) override;
+  void set_positions(int32_t n_pos) override { n_past = n_pos; }
 
   int32_t n_past = 0;             // positions consumed; the recurrent state is at this position
   std::unique_ptr<KvCache> kv;    // attention layers only
@@ -109,7 +115,10 @@ class Qwen35State final : public ArchState {
 
  private:
   friend class Qwen35Model;
+  // The conv (kStateConv) or recurrent slice of region r's layer.
+  float* recurrent_slice(const StateRegion& r);
   int32_t max_seq_len_ = 0;
+  std::vector<int32_t> rec_slot_;  // [n_layer] index among the DeltaNet layers, -1 attention
 };
 
 class Qwen35Model final : public ArchModel {
@@ -119,8 +128,12 @@ class Qwen35Model final : public ArchModel {
   // Index of layer il among the DeltaNet layers (its slice of conv/ssm), -1 for attention.
   int32_t rec_slot(int32_t il) const { return rec_slot_[static_cast<size_t>(il)]; }
   int32_t n_rec_layers() const { return n_rec_; }
+  std::string layer_kinds() const override;
+  uint64_t fixed_state_bytes() const override;
 
-  Status create_state(int32_t max_seq_len, std::unique_ptr<ArchState>* out) const override;
+  using ArchModel::create_state;
+  Status create_state(int32_t max_seq_len, KvMode kv_mode,
+                      std::unique_ptr<ArchState>* out) const override;
   // Besides the ArchModel contract: GEIST_E_INVALID_STATE when pos is neither 0 nor the
   // state's n_past, since the recurrent state cannot be rolled back (restore a snapshot).
   Status forward(ArchState& state, const int32_t* tokens, int32_t n, int32_t pos, bool all_logits,

@@ -232,3 +232,21 @@ Status load_qwen35(const GgufFile& file, const Logger& log, std::unique_ptr<Arch
 }
 
 }  // namespace geist
+
+namespace geist {
+
+std::string Qwen35Model::layer_kinds() const {
+  std::string kinds;
+  for (int32_t il = 0; il < cfg_.n_layer; ++il) kinds.push_back(cfg_.is_recurrent(il) ? 'D' : 'A');
+  return kinds;
+}
+
+uint64_t Qwen35Model::fixed_state_bytes() const {
+  // Per DeltaNet layer: the conv window ([conv_kernel-1][conv_dim]) and the delta-rule state
+  // ([n_v_heads][d_k][d_v]), both f32 (Qwen35State::conv and ::ssm).
+  const uint64_t conv = static_cast<uint64_t>(cfg_.conv_kernel - 1) * cfg_.conv_dim();
+  const uint64_t ssm = static_cast<uint64_t>(cfg_.n_v_heads) * cfg_.d_k * cfg_.d_v;
+  return static_cast<uint64_t>(n_rec_) * (conv + ssm) * sizeof(float);
+}
+
+}  // namespace geist

@@ -14,14 +14,36 @@
 namespace geist {
 namespace {
 
+// Fields in MkModelPreset order: name, model_name, n_vocab, n_special, n_embd, n_ff, n_layer,
+// n_head, n_head_kv, head_dim, n_ctx_train, rope_theta, rms_eps, tied_embeddings, llama3_rope,
+// rope_factor, rope_low_freq_factor, rope_high_freq_factor, rope_orig_ctx, arch, hybrid
+// {n_rot, full_attention_interval, conv_kernel, n_k_heads, n_v_heads, d_k, d_v, sections}.
+// clang-format off
 constexpr MkModelPreset kPresets[] = {
     // A small Llama-3 stand-in: seconds to build and run, same structure as llama-1b.
     {"tiny-llama", "tiny-llama (geist mkmodel, random weights)", 3072, 16, 256, 704, 4, 8, 4, 32,
-     2048, 500000.0f, 1e-5f, true, true, 32.0f, 1.0f, 4.0f, 8192},
+     2048, 500000.0f, 1e-5f, true, true, 32.0f, 1.0f, 4.0f, 8192, MkArch::LLAMA, {}},
     // Llama-3.2-1B's shapes and hyper-parameters (config.json of meta-llama/Llama-3.2-1B).
     {"llama-1b", "Llama-3.2-1B shapes (geist mkmodel, random weights)", 128256, 256, 2048, 8192, 16,
-     32, 8, 64, 131072, 500000.0f, 1e-5f, true, true, 32.0f, 1.0f, 4.0f, 8192},
+     32, 8, 64, 131072, 500000.0f, 1e-5f, true, true, 32.0f, 1.0f, 4.0f, 8192, MkArch::LLAMA, {}},
+    // A small Qwen3.5 hybrid for tests: 2 x (3 DeltaNet + 1 attention), 4 value heads over 2
+    // key heads (so the tiled value-head order matters), 26 added tokens + 38 [PAD] fillers.
+    {"tiny-qwen35", "tiny-qwen35 (geist mkmodel, random weights)", 4096, 64, 128, 384, 8, 4, 2, 64,
+     262144, 10000000.0f, 1e-6f, true, false, 0.0f, 0.0f, 0.0f, 0, MkArch::QWEN35,
+     {16, 4, 4, 2, 4, 32, 32, {3, 3, 2, 0}}},
+    // Qwen3.5-0.8B's text model (config.json text_config of Qwen/Qwen3.5-0.8B): 248044 BPE
+    // tokens, then the added tokens from <|endoftext|> = 248044 on, padded to 248320.
+    {"qwen35-0.8b", "Qwen3.5-0.8B shapes (geist mkmodel, random weights)", 248320, 276, 1024, 3584,
+     24, 8, 2, 256, 262144, 10000000.0f, 1e-6f, true, false, 0.0f, 0.0f, 0.0f, 0, MkArch::QWEN35,
+     {64, 4, 4, 16, 16, 128, 128, {11, 11, 10, 0}}},
+    // Qwen3.5-2B's text model: Qwen3.5-0.8B's layout with n_embd 2048 and n_ff 6144 (hidden_size
+    // 2048 confirmed from public notes on Qwen/Qwen3.5-2B; n_ff from its config.json as recalled,
+    // the search tools did not surface that file).
+    {"qwen35-2b", "Qwen3.5-2B shapes (geist mkmodel, random weights)", 248320, 276, 2048, 6144,
+     24, 8, 2, 256, 262144, 10000000.0f, 1e-6f, true, false, 0.0f, 0.0f, 0.0f, 0, MkArch::QWEN35,
+     {64, 4, 4, 16, 16, 128, 128, {11, 11, 10, 0}}},
 };
+// clang-format on
 
 // llama.cpp's LlamaFileType values.
 constexpr uint32_t kFileTypeAllF32 = 0;
@@ -82,17 +104,15 @@ std::string size_label(int64_t n_params) {
 }
 
 void add_metadata(const MkModelPreset& p, GgmlType weight_type, GgufWriter* w) {
-  const std::string a = "llama";
-  int64_t n_params = 0;
-  for (const MkTensorSpec& s : mkmodel_tensor_specs(p, weight_type)) {
-    int64_t n = 1;
-    for (int64_t d : s.ne) n *= d;
-    n_params += n;
-  }
+  const std::string a = p.arch == MkArch::QWEN35 ? "qwen35" : "llama";
   w->add_str("general.architecture", a);
   w->add_str("general.type", "model");
   w->add_str("general.name", p.model_name);
-  w->add_str("general.size_label", size_label(n_params));
+  w->add_str("general.size_label", size_label(mkmodel_param_count(p)));
+  if (p.arch == MkArch::QWEN35) {
+    mkmodel_qwen35_add_metadata(p, weight_type, w);
+    return;
+  }
   w->add_u32(a + ".block_count", p.n_layer);
   w->add_u32(a + ".context_length", p.n_ctx_train);
   w->add_u32(a + ".embedding_length", p.n_embd);
@@ -179,7 +199,18 @@ uint32_t mkmodel_file_type(GgmlType weight_type) {
   return 0;
 }
 
+int64_t mkmodel_param_count(const MkModelPreset& p) {
+  int64_t n_params = 0;
+  for (const MkTensorSpec& s : mkmodel_tensor_specs(p, GgmlType::F32)) {
+    int64_t n = 1;
+    for (int64_t d : s.ne) n *= d;
+    n_params += n;
+  }
+  return n_params;
+}
+
 std::vector<MkTensorSpec> mkmodel_tensor_specs(const MkModelPreset& p, GgmlType weight_type) {
+  if (p.arch == MkArch::QWEN35) return mkmodel_qwen35_tensor_specs(p, weight_type);
   const int64_t n_embd = p.n_embd;
   const int64_t n_q = static_cast<int64_t>(p.n_head) * p.head_dim;
   const int64_t n_kv = static_cast<int64_t>(p.n_head_kv) * p.head_dim;
@@ -261,7 +292,8 @@ Status mkmodel_write(const MkModelPreset& p, std::string_view type, const std::s
       metadata_only ? std::vector<MkTensorSpec>{} : mkmodel_tensor_specs(p, weight_type);
   for (const MkTensorSpec& s : specs) w.add_tensor_deferred(s.name, s.type, s.ne);
 
-  const std::vector<float> rope_factors = llama3_rope_factors(p);
+  const std::vector<float> rope_factors =
+      p.llama3_rope ? llama3_rope_factors(p) : std::vector<float>{};
   ThreadPool pool(0);
   auto fill = [&](size_t index, uint8_t* dst, size_t nbytes) -> Status {
     GEIST_CHECK(index < specs.size(), "mkmodel: fill index out of range");
@@ -276,10 +308,27 @@ Status mkmodel_write(const MkModelPreset& p, std::string_view type, const std::s
       std::memcpy(dst, rope_factors.data(), nbytes);
       return Status::ok();
     }
+    const uint64_t tensor_key = mix64(seed ^ mix64(0x6d6b6d6f64656cull + index));
+    if (s.init == MkInit::SSM_A || s.init == MkInit::DT_BIAS) {
+      GEIST_CHECK(s.type == GgmlType::F32 && rows == 1, "mkmodel: ssm_a/dt_bias are f32 vectors");
+      RowRng rng{mix64(tensor_key)};
+      std::vector<float> v(static_cast<size_t>(ne0));  // [n_v_heads]
+      for (float& x : v) {
+        const double u = static_cast<double>(rng.next() >> 11) * 0x1.0p-53;  // U[0, 1)
+        if (s.init == MkInit::SSM_A) {
+          x = static_cast<float>(-(1.0 + 15.0 * u));
+        } else {
+          // softplus(dt_bias) == dt: dt_bias = dt + log(1 - exp(-dt)).
+          const double dt = std::exp(std::log(1e-3) + u * (std::log(1e-1) - std::log(1e-3)));
+          x = static_cast<float>(dt + std::log(-std::expm1(-dt)));
+        }
+      }
+      std::memcpy(dst, v.data(), nbytes);
+      return Status::ok();
+    }
     const float std_dev =
         s.init == MkInit::NORM ? 0.05f : 1.0f / std::sqrt(static_cast<float>(ne0));
     const float mean = s.init == MkInit::NORM ? 1.0f : 0.0f;
-    const uint64_t tensor_key = mix64(seed ^ mix64(0x6d6b6d6f64656cull + index));
     pool.parallel_for(rows, [&](int64_t begin, int64_t end) {
       std::vector<float> row(static_cast<size_t>(ne0));  // [ne0] one row before conversion
       for (int64_t r = begin; r < end; ++r) {

@@ -12,6 +12,34 @@ namespace {
 // llama.cpp's token type numbering.
 constexpr int32_t kTokenNormal = 1;
 constexpr int32_t kTokenControl = 3;
+constexpr int32_t kTokenUserDefined = 4;
+constexpr int32_t kTokenUnused = 5;
+
+// Qwen's added tokens in id order from <|endoftext|> (Qwen2.5/Qwen3 tokenizer_config.json; Qwen3.5
+// places them from id 248044 on in the same order, e.g. <|vision_start|> = 248053). The special
+// ones are control tokens, the rest (tool/fim/think markers) user-defined, as the converter
+// types them.
+struct AddedToken {
+  const char* text;
+  bool control;
+};
+constexpr AddedToken kQwenAdded[] = {
+    {"<|endoftext|>", true},      {"<|im_start|>", true},
+    {"<|im_end|>", true},         {"<|object_ref_start|>", true},
+    {"<|object_ref_end|>", true}, {"<|box_start|>", true},
+    {"<|box_end|>", true},        {"<|quad_start|>", true},
+    {"<|quad_end|>", true},       {"<|vision_start|>", true},
+    {"<|vision_end|>", true},     {"<|vision_pad|>", true},
+    {"<|image_pad|>", true},      {"<|video_pad|>", true},
+    {"<tool_call>", false},       {"</tool_call>", false},
+    {"<|fim_prefix|>", false},    {"<|fim_middle|>", false},
+    {"<|fim_suffix|>", false},    {"<|fim_pad|>", false},
+    {"<|repo_name|>", false},     {"<|file_sep|>", false},
+    {"<tool_response>", false},   {"</tool_response>", false},
+    {"<think>", false},           {"</think>", false},
+};
+constexpr int32_t kQwenAddedCount =
+    static_cast<int32_t>(sizeof(kQwenAdded) / sizeof(kQwenAdded[0]));
 
 void append_utf8(std::string* s, uint32_t cp) {
   if (cp < 0x80) {
@@ -92,7 +120,8 @@ std::vector<std::string> special_names(int32_t n_special) {
 }  // namespace
 
 MkVocab mkmodel_build_vocab(const MkModelPreset& p) {
-  GEIST_CHECK(p.n_special >= 11 && p.n_vocab - p.n_special >= 256 + 64,
+  const bool qwen = p.arch == MkArch::QWEN35;
+  GEIST_CHECK(p.n_special >= (qwen ? kQwenAddedCount : 11) && p.n_vocab - p.n_special >= 256 + 64,
               "mkmodel preset vocabulary too small");
   MkVocab v;
   const size_t n_regular = static_cast<size_t>(p.n_vocab - p.n_special);
@@ -138,8 +167,24 @@ MkVocab mkmodel_build_vocab(const MkModelPreset& p) {
   }
   v.types.assign(v.tokens.size(), kTokenNormal);
 
-  const std::vector<std::string> specials = special_names(p.n_special);
   const int32_t first_special = static_cast<int32_t>(v.tokens.size());
+  if (qwen) {
+    for (const AddedToken& t : kQwenAdded) {
+      v.tokens.emplace_back(t.text);
+      v.types.push_back(t.control ? kTokenControl : kTokenUserDefined);
+    }
+    // The converter fills ids the tokenizer does not define up to vocab_size like this.
+    while (static_cast<int32_t>(v.tokens.size()) < p.n_vocab) {
+      v.tokens.push_back("[PAD" + std::to_string(v.tokens.size()) + "]");
+      v.types.push_back(kTokenUnused);
+    }
+    v.bos = first_special + 0;  // <|endoftext|>
+    v.pad = first_special + 0;
+    v.eos = first_special + 2;  // <|im_end|>
+    v.eot = first_special + 2;
+    return v;
+  }
+  const std::vector<std::string> specials = special_names(p.n_special);
   for (const std::string& s : specials) {
     v.tokens.push_back(s);
     v.types.push_back(kTokenControl);

@@ -1,8 +1,12 @@
 #include "engine/model.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <map>
 #include <sstream>
 #include <vector>
+
+#include "engine/snapshot.h"
 
 namespace geist {
 namespace {
@@ -36,6 +40,7 @@ Status Model::load(const std::string& path, const geist_model_params& params,
   GEIST_RETURN_IF_ERROR(report_progress(params, 0.5f));
 
   GEIST_RETURN_IF_ERROR(load_arch_model(*m->gguf_, m->logger_, &m->arch_).with_prefix(path));
+  m->snapshot_id_ = compute_snapshot_id(*m->gguf_);
   const ModelInfo& info = m->arch_->info();
   if (info.n_vocab <= 0 || info.n_vocab != m->tokenizer_->n_vocab()) {
     return Status::error(GEIST_E_FORMAT,
@@ -57,6 +62,57 @@ Status Model::load(const std::string& path, const geist_model_params& params,
   return Status::ok();
 }
 
+namespace {
+
+// "12.0 KiB", "1.31 MiB": short sizes for the state lines.
+std::string human_bytes(uint64_t n) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  size_t u = 0;
+  while (v >= 1024.0 && u + 1 < sizeof(kUnits) / sizeof(kUnits[0])) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.2f %s", v, kUnits[u]);
+  return buf;
+}
+
+// The layer pattern and what a session's state costs (geist info).
+void describe_state(const ArchModel& arch, std::ostringstream& os) {
+  const ModelInfo& i = arch.info();
+  const std::string kinds = arch.layer_kinds();
+  const int64_t n_attn = std::count(kinds.begin(), kinds.end(), 'A');
+  os << "layers: " << kinds.size();
+  if (n_attn == static_cast<int64_t>(kinds.size())) {
+    os << " (all attention)\n";
+  } else {
+    // Grouped by the period of the pattern (the first attention layer closes the first group).
+    const size_t first_a = kinds.find('A');
+    const size_t group = first_a == std::string::npos ? kinds.size() : first_a + 1;
+    os << " (";
+    for (size_t l = 0; l < kinds.size(); l += group) {
+      if (l > 0) os << ' ';
+      os << kinds.substr(l, group);
+    }
+    os << "; D = gated DeltaNet, A = gated attention)\n";
+  }
+  // K and V rows of every attention layer; head_dim is both the key and the value length.
+  const uint64_t kv_floats = static_cast<uint64_t>(n_attn) * 2 * i.n_head_kv * i.head_dim;
+  const uint64_t per_token_f32 = kv_floats * 4;
+  const uint64_t per_token_f16 = kv_floats * 2;
+  const uint64_t fixed = arch.fixed_state_bytes();
+  os << "state per token: " << per_token_f32 << " bytes with f32 KV, " << per_token_f16
+     << " bytes with f16 KV (" << n_attn << " attention layers)\n";
+  constexpr uint64_t kExampleCtx = 4096;
+  os << "state per session: " << fixed << " bytes fixed (" << human_bytes(fixed)
+     << " recurrent + conv) + per-token state x context; at n_ctx " << kExampleCtx << ": "
+     << human_bytes(fixed + per_token_f16 * kExampleCtx) << " with f16 KV, "
+     << human_bytes(fixed + per_token_f32 * kExampleCtx) << " with f32 KV\n";
+}
+
+}  // namespace
+
 std::string Model::describe() const {
   const ModelInfo& i = info();
   std::ostringstream os;
@@ -71,6 +127,7 @@ std::string Model::describe() const {
   os << "n_head_kv: " << i.n_head_kv << "\n";
   os << "n_ff: " << i.n_ff << "\n";
   os << "head_dim: " << i.head_dim << "\n";
+  describe_state(*arch_, os);
 
   // Ordered by type id so the output is stable.
   std::map<uint32_t, std::pair<size_t, uint64_t>> by_type;  // type -> (count, bytes)

@@ -36,6 +36,8 @@ class Model {
   // Whether encode(..., add_special=true) puts BOS in front (prefill_text drops it after
   // position 0).
   bool adds_bos() const { return adds_bos_; }
+  // Identity of the model for snapshots (engine/snapshot.h, computed once at load).
+  uint64_t snapshot_id() const { return snapshot_id_; }
 
   // Architecture, hyper-parameters, tensor counts per type and tokenizer, one item a line.
   std::string describe() const;
@@ -48,6 +50,7 @@ class Model {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ArchModel> arch_;
   bool adds_bos_ = false;
+  uint64_t snapshot_id_ = 0;
 };
 
 }  // namespace geist

@@ -123,7 +123,10 @@ int32_t Sampler::sample(const float* logits, const int32_t* history, size_t n_hi
   const float inv_t = 1.0f / p.temperature;
   double z = 0.0;  // softmax normaliser over the top-k survivors
   for (size_t i = 0; i < n_cand; ++i) {
-    cand_[i].p = std::exp((cand_[i].logit - max_logit) * inv_t);
+    // The maximum gets exactly 1 even when the difference is NaN (+inf logits from a restored
+    // image, or a temperature so small that 1/T is inf), so min-p always keeps a candidate.
+    cand_[i].p =
+        cand_[i].logit == max_logit ? 1.0f : std::exp((cand_[i].logit - max_logit) * inv_t);
     z += cand_[i].p;
   }
 

@@ -4,6 +4,8 @@
 #include <new>
 #include <string>
 
+#include "kv/kv_cache.h"
+
 namespace geist {
 namespace {
 
@@ -43,6 +45,12 @@ Status Session::create(const Model& model, const geist_session_params& params,
   if (params.n_threads < 0) {
     return Status::error(GEIST_E_INVALID_ARG, "n_threads %d is negative", params.n_threads);
   }
+  if (!kv_mode_valid(params.kv_mode)) {
+    return Status::error(GEIST_E_INVALID_ARG,
+                         "kv_mode %d is not a geist_kv_mode (f32 0, f16 1, q8 2, q4 3, kivi4 4, "
+                         "kivi2 5)",
+                         params.kv_mode);
+  }
   int32_t max_seq_len = params.max_seq_len;
   if (max_seq_len == 0) {
     const int32_t n_ctx_train = model.info().n_ctx_train;
@@ -55,7 +63,8 @@ Status Session::create(const Model& model, const geist_session_params& params,
   }
 
   std::unique_ptr<Session> s(new Session(model, max_seq_len, params.n_threads));
-  GEIST_RETURN_IF_ERROR(model.arch().create_state(max_seq_len, &s->state_));
+  GEIST_RETURN_IF_ERROR(
+      model.arch().create_state(max_seq_len, static_cast<KvMode>(params.kv_mode), &s->state_));
   GEIST_CHECK(s->state_ && s->state_->max_seq_len() == max_seq_len,
               "architecture state has the wrong capacity");
   s->sampler_params_ = params.sampler;
@@ -153,6 +162,7 @@ Status Session::logits(const float** out) {
 }
 
 void Session::reset() {
+  pin_image_.clear();  // the pin relies on the cache's prefix, which a reset gives up
   tokens_.clear();
   state_->reset();
   has_logits_ = false;

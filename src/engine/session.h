@@ -18,6 +18,7 @@
 #include "engine/model.h"
 #include "engine/rng.h"
 #include "engine/sampler.h"
+#include "engine/snapshot.h"
 #include "geist/geist.h"
 
 namespace geist {
@@ -55,10 +56,29 @@ class Session {
   bool forward_owed() const { return forward_owed_; }
   bool has_logits() const { return has_logits_; }
 
+  // Snapshots (engine/snapshot_session.cpp; format in docs/SNAPSHOT_FORMAT.md). None of them
+  // changes the session on failure.
+  // GEIST_E_UNSUPPORTED when the model has too many state sections for the format.
+  Status snapshot_size(size_t* out) const;
+  // GEIST_E_INVALID_ARG when cap < snapshot_size.
+  Status snapshot(uint8_t* buf, size_t cap, size_t* out_written) const;
+  // Validates everything, then replaces the whole state (sampler settings and pin included).
+  Status restore(const uint8_t* buf, size_t size);
+  Status pin_prefix();
+  // GEIST_E_INVALID_STATE without a pin. Sampler settings are kept, the RNG reverts.
+  Status reset_to_prefix();
+  int32_t pin_len() const { return pin_image_.empty() ? -1 : pin_len_; }
+  KvMode kv_mode() const { return state_->kv_mode(); }
+
  private:
   Session(const Model& model, int32_t max_seq_len, int n_threads);
   // Runs the owed token (the last of tokens_) if any.
   Status pay_forward();
+  // The session as the snapshot writer sees it (nested: a PIN image, without the pin).
+  SnapshotSource snapshot_source(bool nested) const;
+  SnapshotTarget snapshot_target() const;
+  // Writes a validated image's state; cannot fail (allocation happened before).
+  void apply_snapshot(const ParsedSnapshot& p, bool keep_sampler);
 
   const Model& model_;
   int32_t max_seq_len_;
@@ -72,6 +92,10 @@ class Session {
   geist_sampler_params sampler_params_;
   Sampler sampler_;
   Rng rng_;
+  // The pinned state as a nested snapshot image (SNAPSHOT_FORMAT.md §3.3: KV parts 0 and 1 are
+  // the live cache's prefix), empty when nothing is pinned.
+  std::vector<uint8_t> pin_image_;
+  int32_t pin_len_ = 0;  // tokens of the pinned prefix
 };
 
 }  // namespace geist

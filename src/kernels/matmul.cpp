@@ -3,81 +3,144 @@
 #include <cstring>
 
 #include "base/status.h"
-#include "kernels/ops.h"
 #include "kernels/quant.h"
+#include "kernels/simd/matmul_simd.h"
 
 namespace geist {
 namespace {
 
-constexpr int64_t kRowGroup = 4;  // weight rows dotted together, so x is read once per group
+constexpr int64_t kRowGroup = 4;         // weight rows unpacked and dotted together
+constexpr int64_t kTokPerThread = 64;    // activation rows per chunk and thread (see scratch)
+constexpr int64_t kInlineQuantRows = 4;  // chunks this small are quantized by the caller alone
+constexpr int64_t kPackedMaxRows = 2;    // up to this many rows, Q8_0/Q4_0 skip the unpacking
 
-// Four dot products of one x row; each one follows dot_f32's exact operation order, so a row
-// gives the same bits whichever of the two functions computes it.
-void dot4_f32(const float* const w[4], const float* x, int64_t n, float out[4]) {
-  float acc[4][8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int r = 0; r < 4; ++r) {
-      for (int j = 0; j < 8; ++j) acc[r][j] += w[r][i + j] * x[i + j];
+// Floats of one Q16 activation row: int16 values, then dx and sx per 32-block.
+int64_t q16_row_floats(int64_t n_in) { return n_in / 2 + 2 * (n_in / simd::kQ16Block); }
+
+// Per-thread weight buffer: [4][n_in] f32, or [4][n_in] int16 + dw, mw [4][n_in / 32].
+int64_t weight_buf_floats(int64_t n_in) { return kRowGroup * n_in; }
+
+struct Q16Rows {
+  int16_t* q;  // [n_rows][n_in]
+  float* dx;   // [n_rows][n_in / 32]
+  float* sx;   // [n_rows][n_in / 32]
+};
+
+Q16Rows q16_rows(float* base, int64_t n_rows, int64_t n_in) {
+  const int64_t nb = n_in / simd::kQ16Block;
+  Q16Rows r;
+  r.q = reinterpret_cast<int16_t*>(base);
+  r.dx = base + n_rows * n_in / 2;
+  r.sx = r.dx + n_rows * nb;
+  return r;
+}
+
+// Integer path: activations quantized per row (so a row's codes never depend on the batch),
+// then each thread unpacks its groups of weight rows once per chunk and dots them with every
+// activation row of the chunk.
+void matmul_int16(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
+                  int64_t y_stride, float* scratch, ThreadPool& pool) {
+  const int nt = pool.n_threads();
+  const int64_t n_in = w.n_in;
+  const int64_t nb = n_in / simd::kQ16Block;
+  const int64_t chunk = kTokPerThread * nt;
+  float* act = scratch + static_cast<size_t>(nt) * weight_buf_floats(n_in);
+  const bool has_min = w.type == GgmlType::Q4_K;
+  const int64_t n_groups = (w.n_out + kRowGroup - 1) / kRowGroup;
+  for (int64_t t0 = 0; t0 < n_tok; t0 += chunk) {
+    const int64_t m = n_tok - t0 < chunk ? n_tok - t0 : chunk;
+    const Q16Rows a = q16_rows(act, m, n_in);
+    auto quantize = [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        simd::quantize_row_q16(x + (t0 + t) * x_stride, n_in, a.q + t * n_in, a.dx + t * nb,
+                               a.sx + t * nb);
+      }
+    };
+    if (m <= kInlineQuantRows) {
+      quantize(0, m);
+    } else {
+      pool.parallel_for(m, quantize);
     }
-  }
-  for (int j = 0; i < n; ++i, ++j) {
-    for (int r = 0; r < 4; ++r) acc[r][j] += w[r][i] * x[i];
-  }
-  for (int r = 0; r < 4; ++r) {
-    const float* a = acc[r];
-    out[r] = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+    // Both ways give the same bits; unpacking pays off once a row is used several times.
+    const bool packed = m <= kPackedMaxRows && simd::packed_dot_supported(w.type);
+    pool.run([&](int ti, int n_threads) {
+      const int64_t g_begin = n_groups * ti / n_threads;
+      const int64_t g_end = n_groups * (ti + 1) / n_threads;
+      float* buf = scratch + static_cast<size_t>(ti) * weight_buf_floats(n_in);
+      int16_t* w16 = reinterpret_cast<int16_t*>(buf);
+      float* dw = buf + kRowGroup * n_in / 2;
+      float* mw = dw + kRowGroup * nb;
+      for (int64_t g = g_begin; g < g_end; ++g) {
+        const int64_t o0 = g * kRowGroup;
+        const int count = static_cast<int>(w.n_out - o0 < kRowGroup ? w.n_out - o0 : kRowGroup);
+        const uint8_t* rows = w.data + static_cast<size_t>(o0) * w.row_bytes;
+        if (packed) {
+          for (int64_t t = 0; t < m; ++t) {
+            simd::dot_packed_rows(w.type, rows, w.row_bytes, count, n_in, a.q + t * n_in,
+                                  a.dx + t * nb, y + (t0 + t) * y_stride + o0);
+          }
+          continue;
+        }
+        simd::unpack_rows_i16(w.type, rows, w.row_bytes, count, n_in, w16, dw, mw);
+        for (int64_t t = 0; t < m; ++t) {
+          simd::dot_i16_rows(w16, dw, has_min ? mw : nullptr, count, n_in, a.q + t * n_in,
+                             a.dx + t * nb, a.sx + t * nb, y + (t0 + t) * y_stride + o0);
+        }
+      }
+    });
   }
 }
 
-// Points rows[k] at weight row first + k as f32, dequantizing into scratch unless the type is
-// already f32.
-void load_rows(const WeightMatrix& w, int64_t first, int64_t count, float* scratch,
-               const float* rows[4]) {
-  for (int64_t k = 0; k < count; ++k) {
-    const uint8_t* src = w.data + static_cast<size_t>(first + k) * w.row_bytes;
-    if (w.type == GgmlType::F32) {
-      rows[k] = reinterpret_cast<const float*>(src);
-    } else {
-      float* dst = scratch + k * w.n_in;
-      dequantize_row(w.type, src, dst, w.n_in);
-      rows[k] = dst;
+// Float path (F32, F16, BF16 and the types without an int16 unpacker): weight rows as f32,
+// dotted with the f32 activations.
+void matmul_f32(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
+                int64_t y_stride, float* scratch, ThreadPool& pool) {
+  const int64_t n_groups = (w.n_out + kRowGroup - 1) / kRowGroup;
+  pool.run([&](int ti, int nt) {
+    const int64_t g_begin = n_groups * ti / nt;
+    const int64_t g_end = n_groups * (ti + 1) / nt;
+    float* buf = scratch + static_cast<size_t>(ti) * weight_buf_floats(w.n_in);
+    for (int64_t g = g_begin; g < g_end; ++g) {
+      const int64_t o0 = g * kRowGroup;
+      const int count = static_cast<int>(w.n_out - o0 < kRowGroup ? w.n_out - o0 : kRowGroup);
+      const float* rows[4] = {nullptr, nullptr, nullptr, nullptr};
+      for (int k = 0; k < count; ++k) {
+        const uint8_t* src = w.data + static_cast<size_t>(o0 + k) * w.row_bytes;
+        float* dst = buf + k * w.n_in;
+        if (w.type == GgmlType::F32) {
+          rows[k] = reinterpret_cast<const float*>(src);
+          continue;
+        }
+        if (w.type == GgmlType::F16 || w.type == GgmlType::BF16) {
+          simd::widen_row_f32(w.type, src, dst, w.n_in);
+        } else {
+          dequantize_row(w.type, src, dst, w.n_in);
+        }
+        rows[k] = dst;
+      }
+      for (int64_t t = 0; t < n_tok; ++t) {
+        simd::dot_f32_rows(rows, count, x + t * x_stride, w.n_in, y + t * y_stride + o0);
+      }
     }
-  }
+  });
 }
 
 }  // namespace
 
 size_t matmul_scratch_floats(int64_t n_in, int n_threads) {
-  return static_cast<size_t>(n_in) * kRowGroup * static_cast<size_t>(n_threads);
+  const int64_t per_thread = weight_buf_floats(n_in) + kTokPerThread * q16_row_floats(n_in);
+  return static_cast<size_t>(per_thread) * static_cast<size_t>(n_threads);
 }
 
 void matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
             int64_t y_stride, float* scratch, ThreadPool& pool) {
   GEIST_CHECK(w.row_bytes == ggml_row_size(w.type, w.n_in), "matmul: row_bytes mismatch");
-  // Groups are fixed by n_out alone: whether a row is computed by dot4_f32 or dot_f32 never
-  // depends on the batch or the thread split (the two are bitwise equal anyway).
-  const int64_t n_groups = (w.n_out + kRowGroup - 1) / kRowGroup;
-  pool.run([&](int ti, int nt) {
-    const int64_t g_begin = n_groups * ti / nt;
-    const int64_t g_end = n_groups * (ti + 1) / nt;
-    float* my_scratch = scratch + static_cast<size_t>(ti) * kRowGroup * w.n_in;
-    for (int64_t g = g_begin; g < g_end; ++g) {
-      const int64_t o0 = g * kRowGroup;
-      const int64_t count = w.n_out - o0 < kRowGroup ? w.n_out - o0 : kRowGroup;
-      const float* rows[4] = {nullptr, nullptr, nullptr, nullptr};
-      load_rows(w, o0, count, my_scratch, rows);
-      for (int64_t t = 0; t < n_tok; ++t) {
-        const float* xt = x + t * x_stride;
-        float* yt = y + t * y_stride + o0;
-        if (count == kRowGroup) {
-          dot4_f32(rows, xt, w.n_in, yt);
-        } else {
-          for (int64_t k = 0; k < count; ++k) yt[k] = dot_f32(rows[k], xt, w.n_in);
-        }
-      }
-    }
-  });
+  // The path depends on the weight type alone, so a row's result never depends on the batch.
+  if (simd::int16_path_supported(w.type) && w.n_in % simd::kQ16Block == 0) {
+    matmul_int16(w, x, x_stride, n_tok, y, y_stride, scratch, pool);
+  } else {
+    matmul_f32(w, x, x_stride, n_tok, y, y_stride, scratch, pool);
+  }
 }
 
 void get_row(const WeightMatrix& w, int64_t row, float* dst) {

@@ -19,16 +19,24 @@ struct WeightMatrix {
   size_t row_bytes = 0;  // ggml_row_size(type, n_in)
 };
 
-// Floats of scratch matmul() needs for rows of n_in elements on n_threads threads.
+// Floats of scratch matmul() needs for rows of n_in elements on n_threads threads (linear in
+// n_threads: a caller may size it as n_threads * matmul_scratch_floats(n_in, 1)).
 size_t matmul_scratch_floats(int64_t n_in, int n_threads);
 
 // y[t][o] = sum_i x[t][i] * W[o][i] for t < n_tok, o < n_out.
 //   x: [n_tok][x_stride], the first w.n_in floats of each row used
 //   y: [n_tok][y_stride], the first w.n_out floats of each row written
-//   scratch: >= matmul_scratch_floats(w.n_in, pool.n_threads()) floats, [thread][4][n_in]
-// Each weight row is dequantized once per call into the calling thread's scratch and dotted
-// with every token, so prefill reads the weights once. Output rows are split over the pool's
-// threads in groups of four; y[t][o] is bitwise the same for any n_tok and thread count.
+//   scratch: >= matmul_scratch_floats(w.n_in, pool.n_threads()) floats:
+//            [thread][4][n_in] weight buffers, then the quantized activations of one chunk
+// SIMD kernels picked at run time (src/kernels/simd/). Q8_0, Q4_0, Q4_K and Q6_K weights take
+// the integer path: each x row is quantized to int16 per 32-element block (error at most half
+// a step of 1/32767 of the block's max per element, far below llama.cpp's 8-bit activations)
+// and dotted in int32 per block. Other types are
+// widened or dequantized to f32 and dotted in f32. Output rows are split over the pool's
+// threads in groups of four; long batches run in chunks of 64 rows per thread, each chunk
+// reading the weights once.
+// Determinism: y[t][o] is bitwise the same for any n_tok, chunking and thread count (it
+// depends on the SIMD target the CPU selects, so two machines may differ in the last bits).
 // Does not allocate. w.type must satisfy quant_type_supported (checked at model load).
 void matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
             int64_t y_stride, float* scratch, ThreadPool& pool);

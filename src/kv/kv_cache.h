@@ -1,42 +1,85 @@
 // Per-session key/value cache for the attention layers of a model (any subset of its layers:
-// hybrid models have recurrent layers without KV).
+// hybrid models have recurrent layers without KV), in one of several representations.
 //
-// Storage (mode F32): for each attention layer, K is [max_seq_len][n_embd_k] and V is
-// [max_seq_len][n_embd_v], position-major, so the used prefix [0, n) of a layer is one
-// contiguous region (snapshots copy exactly those bytes). Callers write rows for positions and
-// ask for a view to read them; they never touch the storage layout directly, so quantized
-// modes can be added behind the same interface.
+// Every representation is position-major from offset 0: for each attention layer the state
+// that determines attention over positions [0, n) is a fixed list of contiguous byte regions
+// (see regions()), so a snapshot copies exactly the used bytes.
+//   F32, F16: K [max_seq_len][n_embd_k], V [max_seq_len][n_embd_v] in that element type.
+//   Q8, Q4:   the same rows as blocks of B values along the row, each block with one f16
+//             scale (kernels/attention_kv.h has the byte layout): 34 / 18 B per 32 values.
+//             B = kKvBlock = 32, or the head width for heads narrower than 32
+//             (kv_block_for_head_dim), so that a block never mixes two heads' channels.
+//   KIVI4, KIVI2 (Liu et al. 2024): keys quantized per channel over groups of G = kKvBlock
+//             positions, values per token in blocks of B channels, asymmetric (scale
+//             and min in f16) with 4 or 2 bits. The positions of the group being filled are
+//             kept in f16 (the residual window, up to G - 1 positions). A group is quantized
+//             exactly when the position that fills it is written, from the f16 residual values,
+//             so the quantized bytes depend only on the tokens, never on how the sequence was
+//             split into calls.
+// The attention kernel reads these bytes directly (dequantizing a head slice at a time).
+//
+// Why G = 32 for KIVI: it equals the block of the other quantized modes (one block format for
+// keys and values), it is the group size the KIVI paper evaluates, and the f16 residual it
+// implies is at most 31 positions, so a 200-token reference is mostly quantized state.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
+#include "base/thread_pool.h"
+#include "kernels/attention.h"
+#include "kernels/attention_kv.h"
 
 namespace geist {
 
-enum class KvMode {
-  F32,
+// Values match the public geist_kv_mode.
+enum class KvMode : int32_t {
+  F32 = 0,
+  F16 = 1,
+  Q8 = 2,
+  Q4 = 3,
+  KIVI4 = 4,
+  KIVI2 = 5,
 };
+constexpr int32_t kKvModeCount = 6;
+
+// "f32", "f16", "q8", "q4", "kivi4", "kivi2".
+const char* kv_mode_name(KvMode m);
+// Parses a name as above; false when it is none of them.
+bool kv_mode_from_name(std::string_view name, KvMode* out);
+// False for values outside the enum (e.g. from the C ABI).
+bool kv_mode_valid(int32_t m);
 
 // One entry per model layer; a layer without attention has n_embd_k == n_embd_v == 0.
 struct KvLayerSpec {
   int32_t n_embd_k = 0;  // n_head_kv * head_dim_k
   int32_t n_embd_v = 0;  // n_head_kv * head_dim_v
+  // Head widths, which set the block length of Q8/Q4 rows and KIVI value rows
+  // (kv_block_for_head_dim: blocks never span heads); 0: unknown, blocks of kKvBlock.
+  int32_t head_dim_k = 0;
+  int32_t head_dim_v = 0;
 };
 
-// What the attention kernel reads for one layer: rows [0, n_pos) as strided f32 spans.
-struct KvLayerView {
-  const float* k = nullptr;  // [n_pos][k_stride], position-major
-  int64_t k_stride = 0;
-  const float* v = nullptr;  // [n_pos][v_stride], position-major
-  int64_t v_stride = 0;
+// What a region of a layer holds. F32/F16/Q8/Q4 have K and V; KIVI has all four.
+enum KvPart : uint32_t {
+  KV_PART_K = 0,  // row modes: K rows [0, n_pos); KIVI: quantized key groups [0, n_pos / G)
+  KV_PART_V = 1,  // row modes: V rows [0, n_pos); KIVI: quantized value rows [0, G * (n_pos / G))
+  KV_PART_K_RESID = 2,  // KIVI: f16 key rows of positions [G * (n_pos / G), n_pos)
+  KV_PART_V_RESID = 3,  // KIVI: f16 value rows of the same positions
+};
+
+struct KvRegion {
+  int32_t layer = 0;
+  uint32_t part = 0;  // KvPart
+  uint64_t nbytes = 0;
 };
 
 class KvCache {
  public:
-  // GEIST_E_INVALID_ARG for max_seq_len <= 0 or negative sizes, GEIST_E_OOM.
+  // GEIST_E_INVALID_ARG for max_seq_len <= 0, negative sizes or an unknown mode, GEIST_E_OOM.
   static Status create(KvMode mode, const std::vector<KvLayerSpec>& layers, int32_t max_seq_len,
                        std::unique_ptr<KvCache>* out);
 
@@ -47,27 +90,76 @@ class KvCache {
 
   // Stores rows for positions [pos, pos + n) of attention layer il.
   //   k: [n][k_stride], the first n_embd_k floats of each row; v likewise with n_embd_v.
-  // Caller guarantees has_layer(il) and 0 <= pos, pos + n <= max_seq_len() (checked).
+  // Caller guarantees has_layer(il), 0 <= pos, pos + n <= max_seq_len() (checked), and that
+  // can_resume_at(pos) (KIVI needs the residual positions before pos of pos's group).
   void write(int32_t il, int32_t pos, int32_t n, const float* k, int64_t k_stride, const float* v,
              int64_t v_stride);
 
-  // Rows [0, n_pos) of attention layer il, valid until the next write. n_pos <= max_seq_len().
-  KvLayerView view(int32_t il, int32_t n_pos) const;
+  // K and V of attention layer il as the kernel reads them for queries whose last key is at
+  // position n_pos - 1 (KIVI: groups full at n_pos are quantized, the rest is residual).
+  // Valid until the next write.
+  void view(int32_t il, int32_t n_pos, KvSource* k, KvSource* v) const;
 
-  // Bytes held by the cache (all layers, K and V).
+  // Writes rows [pos, pos + n) of layer il and runs causal attention for the n queries at those
+  // positions (kernels/attention_kv.h; q, out and shapes as there). KIVI runs the kernel in
+  // pieces split where a group fills, so every query sees the cache exactly as it is after its
+  // own position was written: a row's result does not depend on how the sequence was split.
+  //   scratch: >= attention_scratch_floats(s, pos + n, pool.n_threads()) floats
+  void attend(int32_t il, const AttentionShape& s, const float* q, int64_t q_stride, int32_t n,
+              int32_t pos, const float* k, int64_t k_stride, const float* v, int64_t v_stride,
+              float* out, int64_t out_stride, float* scratch, ThreadPool& pool);
+  static size_t attention_scratch_floats(const AttentionShape& s, int32_t kv_len, int n_threads) {
+    return attention_kv_scratch_floats(s, kv_len, n_threads);
+  }
+
+  // Whether writing can continue at pos given what was last written: always for row modes;
+  // KIVI needs pos on a group boundary or in the group of the last written position (whose
+  // residual rows it still holds).
+  bool can_resume_at(int32_t pos) const;
+
+  // Bytes per position of the quantized state, all layers (KIVI: full groups; the residual
+  // window costs f16 rows until its group fills).
+  int64_t bytes_per_token() const;
+  int64_t layer_bytes_per_token(int32_t il) const;
+
+  // Snapshot contract. The regions that determine attention over positions [0, n_pos), in a
+  // fixed order (layer ascending, then part ascending), each with its used byte count. For
+  // n_pos a multiple of G (any n_pos in row modes) the sizes sum to bytes_per_token() * n_pos.
+  void regions(int32_t n_pos, std::vector<KvRegion>* out) const;
+  // Copies region r's nbytes bytes out of / into the cache. r must come from regions(n_pos) of
+  // a cache with the same mode and layer sizes. After write_region of every region of n_pos
+  // into a fresh cache, attention over [0, n_pos) is bitwise that of the source.
+  void read_region(const KvRegion& r, int32_t n_pos, uint8_t* dst) const;
+  void write_region(const KvRegion& r, int32_t n_pos, const uint8_t* src);
+
+  // Bytes held by the cache (all layers, all parts, at full capacity).
   size_t size_bytes() const;
 
  private:
   struct Layer {
     KvLayerSpec spec;
-    std::vector<float> k;  // [max_seq_len][n_embd_k], position-major
-    std::vector<float> v;  // [max_seq_len][n_embd_v], position-major
+    int64_t k_row = 0;       // bytes per K row (row modes) / per key group (KIVI)
+    int64_t v_row = 0;       // bytes per V row (quantized in KIVI)
+    int32_t k_block = 0;     // values per block of quantized K rows (row modes)
+    int32_t v_block = 0;     // values per block of quantized V rows
+    std::vector<uint8_t> k;  // row modes: [max_seq_len][k_row]; KIVI: [max_seq_len / G][k_row]
+    std::vector<uint8_t> v;  // [max_seq_len][v_row] (KIVI: only full groups used)
+    std::vector<uint8_t> k_resid;  // KIVI: [G][n_embd_k] f16, row p % G holds position p
+    std::vector<uint8_t> v_resid;  // KIVI: [G][n_embd_v] f16, likewise
+    int32_t written_end = 0;       // one past the last position written
   };
   KvCache() = default;
+  bool kivi() const { return mode_ == KvMode::KIVI4 || mode_ == KvMode::KIVI2; }
+  void quantize_group(Layer& l, int32_t g);
+  uint64_t part_bytes(int32_t il, uint32_t part, int32_t n_pos) const;
+  uint8_t* region_ptr(const KvRegion& r, int32_t n_pos, uint64_t* nbytes);
 
   KvMode mode_ = KvMode::F32;
+  KvEnc k_enc_ = KvEnc::F32;  // encoding of K rows (KIVI: of full key groups)
+  KvEnc v_enc_ = KvEnc::F32;  // encoding of V rows (KIVI: of full-group value rows)
   int32_t max_seq_len_ = 0;
-  std::vector<Layer> layers_;  // [n_layer]; empty vectors for layers without attention
+  std::vector<Layer> layers_;     // [n_layer]; empty vectors for layers without attention
+  std::vector<float> group_tmp_;  // KIVI: [G][max(n_embd_k, n_embd_v)] f32 of a filling group
 };
 
 }  // namespace geist

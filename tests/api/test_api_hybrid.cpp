@@ -32,6 +32,7 @@ class ApiHybrid : public testing::Test {
   void create(SessionHandle* s, float temperature, uint64_t seed) {
     geist_session_params p;
     geist_session_params_default(&p);
+    p.kv_mode = GEIST_KV_F32;  // as the transformers reference
     p.max_seq_len = 128;
     p.n_threads = 2;
     p.sampler.temperature = temperature;

@@ -18,6 +18,7 @@ constexpr int32_t kVocab = 512;
 // llama.cpp (F32 KV cache) vs geist on an all-F32 model: both accumulate in float32 with
 // different summation orders; 1e-3 absolute on logits of magnitude ~10 covers that.
 constexpr float kLogitTol = 1e-3f;
+constexpr float kF16LogitTol = 5e-2f;  // f16 KV cache vs the f32-cache reference
 
 class ApiSession : public testing::Test {
  protected:
@@ -33,9 +34,12 @@ class ApiSession : public testing::Test {
     ASSERT_EQ(ref_.logits.size(), 95u * kVocab);
   }
 
-  geist_session_params params(float temperature, uint64_t seed, int32_t max_seq_len = 256) {
+  // An f32 KV cache: the llama.cpp reference was computed with one.
+  geist_session_params params(float temperature, uint64_t seed, int32_t max_seq_len = 256,
+                              int32_t kv_mode = GEIST_KV_F32) {
     geist_session_params p;
     geist_session_params_default(&p);
+    p.kv_mode = kv_mode;
     p.max_seq_len = max_seq_len;
     p.n_threads = 2;
     p.sampler.temperature = temperature;
@@ -266,6 +270,39 @@ TEST_F(ApiSession, NullArgumentsAreInvalidWithMessages) {
   p.max_seq_len = -5;
   EXPECT_EQ(geist_session_create(model_.m, &p, &bad), GEIST_E_INVALID_ARG);
   EXPECT_NE(std::string(geist_model_last_error(model_.m)).find("max_seq_len"), std::string::npos);
+}
+
+TEST_F(ApiSession, KvModeDefaultsToF16AndIsValidated) {
+  geist_session_params d;
+  geist_session_params_default(&d);
+  EXPECT_EQ(d.kv_mode, GEIST_KV_F16);  // the default
+  for (int32_t bad : {-1, 6, 1000}) {
+    geist_session_params p = params(0.0f, 0, 64, bad);
+    geist_session* s = nullptr;
+    EXPECT_EQ(geist_session_create(model_.m, &p, &s), GEIST_E_INVALID_ARG) << bad;
+    EXPECT_EQ(s, nullptr);
+    const std::string want = "kv_mode " + std::to_string(bad);
+    EXPECT_NE(std::string(geist_model_last_error(model_.m)).find(want), std::string::npos)
+        << geist_model_last_error(model_.m);
+  }
+  // The default f16 cache stays close to llama.cpp's f32-cache reference: f16 keeps 11
+  // significant bits of each K/V value (relative error <= 2^-11), which moves this model's
+  // logits by a few hundredths at most; the greedy tokens agree.
+  SessionHandle s;
+  create(&s, params(0.0f, 0, 256, GEIST_KV_F16));
+  ASSERT_EQ(geist_session_prefill(s.s, ref_.prompt_tokens.data(), ref_.prompt_tokens.size()),
+            GEIST_OK);
+  std::vector<int32_t> got;
+  for (size_t i = 0; i < ref_.greedy_tokens.size(); ++i) {
+    const float* logits = nullptr;
+    ASSERT_EQ(geist_session_logits(s.s, &logits, nullptr), GEIST_OK);
+    EXPECT_LT(max_abs_diff(logits, ref_.logits.data() + (31 + i) * kVocab, kVocab), kF16LogitTol)
+        << "step " << i;
+    geist_token t = -1;
+    ASSERT_EQ(geist_session_decode(s.s, &t), GEIST_OK);
+    got.push_back(t);
+  }
+  EXPECT_EQ(got, ref_.greedy_tokens);
 }
 
 TEST_F(ApiSession, DefaultsAndOwedForward) {

@@ -33,6 +33,9 @@ TEST(CliErrors, UsageProblemsAreNamed) {
   expect_failure({"run", "-m", "x.gguf", "--tokens", "1,x,3"}, "invalid token id 'x'");
   expect_failure({"logits", "-m", "x.gguf", "--tokens", "1,2"}, "missing -o");
   expect_failure({"logits", "-m", "x.gguf", "--tokens", "1", "-o", "o", "--batch", "0"}, "--batch");
+  expect_failure({"run", "-m", "x.gguf", "-p", "hi", "--kv-mode", "q5"}, "unknown --kv-mode 'q5'");
+  expect_failure({"logits", "-m", "x.gguf", "--tokens", "1", "-o", "o", "--kv-mode", "F16"},
+                 "unknown --kv-mode 'F16'");
   expect_failure({"tokenize", "-p", "hi"}, "missing -m");
   expect_failure({"info"}, "missing -m");
   expect_failure({"info", "-m", "x.gguf", "stray"}, "unexpected argument 'stray'");

@@ -65,7 +65,9 @@ void check_random200_logits(const std::vector<std::string>& extra) {
                                    "--tokens",
                                    join_ids(tokens, ','),
                                    "-o",
-                                   dir.file("logits.f32")};
+                                   dir.file("logits.f32"),
+                                   "--kv-mode",
+                                   "f32"};  // the reference's KV cache
   args.insert(args.end(), extra.begin(), extra.end());
   const CliResult r = run_geist(args, dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -95,9 +97,10 @@ TEST(CliRun, GreedyIdsMatchLlamaCpp) {
   const std::vector<int> greedy = json_int_array(json, "greedy_tokens");
   ASSERT_EQ(greedy.size(), 64u);
   TempDir dir;
-  const CliResult r = run_geist({"run", "-m", fixture_path(kModel), "--tokens",
-                                 join_ids(prompt, ','), "--temp", "0", "-n", "64", "--ids"},
-                                dir.path());
+  const CliResult r =
+      run_geist({"run", "-m", fixture_path(kModel), "--tokens", join_ids(prompt, ','), "--temp",
+                 "0", "-n", "64", "--ids", "--kv-mode", "f32"},
+                dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(parse_ids(r.out), greedy);
   // Exactly one line of ids on stdout; the stats line goes to stderr.
@@ -112,7 +115,8 @@ TEST(CliRun, GreedyTextFromBos) {
   // An empty prompt is just BOS. fixtures/README.md: "Greedy from BOS writes 'Once upon a
   // time, there was a little girl named Lily...'".
   const CliResult r = run_geist(
-      {"run", "-m", fixture_path(kModel), "-p", "", "--temp", "0", "-n", "16"}, dir.path());
+      {"run", "-m", fixture_path(kModel), "-p", "", "--temp", "0", "-n", "16", "--kv-mode", "f32"},
+      dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("Once upon a time, there was a little girl named Lily"), std::string::npos)
       << r.out;

@@ -154,4 +154,29 @@ void Utf8Stream::finish() {
   std::fflush(f_);
 }
 
+const std::vector<std::string>& kv_mode_names() {
+  static const std::vector<std::string> names = {"f32", "f16", "q8", "q4", "kivi4", "kivi2"};
+  return names;
+}
+
+bool parse_kv_mode(const std::string& verb, const std::string& name, int32_t* out) {
+  const std::vector<std::string>& names = kv_mode_names();
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == name) {
+      *out = static_cast<int32_t>(i);
+      return true;
+    }
+  }
+  cli_error(verb, "unknown --kv-mode '%s' (expected one of f32, f16, q8, q4, kivi4, kivi2)",
+            name.c_str());
+  return false;
+}
+
+const char* kv_mode_label(int32_t mode) {
+  const std::vector<std::string>& names = kv_mode_names();
+  return mode >= 0 && static_cast<size_t>(mode) < names.size()
+             ? names[static_cast<size_t>(mode)].c_str()
+             : "?";
+}
+
 }  // namespace geist_cli

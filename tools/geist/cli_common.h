@@ -1,6 +1,7 @@
 // Helpers shared by the CLI verbs; everything goes through the public C API.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -38,6 +39,15 @@ bool read_text_file(const std::string& verb, const std::string& path, std::strin
 
 bool tokenize_text(const std::string& verb, geist_model* model, const std::string& text,
                    bool add_special, bool parse_special, std::vector<geist_token>* out);
+
+// KV cache modes by their CLI names, in geist_kv_mode order: "f32", "f16", "q8", "q4",
+// "kivi4", "kivi2".
+const std::vector<std::string>& kv_mode_names();
+// Parses a --kv-mode value into a geist_kv_mode. Prints "geist VERB: unknown --kv-mode 'x'
+// (expected one of ...)" and returns false for anything else.
+bool parse_kv_mode(const std::string& verb, const std::string& name, int32_t* out);
+// The CLI name of a geist_kv_mode ("?" outside the enum).
+const char* kv_mode_label(int32_t mode);
 
 // Seconds on a monotonic clock.
 double now_seconds();

@@ -27,6 +27,8 @@ const VerbSpec& logits_spec() {
           {"-o", "--output", "OUT", "output file (required)"},
           {"-t", "--threads", "T", "compute threads (default: all cores)"},
           {nullptr, "--batch", "B", "evaluate in chunks of B tokens (default: all at once)"},
+          {nullptr, "--kv-mode", "M",
+           "KV cache: f32, f16 (default), q8, q4, kivi4, kivi2 (f32 is exact)"},
       }};
   return spec;
 }
@@ -53,6 +55,12 @@ int cmd_logits(int argc, char** argv) {
   }
   if (n_threads < 0) {
     cli_error(spec.name, "--threads must not be negative");
+    return kExitUsage;
+  }
+  geist_session_params defaults;
+  geist_session_params_default(&defaults);
+  int32_t kv_mode = defaults.kv_mode;
+  if (args.has("--kv-mode") && !parse_kv_mode(spec.name, args.str("--kv-mode"), &kv_mode)) {
     return kExitUsage;
   }
   if (args.has("--batch") && batch <= 0) {
@@ -82,6 +90,7 @@ int cmd_logits(int argc, char** argv) {
   geist_session_params_default(&sp);
   sp.n_threads = n_threads;
   sp.max_seq_len = static_cast<int32_t>(n);
+  sp.kv_mode = kv_mode;
   SessionHandle sess;
   if (geist_session_create(m.model, &sp, &sess.session) != GEIST_OK) {
     cli_error(spec.name, "cannot create session: %s", geist_model_last_error(m.model));

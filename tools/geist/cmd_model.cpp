@@ -41,10 +41,13 @@ const VerbSpec& mkmodel_spec() {
       "--preset NAME --type T -o FILE [--seed S]",
       "Writes a GGUF with random weights and exactly the tensor names, shapes and metadata\n"
       "llama.cpp's converter writes for the preset, with a synthetic byte-level BPE vocabulary.\n"
-      "Presets: tiny-llama (seconds to build and run), llama-1b (Llama-3.2-1B's shapes).\n"
+      "Presets: tiny-llama (seconds to build and run), llama-1b (Llama-3.2-1B's shapes),\n"
+      "tiny-qwen35 (a small Qwen3.5 hybrid), qwen35-0.8b and qwen35-2b (Qwen3.5-0.8B's and\n"
+      "Qwen3.5-2B's text-model shapes).\n"
       "Types: f32, f16, bf16, q8_0, q4_0 (q4_0 keeps token_embd in q8_0).",
       {
-          {nullptr, "--preset", "NAME", "tiny-llama or llama-1b (required)"},
+          {nullptr, "--preset", "NAME",
+           "tiny-llama, llama-1b, tiny-qwen35, qwen35-0.8b or qwen35-2b (required)"},
           {nullptr, "--type", "T", "f32, f16, bf16, q8_0 or q4_0 (required)"},
           {"-o", "--output", "FILE", "output file (required)"},
           {nullptr, "--seed", "S", "weight seed (default 0)"},

@@ -6,16 +6,20 @@
 #include "cli_args.h"
 #include "cli_common.h"
 #include "commands.h"
+#include "geist/geist_util.h"
 
 namespace geist_cli {
 
 const VerbSpec& run_spec() {
   static const VerbSpec spec = {
       "run",
-      "-m FILE (-p TEXT | --tokens IDS) [options]",
+      "-m FILE (-p TEXT | --tokens IDS | --load-state FILE) [options]",
       "Generates a continuation of the prompt and streams it to stdout (the prompt itself is\n"
       "not echoed). Stops after N tokens, at an end-of-generation token, or when the context\n"
-      "is full. A stats line goes to stderr.",
+      "is full. A stats line goes to stderr. --load-state restores a saved session first (same\n"
+      "model and --kv-mode); -p/--tokens then add tokens, and without them generation continues\n"
+      "from the restored state. Sampler options given with --load-state replace the saved\n"
+      "settings and re-seed the RNG; without them the saved settings and RNG state continue.",
       {
           {"-m", "--model", "FILE", "GGUF model (required)"},
           {"-p", "--prompt", "TEXT", "prompt text (BOS added, special tokens parsed)"},
@@ -32,7 +36,11 @@ const VerbSpec& run_spec() {
           {nullptr, "--repeat-last-n", "N", "penalty window in tokens (default 64; -1: all)"},
           {nullptr, "--seed", "S", "sampling seed (default 0)"},
           {nullptr, "--ctx", "N", "context size in tokens (default: min(training context, 4096))"},
+          {nullptr, "--kv-mode", "M",
+           "KV cache: f32, f16 (default), q8, q4, kivi4, kivi2 (f32 is exact)"},
           {nullptr, "--ids", nullptr, "print the generated token ids instead of text"},
+          {nullptr, "--load-state", "FILE", "restore a session snapshot before anything else"},
+          {nullptr, "--save-state", "FILE", "after the run, save the session snapshot to FILE"},
       }};
   return spec;
 }
@@ -45,8 +53,10 @@ int cmd_run(int argc, char** argv) {
     cli_error(spec.name, "missing -m FILE (the model to run)");
     return kExitUsage;
   }
-  if (args.has("--prompt") == args.has("--tokens")) {
-    cli_error(spec.name, "give exactly one of -p TEXT or --tokens IDS");
+  const bool load_state = args.has("--load-state");
+  if ((args.has("--prompt") && args.has("--tokens")) ||
+      (!load_state && !args.has("--prompt") && !args.has("--tokens"))) {
+    cli_error(spec.name, "give exactly one of -p TEXT or --tokens IDS (or --load-state FILE)");
     return kExitUsage;
   }
   int32_t n_predict = 128, n_threads = 0, ctx = 0, last_n = 64;
@@ -67,6 +77,9 @@ int cmd_run(int argc, char** argv) {
     cli_error(spec.name, "--threads and --ctx must not be negative");
     return kExitUsage;
   }
+  if (args.has("--kv-mode") && !parse_kv_mode(spec.name, args.str("--kv-mode"), &sp.kv_mode)) {
+    return kExitUsage;
+  }
   s.penalty_last_n = last_n;
   sp.n_threads = n_threads;
   sp.max_seq_len = ctx;
@@ -81,7 +94,7 @@ int cmd_run(int argc, char** argv) {
       !tokenize_text(spec.name, m.model, args.str("--prompt"), true, true, &prompt)) {
     return kExitFailure;
   }
-  if (prompt.empty()) {
+  if (prompt.empty() && !load_state) {
     cli_error(spec.name, "the prompt is empty (no tokens to start from)");
     return kExitUsage;
   }
@@ -91,6 +104,23 @@ int cmd_run(int argc, char** argv) {
   if (st != GEIST_OK) {
     cli_error(spec.name, "cannot create session: %s", geist_model_last_error(m.model));
     return kExitFailure;
+  }
+  if (load_state) {
+    st = geist_session_load_file(sess.session, args.str("--load-state").c_str());
+    if (st != GEIST_OK) {
+      cli_error(spec.name, "cannot load state: %s", geist_session_last_error(sess.session));
+      return kExitFailure;
+    }
+    static const char* const kSamplerFlags[] = {"--temp",           "--top-k",
+                                                "--top-p",          "--min-p",
+                                                "--repeat-penalty", "--presence-penalty",
+                                                "--repeat-last-n",  "--seed"};
+    bool sampler_given = false;
+    for (const char* f : kSamplerFlags) sampler_given = sampler_given || args.has(f);
+    if (sampler_given && geist_session_set_sampler(sess.session, &sp.sampler) != GEIST_OK) {
+      cli_error(spec.name, "%s", geist_session_last_error(sess.session));
+      return kExitFailure;
+    }
   }
   const double t0 = now_seconds();
   st = geist_session_prefill(sess.session, prompt.data(), prompt.size());
@@ -145,6 +175,13 @@ int cmd_run(int argc, char** argv) {
     std::printf("\n");
   }
   std::fflush(stdout);
+  if (args.has("--save-state")) {
+    st = geist_session_save_file(sess.session, args.str("--save-state").c_str());
+    if (st != GEIST_OK) {
+      cli_error(spec.name, "cannot save state: %s", geist_session_last_error(sess.session));
+      return kExitFailure;
+    }
+  }
   if (context_full) {
     std::fprintf(stderr, "geist run: stopped: the context (%d tokens) is full\n",
                  geist_session_max_seq_len(sess.session));
@@ -152,9 +189,9 @@ int cmd_run(int argc, char** argv) {
   const double prefill_s = t1 - t0, decode_s = t2 - t1;
   std::fprintf(stderr,
                "geist run: prompt %zu tokens, prefill %.1f tok/s (%.3f s), decode %d tokens "
-               "%.1f tok/s (%.3f s)\n",
+               "%.1f tok/s (%.3f s), kv %s\n",
                prompt.size(), prefill_s > 0 ? prompt.size() / prefill_s : 0.0, prefill_s, n_gen,
-               decode_s > 0 ? n_gen / decode_s : 0.0, decode_s);
+               decode_s > 0 ? n_gen / decode_s : 0.0, decode_s, kv_mode_label(sp.kv_mode));
   return 0;
 }
 

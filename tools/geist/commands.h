@@ -10,11 +10,17 @@ const VerbSpec& logits_spec();
 const VerbSpec& tokenize_spec();
 const VerbSpec& info_spec();
 const VerbSpec& mkmodel_spec();
+const VerbSpec& bench_spec();
+const VerbSpec& demo_spec();
+const VerbSpec& bench_snapshot_spec();
 
 int cmd_run(int argc, char** argv);
 int cmd_logits(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_info(int argc, char** argv);
 int cmd_mkmodel(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
+int cmd_demo(int argc, char** argv);
+int cmd_bench_snapshot(int argc, char** argv);
 
 }  // namespace geist_cli

@@ -20,6 +20,9 @@ const Verb kVerbs[] = {
     {geist_cli::tokenize_spec, geist_cli::cmd_tokenize},
     {geist_cli::info_spec, geist_cli::cmd_info},
     {geist_cli::mkmodel_spec, geist_cli::cmd_mkmodel},
+    {geist_cli::demo_spec, geist_cli::cmd_demo},
+    {geist_cli::bench_spec, geist_cli::cmd_bench},
+    {geist_cli::bench_snapshot_spec, geist_cli::cmd_bench_snapshot},
 };
 
 void print_usage(FILE* f) {
@@ -52,7 +55,8 @@ int main(int argc, char** argv) {
   for (const Verb& v : kVerbs) {
     if (verb == v.spec().name) return v.run(argc - 2, argv + 2);
   }
-  geist_cli::cli_error("", "unknown command '%s' (expected run, logits, tokenize, info or mkmodel)",
-                       verb.c_str());
+  geist_cli::cli_error(
+      "", "unknown command '%s' (expected run, logits, tokenize, info, mkmodel or bench)",
+      verb.c_str());
   return geist_cli::kExitUsage;
 }

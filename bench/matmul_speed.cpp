@@ -1,0 +1,73 @@
+// Single-call speed of geist::matmul for one weight type and shape, against the memory read
+// bandwidth of the same buffer: shows whether decode-sized calls are memory-bound and what a
+// prefill-sized call reaches in GFLOP/s. Not a test; prints numbers.
+//   bench/matmul_speed TYPE N_IN N_OUT N_TOK THREADS REPS   (e.g. q8_0 2048 8192 1 2 20)
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
+#include "kernels/simd/matmul_simd.h"
+
+using namespace geist;
+
+int main(int argc, char** argv) {
+  if (argc < 7) {
+    std::fprintf(stderr, "usage: %s TYPE N_IN N_OUT N_TOK THREADS REPS\n", argv[0]);
+    return 2;
+  }
+  GgmlType type = GgmlType::F32;
+  bool found = false;
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
+                     GgmlType::Q4_K, GgmlType::Q6_K}) {
+    if (std::string(ggml_type_name(t)) == argv[1]) {
+      type = t;
+      found = true;
+    }
+  }
+  if (!found) {
+    std::fprintf(stderr, "unknown type %s\n", argv[1]);
+    return 2;
+  }
+  const int64_t n_in = std::atoll(argv[2]), n_out = std::atoll(argv[3]),
+                n_tok = std::atoll(argv[4]);
+  const int threads = std::atoi(argv[5]), reps = std::atoi(argv[6]);
+  const size_t rb = ggml_row_size(type, n_in);
+  std::vector<uint8_t> w(rb * static_cast<size_t>(n_out));
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> row(static_cast<size_t>(n_in));
+  for (int64_t o = 0; o < n_out; ++o) {
+    for (float& f : row) f = nd(rng);
+    quantize_row(type, row.data(), w.data() + static_cast<size_t>(o) * rb, n_in);
+  }
+  std::vector<float> x(static_cast<size_t>(n_in * n_tok)), y(static_cast<size_t>(n_out * n_tok));
+  for (float& f : x) f = nd(rng);
+  ThreadPool pool(threads);
+  std::vector<float> scratch(matmul_scratch_floats(n_in, threads));
+  const WeightMatrix wm{type, w.data(), n_in, n_out, rb};
+  std::vector<double> times;
+  for (int r = 0; r <= reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    matmul(wm, x.data(), n_in, n_tok, y.data(), n_out, scratch.data(), pool);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r > 0) times.push_back(s);
+  }
+  std::sort(times.begin(), times.end());
+  const double best = times.front(), med = times[times.size() / 2];
+  std::printf(
+      "%s %lldx%lld x %lld tok, %d threads, target %s: median %.3f ms (best %.3f), "
+      "%.2f GB/s of weights, %.1f GFLOP/s\n",
+      argv[1], static_cast<long long>(n_out), static_cast<long long>(n_in),
+      static_cast<long long>(n_tok), threads, simd::target_name(), med * 1e3, best * 1e3,
+      static_cast<double>(w.size()) / best / 1e9,
+      2.0 * static_cast<double>(n_in * n_out * n_tok) / best / 1e9);
+  return 0;
+}

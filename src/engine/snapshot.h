@@ -1,0 +1,96 @@
+// Session snapshot images (docs/SNAPSHOT_FORMAT.md is the byte-level specification): the
+// writer, the validating parser and the model identity. Independent of Session so that the
+// format can be fuzzed and tested on its own; engine/snapshot_session.cpp binds it to Session.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "archs/arch.h"
+#include "base/status.h"
+#include "engine/rng.h"
+#include "formats/gguf.h"
+#include "geist/geist.h"
+
+namespace geist {
+
+constexpr uint32_t kSnapshotVersion = 1;
+constexpr size_t kSnapshotHeaderBytes = 96;
+constexpr size_t kSnapshotEntryBytes = 24;
+constexpr size_t kSnapshotMaxHeaderSize = 4096;
+constexpr size_t kSnapshotSamplerBytes = 72;
+
+// Header flags.
+constexpr uint32_t kSnapFlagLogitsPending = 1u << 0;
+constexpr uint32_t kSnapFlagForwardOwed = 1u << 1;
+constexpr uint32_t kSnapFlagHasPin = 1u << 2;
+constexpr uint32_t kSnapFlagNested = 1u << 3;  // a PIN image: KV parts 0 and 1 omitted
+
+// Section kinds besides the state region kinds of archs/arch.h.
+constexpr uint32_t kSnapSampler = 1;
+constexpr uint32_t kSnapTokens = 2;
+constexpr uint32_t kSnapLogits = 3;
+constexpr uint32_t kSnapPin = 64;
+
+// XXH3-64 over the GGUF's metadata and tensor descriptions (SNAPSHOT_FORMAT.md §4).
+uint64_t compute_snapshot_id(const GgufFile& file);
+
+// Everything an image is written from. Pointers must stay valid during the call.
+struct SnapshotSource {
+  uint64_t snapshot_id = 0;
+  int32_t n_vocab = 0;
+  int32_t max_seq_len = 0;
+  const ArchState* state = nullptr;
+  const int32_t* tokens = nullptr;  // [n_tokens] history
+  int32_t n_tokens = 0;
+  const float* logits = nullptr;  // [n_vocab] pending logits, read when logits_pending
+  bool logits_pending = false;
+  bool forward_owed = false;  // tokens[n_tokens - 1] has not been run
+  const geist_sampler_params* sampler = nullptr;
+  const Rng* rng = nullptr;
+  const uint8_t* pin = nullptr;  // [pin_size] nested image of the pinned state, or null
+  size_t pin_size = 0;
+  int32_t pin_len = 0;  // tokens of the pinned prefix
+  bool nested = false;  // writing a PIN image (KV parts 0 and 1 are the outer image's)
+};
+
+// Exact image size. GEIST_E_UNSUPPORTED when the section table would exceed 4 KiB.
+Status snapshot_image_size(const SnapshotSource& src, size_t* out_size);
+// Writes exactly `size` bytes (from snapshot_image_size) to dst.
+void snapshot_write(const SnapshotSource& src, uint8_t* dst, size_t size);
+
+// What an image may be restored into.
+struct SnapshotTarget {
+  uint64_t snapshot_id = 0;
+  int32_t n_vocab = 0;
+  int32_t max_seq_len = 0;
+  const ArchState* state = nullptr;  // shapes and KV mode of the target
+};
+
+struct SnapshotRegion {
+  StateRegion region;
+  const uint8_t* data = nullptr;  // [region.nbytes] inside the image
+};
+
+// A validated image; pointers point into the caller's buffer (no alignment assumed).
+struct ParsedSnapshot {
+  uint32_t flags = 0;
+  int32_t n_tokens = 0;
+  int32_t kv_len = 0;
+  int32_t pin_len = 0;
+  geist_sampler_params sampler{};
+  Rng rng{};
+  const uint8_t* tokens = nullptr;  // int32 LE [n_tokens]
+  const uint8_t* logits = nullptr;  // f32 LE [n_vocab] when kSnapFlagLogitsPending
+  std::vector<SnapshotRegion> regions;
+  const uint8_t* pin = nullptr;  // nested image [pin_size], validated
+  size_t pin_size = 0;
+};
+
+// Validates every check of SNAPSHOT_FORMAT.md §5 without touching any session.
+// GEIST_E_INVALID_ARG for a null or short buffer, GEIST_E_FORMAT naming the failed check.
+Status snapshot_parse(const uint8_t* buf, size_t size, const SnapshotTarget& target, bool nested,
+                      ParsedSnapshot* out);
+
+}  // namespace geist

@@ -1,0 +1,256 @@
+// The Highway matmul kernels against the scalar references (dequantize_row, double products),
+// on every SIMD target this CPU supports, random shapes with odd tails, every weight type.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "hwy/targets.h"
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
+#include "kernels/simd/f16.h"
+#include "kernels/simd/matmul_simd.h"
+
+namespace geist {
+namespace {
+
+// Runs body once per SIMD target that is both compiled in and supported by this CPU, then
+// restores the normal dispatch.
+template <class F>
+void for_each_target(F&& body) {
+  const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
+  ASSERT_FALSE(targets.empty());
+  for (int64_t t : targets) {
+    hwy::SetSupportedTargetsForTest(t);
+    SCOPED_TRACE(hwy::TargetName(t));
+    ASSERT_STREQ(simd::target_name(), hwy::TargetName(t));
+    body();
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+std::vector<uint8_t> random_rows(GgmlType type, int64_t n_in, int64_t n_out, std::mt19937* rng,
+                                 std::vector<float>* deq) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const size_t rb = ggml_row_size(type, n_in);
+  std::vector<uint8_t> bytes(rb * static_cast<size_t>(n_out));
+  deq->assign(static_cast<size_t>(n_in * n_out), 0.0f);
+  std::vector<float> src(static_cast<size_t>(n_in));
+  for (int64_t o = 0; o < n_out; ++o) {
+    const float scale = std::exp(nd(*rng));  // rows of different magnitude
+    for (float& f : src) f = scale * nd(*rng);
+    quantize_row(type, src.data(), bytes.data() + o * rb, n_in);
+    dequantize_row(type, bytes.data() + o * rb, deq->data() + o * n_in, n_in);
+  }
+  return bytes;
+}
+
+TEST(SimdMatmul, UnpackReproducesDequantize) {
+  std::mt19937 rng(7);
+  for_each_target([&] {
+    for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+      SCOPED_TRACE(ggml_type_name(type));
+      ASSERT_TRUE(simd::int16_path_supported(type));
+      const int64_t blk = ggml_type_traits(type).block_size;
+      const int64_t n_in = blk * (1 + static_cast<int64_t>(rng() % 5));
+      const int count = 1 + static_cast<int>(rng() % 4);
+      std::vector<float> deq;
+      const std::vector<uint8_t> bytes = random_rows(type, n_in, count, &rng, &deq);
+      const int64_t nb = n_in / 32;
+      std::vector<int16_t> w16(static_cast<size_t>(count * n_in));
+      std::vector<float> dw(static_cast<size_t>(count * nb)), mw(dw.size());
+      simd::unpack_rows_i16(type, bytes.data(), ggml_row_size(type, n_in), count, n_in, w16.data(),
+                            dw.data(), mw.data());
+      for (int r = 0; r < count; ++r) {
+        for (int64_t i = 0; i < n_in; ++i) {
+          const size_t bi = static_cast<size_t>(r * nb + i / 32);
+          const float v = dw[bi] * w16[static_cast<size_t>(r * n_in + i)] + mw[bi];
+          const float ref = deq[static_cast<size_t>(r * n_in + i)];
+          // The scalar reference multiplies d * scale first; the unpacked form scale * q
+          // first: a few f32 roundings apart.
+          ASSERT_NEAR(v, ref, 4e-7f * (std::fabs(ref) + std::fabs(mw[bi]) + 1e-6f))
+              << "row " << r << " element " << i;
+        }
+      }
+    }
+  });
+}
+
+TEST(SimdMatmul, Q16QuantizationIsWithinHalfAStep) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(256);
+  for (float& f : x) f = nd(rng);
+  for (int i = 64; i < 96; ++i) x[static_cast<size_t>(i)] = 0.0f;  // an all-zero block
+  std::vector<int16_t> q(256);
+  std::vector<float> dx(8), sx(8);
+  simd::quantize_row_q16(x.data(), 256, q.data(), dx.data(), sx.data());
+  for (int b = 0; b < 8; ++b) {
+    float amax = 0;
+    int32_t sum = 0;
+    for (int i = 32 * b; i < 32 * b + 32; ++i) {
+      amax = std::fmax(amax, std::fabs(x[static_cast<size_t>(i)]));
+      sum += q[static_cast<size_t>(i)];
+    }
+    EXPECT_FLOAT_EQ(dx[static_cast<size_t>(b)], amax / 32767.0f);
+    EXPECT_EQ(sx[static_cast<size_t>(b)], dx[static_cast<size_t>(b)] * static_cast<float>(sum));
+    for (int i = 32 * b; i < 32 * b + 32; ++i) {
+      const float err =
+          x[static_cast<size_t>(i)] - dx[static_cast<size_t>(b)] * q[static_cast<size_t>(i)];
+      EXPECT_LE(std::fabs(err), 0.5001f * dx[static_cast<size_t>(b)] + 1e-30f) << i;
+    }
+  }
+}
+
+struct Shape {
+  GgmlType type;
+  int64_t n_in, n_out, n_tok;
+};
+
+// matmul on every target against sum_i deq[o][i] * x[t][i] in double. The bound: f32
+// accumulation (n_in * eps * sum|terms|) plus, on the int16 path, half a quantization step of
+// each activation times |w| (x is rounded to 1/32767 of its block's max).
+TEST(SimdMatmul, MatchesDoubleReferenceOnAllTypesAndTargets) {
+  std::mt19937 rng(2024);
+  const Shape shapes[] = {
+      {GgmlType::F32, 1, 1, 1},    {GgmlType::F32, 77, 19, 5},    {GgmlType::F32, 300, 9, 3},
+      {GgmlType::F16, 53, 11, 4},  {GgmlType::F16, 512, 6, 2},    {GgmlType::BF16, 31, 7, 3},
+      {GgmlType::BF16, 130, 5, 2}, {GgmlType::Q8_0, 32, 1, 1},    {GgmlType::Q8_0, 416, 13, 6},
+      {GgmlType::Q4_0, 96, 7, 3},  {GgmlType::Q4_0, 1024, 10, 2}, {GgmlType::Q4_K, 256, 3, 1},
+      {GgmlType::Q4_K, 768, 9, 5}, {GgmlType::Q6_K, 256, 5, 2},   {GgmlType::Q6_K, 1280, 6, 3},
+      {GgmlType::Q4_1, 64, 5, 2},  {GgmlType::Q5_0, 96, 6, 2},    {GgmlType::Q5_1, 32, 3, 3},
+  };
+  for_each_target([&] {
+    for (const Shape& s : shapes) {
+      SCOPED_TRACE(::testing::Message()
+                   << ggml_type_name(s.type) << " " << s.n_in << "x" << s.n_out);
+      std::vector<float> deq;
+      const std::vector<uint8_t> bytes = random_rows(s.type, s.n_in, s.n_out, &rng, &deq);
+      const WeightMatrix w{s.type, bytes.data(), s.n_in, s.n_out, ggml_row_size(s.type, s.n_in)};
+      const int64_t xs = s.n_in + 5, ys = s.n_out + 3;
+      std::normal_distribution<float> nd(0.0f, 1.0f);
+      std::vector<float> x(static_cast<size_t>(s.n_tok * xs));
+      for (float& f : x) f = nd(rng);
+      ThreadPool pool(2);
+      std::vector<float> scratch(matmul_scratch_floats(s.n_in, 2));
+      std::vector<float> y(static_cast<size_t>(s.n_tok * ys), -3.0f);
+      matmul(w, x.data(), xs, s.n_tok, y.data(), ys, scratch.data(), pool);
+      const bool int_path = simd::int16_path_supported(s.type);
+      for (int64_t t = 0; t < s.n_tok; ++t) {
+        for (int64_t o = 0; o < s.n_out; ++o) {
+          double ref = 0, mag = 0, qerr = 0;
+          for (int64_t b = 0; b * 32 < s.n_in; ++b) {
+            double amax = 0;
+            for (int64_t i = b * 32; i < std::min(s.n_in, b * 32 + 32); ++i) {
+              amax = std::fmax(amax, std::fabs(x[static_cast<size_t>(t * xs + i)]));
+            }
+            for (int64_t i = b * 32; i < std::min(s.n_in, b * 32 + 32); ++i) {
+              const double wv = deq[static_cast<size_t>(o * s.n_in + i)];
+              const double p = wv * x[static_cast<size_t>(t * xs + i)];
+              ref += p;
+              mag += std::fabs(p);
+              qerr += std::fabs(wv) * 0.5 * amax / 32767.0;
+            }
+          }
+          const double tol = 1e-6 + 2.0 * s.n_in * 6e-8 * mag + (int_path ? 1.01 * qerr : 0.0);
+          ASSERT_NEAR(y[static_cast<size_t>(t * ys + o)], ref, tol) << "t=" << t << " o=" << o;
+        }
+        for (int64_t o = s.n_out; o < ys; ++o) ASSERT_EQ(y[static_cast<size_t>(t * ys + o)], -3.0f);
+      }
+    }
+  });
+}
+
+// The determinism contract: a token row's outputs do not depend on the batch it comes in, the
+// thread count, or the chunking of long batches (more rows than one chunk of scratch).
+TEST(SimdMatmul, RowsBitwiseIndependentOfBatchThreadsAndChunks) {
+  std::mt19937 rng(11);
+  for (GgmlType type : {GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K,
+                        GgmlType::Q6_K, GgmlType::Q5_1}) {
+    SCOPED_TRACE(ggml_type_name(type));
+    const int64_t n_in = 256, n_out = 21, n_tok = 150;  // 150 > one chunk on 1 thread
+    std::vector<float> deq;
+    const std::vector<uint8_t> bytes = random_rows(type, n_in, n_out, &rng, &deq);
+    const WeightMatrix w{type, bytes.data(), n_in, n_out, ggml_row_size(type, n_in)};
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> x(static_cast<size_t>(n_tok * n_in));
+    for (float& f : x) f = nd(rng);
+    auto run = [&](int64_t first, int64_t count, int threads) {
+      ThreadPool pool(threads);
+      std::vector<float> scratch(matmul_scratch_floats(n_in, threads));
+      std::vector<float> y(static_cast<size_t>(count * n_out));
+      matmul(w, x.data() + first * n_in, n_in, count, y.data(), n_out, scratch.data(), pool);
+      return y;
+    };
+    const std::vector<float> all = run(0, n_tok, 1);
+    for (int threads : {2, 3}) {
+      const std::vector<float> y = run(0, n_tok, threads);
+      ASSERT_EQ(std::memcmp(all.data(), y.data(), all.size() * sizeof(float)), 0) << threads;
+    }
+    for (int64_t first : {int64_t{0}, int64_t{37}, int64_t{149}}) {
+      const std::vector<float> y = run(first, 1, 2);
+      ASSERT_EQ(std::memcmp(all.data() + first * n_out, y.data(), n_out * sizeof(float)), 0)
+          << first;
+    }
+    const std::vector<float> mid = run(40, 70, 2);
+    ASSERT_EQ(std::memcmp(all.data() + 40 * n_out, mid.data(), mid.size() * sizeof(float)), 0);
+  }
+}
+
+}  // namespace
+}  // namespace geist
+
+namespace geist {
+namespace {
+
+TEST(SimdMatmul, HalfToFloatMatchesScalarReferenceForAllInputs) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float ref = fp16_to_fp32(static_cast<uint16_t>(h));
+    const float got = simd::f16_to_f32(static_cast<uint16_t>(h));
+    if (std::isnan(ref)) {
+      ASSERT_TRUE(std::isnan(got)) << h;
+    } else {
+      ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(ref)) << h;
+    }
+  }
+}
+
+// Decode reads Q8_0/Q4_0 rows directly, batches unpack them first: both must give the bits
+// of the other, on every target.
+TEST(SimdMatmul, PackedDotEqualsUnpackedDotBitwise) {
+  std::mt19937 rng(5);
+  for_each_target([&] {
+    for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0}) {
+      SCOPED_TRACE(ggml_type_name(type));
+      ASSERT_TRUE(simd::packed_dot_supported(type));
+      const int64_t n_in = 32 * (1 + static_cast<int64_t>(rng() % 40));
+      const int count = 1 + static_cast<int>(rng() % 4);
+      std::vector<float> deq;
+      const std::vector<uint8_t> bytes = random_rows(type, n_in, count, &rng, &deq);
+      const size_t rb = ggml_row_size(type, n_in);
+      std::normal_distribution<float> nd(0.0f, 1.0f);
+      std::vector<float> x(static_cast<size_t>(n_in));
+      for (float& f : x) f = nd(rng);
+      const int64_t nb = n_in / 32;
+      std::vector<int16_t> q(static_cast<size_t>(n_in)), w16(static_cast<size_t>(count * n_in));
+      std::vector<float> dx(static_cast<size_t>(nb)), sx(dx.size());
+      std::vector<float> dw(static_cast<size_t>(count * nb)), mw(dw.size());
+      simd::quantize_row_q16(x.data(), n_in, q.data(), dx.data(), sx.data());
+      simd::unpack_rows_i16(type, bytes.data(), rb, count, n_in, w16.data(), dw.data(), mw.data());
+      float a[4], b[4];
+      simd::dot_i16_rows(w16.data(), dw.data(), nullptr, count, n_in, q.data(), dx.data(),
+                         sx.data(), a);
+      simd::dot_packed_rows(type, bytes.data(), rb, count, n_in, q.data(), dx.data(), b);
+      for (int r = 0; r < count; ++r) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(a[r]), std::bit_cast<uint32_t>(b[r])) << r;
+      }
+    }
+  });
+}
+
+}  // namespace
+}  // namespace geist

@@ -1,0 +1,449 @@
+// KV cache representations: encodings against their definitions, byte costs against the
+// documented layouts, attention over every mode against a double-precision attention over
+// values the test decodes itself from the documented byte layout, split / thread invariance,
+// and the snapshot region contract (round trip into a fresh cache is bit-exact).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/attention_kv.h"
+#include "kernels/quant.h"
+#include "kv/kv_cache.h"
+
+namespace geist {
+namespace {
+
+constexpr KvMode kAllModes[] = {KvMode::F32, KvMode::F16,   KvMode::Q8,
+                                KvMode::Q4,  KvMode::KIVI4, KvMode::KIVI2};
+constexpr int32_t G = 32;  // KIVI group, kv_cache.h
+
+bool is_kivi(KvMode m) { return m == KvMode::KIVI4 || m == KvMode::KIVI2; }
+
+float half(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return fp16_to_fp32(h);
+}
+
+std::vector<float> randn(size_t n, std::mt19937* rng, float sd = 1.0f) {
+  std::normal_distribution<float> nd(0.0f, sd);
+  std::vector<float> x(n);
+  for (float& f : x) f = nd(*rng);
+  return x;
+}
+
+// y = H x / sqrt(32) with H[i][j] = (-1)^popcount(i & j) (Sylvester's Hadamard matrix): the
+// rotation Q8 and Q4 blocks are stored in (attention_kv.h).
+std::vector<double> hadamard32(const std::vector<double>& x) {
+  std::vector<double> y(32, 0.0);
+  for (int i = 0; i < 32; ++i) {
+    for (int j = 0; j < 32; ++j) y[i] += (__builtin_popcount(i & j) % 2 ? -x[j] : x[j]);
+    y[i] /= std::sqrt(32.0);
+  }
+  return y;
+}
+
+// ---- encodings -------------------------------------------------------------------------------
+
+TEST(KvEncoding, RowErrorsWithinHalfAStep) {
+  std::mt19937 rng(1);
+  for (int32_t n : {32, 64, 40, 7}) {  // whole blocks and a short last block
+    const std::vector<float> x = randn(static_cast<size_t>(n), &rng, 3.0f);
+    for (KvEnc e : {KvEnc::F16, KvEnc::Q8, KvEnc::Q4, KvEnc::A4, KvEnc::A2}) {
+      std::vector<uint8_t> buf(static_cast<size_t>(kv_row_bytes(e, n)));
+      kv_quantize_row(e, x.data(), n, buf.data());
+      KvSource src;
+      src.lo = KvSegment{e, buf.data(), kv_row_bytes(e, n), 0, 0};
+      std::vector<float> y(static_cast<size_t>(n));
+      kv_dequantize(src, 0, 0, n, y.data());
+      for (int32_t b0 = 0; b0 < n; b0 += 32) {
+        const int32_t m = std::min(32, n - b0);
+        if (e == KvEnc::Q8 || e == KvEnc::Q4) {
+          // Codes approximate the rotated block (zero-padded): check the error there, where
+          // each value is within half a step (q8: amax/127; q4: amax/8, the +8 end clamps to
+          // +7, a full step) plus the f16 rounding of the scale.
+          std::vector<double> xb(32, 0.0), yb(32, 0.0);
+          for (int32_t i = 0; i < m; ++i) xb[i] = x[b0 + i], yb[i] = y[b0 + i];
+          const std::vector<double> rx = hadamard32(xb);
+          double amax = 0;
+          for (double v : rx) amax = std::max(amax, std::fabs(v));
+          // Reconstructed values beyond the row are not stored; rotate what the row holds.
+          const std::vector<double> ry = hadamard32(yb);
+          double err2 = 0;
+          for (int32_t i = 0; i < 32; ++i) err2 += (ry[i] - rx[i]) * (ry[i] - rx[i]);
+          const double step = e == KvEnc::Q8 ? amax / 127 * 0.5 : amax / 8;
+          // Padding positions are not reconstructed, so bound the error norm, not each value.
+          EXPECT_LE(std::sqrt(err2), std::sqrt(32.0) * step * 1.003 + 1e-5)
+              << "enc " << int(e) << " n " << n;
+          continue;
+        }
+        float amax = 0, mn = x[b0], mx = x[b0];
+        for (int32_t i = b0; i < b0 + m; ++i) {
+          amax = std::max(amax, std::fabs(x[i]));
+          mn = std::min(mn, x[i]);
+          mx = std::max(mx, x[i]);
+        }
+        // Step of each code: f16 has 11 significant bits; q8 amax/127; q4 amax/8 (the value
+        // coded -8 is exact, +8 clamps to +7: a full step); asym (max-min)/(2^b - 1), plus the
+        // f16 rounding of scale and min.
+        for (int32_t i = b0; i < b0 + m; ++i) {
+          float tol = 0;
+          switch (e) {
+            case KvEnc::F16:
+              tol = std::fabs(x[i]) * 0x1p-11f;
+              break;
+            case KvEnc::Q8:
+              tol = amax / 127 * 0.5f * 1.002f + 1e-6f;
+              break;
+            case KvEnc::Q4:
+              tol = amax / 8 * 1.002f + 1e-6f;
+              break;
+            default: {
+              const float step = (mx - mn) / (e == KvEnc::A4 ? 15.0f : 3.0f);
+              tol = step * 0.5f * 1.01f + std::fabs(mn) * 0x1p-10f + 1e-5f;
+            }
+          }
+          EXPECT_LE(std::fabs(y[i] - x[i]), tol) << "enc " << int(e) << " n " << n << " i " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(KvEncoding, ChannelGroupErrors) {
+  std::mt19937 rng(2);
+  const int32_t nc = 48;
+  const std::vector<float> x = randn(static_cast<size_t>(G * nc), &rng, 2.0f);
+  for (KvEnc e : {KvEnc::CH4, KvEnc::CH2}) {
+    std::vector<uint8_t> buf(static_cast<size_t>(kv_group_bytes(e, nc)));
+    ASSERT_EQ(buf.size(), static_cast<size_t>(nc) * (4 + 32 * (e == KvEnc::CH4 ? 4 : 2) / 8));
+    kv_quantize_group(e, x.data(), nc, nc, buf.data());
+    KvSource src;
+    src.lo = KvSegment{e, buf.data(), 0, nc, 0};
+    for (int32_t c = 0; c < nc; ++c) {
+      float mn = INFINITY, mx = -INFINITY;
+      for (int32_t t = 0; t < G; ++t) {
+        mn = std::min(mn, x[t * nc + c]);
+        mx = std::max(mx, x[t * nc + c]);
+      }
+      const float tol =
+          (mx - mn) / (e == KvEnc::CH4 ? 15.0f : 3.0f) * 0.505f + std::fabs(mn) * 0x1p-10f + 1e-5f;
+      for (int32_t t = 0; t < G; ++t) {
+        float y = 0;
+        kv_dequantize(src, t, c, 1, &y);
+        EXPECT_LE(std::fabs(y - x[t * nc + c]), tol) << "c " << c << " t " << t;
+      }
+    }
+  }
+}
+
+// ---- names and sizes -------------------------------------------------------------------------
+
+TEST(KvCacheModes, NamesRoundTripAndBadInput) {
+  for (KvMode m : kAllModes) {
+    KvMode back;
+    ASSERT_TRUE(kv_mode_from_name(kv_mode_name(m), &back));
+    EXPECT_EQ(back, m);
+  }
+  KvMode m;
+  EXPECT_FALSE(kv_mode_from_name("q5", &m));
+  EXPECT_FALSE(kv_mode_valid(6));
+  EXPECT_FALSE(kv_mode_valid(-1));
+  std::unique_ptr<KvCache> c;
+  EXPECT_EQ(KvCache::create(static_cast<KvMode>(9), {{32, 32}}, 8, &c).code(), GEIST_E_INVALID_ARG);
+  EXPECT_EQ(KvCache::create(KvMode::Q4, {{32, 32}}, 0, &c).code(), GEIST_E_INVALID_ARG);
+}
+
+TEST(KvCacheModes, BytesPerTokenFromLayout) {
+  // stories260K's attention: 4 KV heads of 8 -> 32 values per K and V row, 5 layers; plus a
+  // layer without attention, which costs nothing.
+  std::vector<KvLayerSpec> specs(5, KvLayerSpec{32, 32});
+  specs.push_back(KvLayerSpec{0, 0});
+  const double per_row[] = {32 * 4, 32 * 2, 34, 18, 0, 0};
+  for (KvMode m : kAllModes) {
+    std::unique_ptr<KvCache> c;
+    ASSERT_TRUE(KvCache::create(m, specs, 64, &c));
+    double expect = 0;
+    if (is_kivi(m)) {
+      const int bits = m == KvMode::KIVI4 ? 4 : 2;
+      // keys: per channel and group of 32 tokens f16 scale + f16 min + 32 codes; values: per
+      // token and block of 32 channels, the same.
+      expect = 2 * (4.0 + 32.0 * bits / 8);
+    } else {
+      expect = 2 * per_row[static_cast<int>(m)];
+    }
+    EXPECT_EQ(c->bytes_per_token(), static_cast<int64_t>(expect * 5)) << kv_mode_name(m);
+  }
+  std::unique_ptr<KvCache> f16, q4;
+  ASSERT_TRUE(KvCache::create(KvMode::F16, specs, 64, &f16));
+  ASSERT_TRUE(KvCache::create(KvMode::Q4, specs, 64, &q4));
+  EXPECT_LE(static_cast<double>(q4->bytes_per_token()), 0.3 * f16->bytes_per_token());
+}
+
+// ---- attention over the cache ----------------------------------------------------------------
+
+struct Case {
+  AttentionShape s;
+  int32_t n_pos;
+};
+
+const Case kCases[] = {
+    {{8, 4, 8, 8, 1.0f / std::sqrt(8.0f)}, 75},     // stories260K: rows of 32
+    {{4, 2, 48, 48, 1.0f / std::sqrt(48.0f)}, 70},  // head slices straddle 32-blocks
+    {{6, 2, 20, 12, 0.3f}, 40},                     // short last block, head_dim_v != k
+};
+
+struct Inputs {
+  int64_t nk, nv, nq, no;
+  std::vector<float> q, k, v;  // [n_pos][nq], [n_pos][nk], [n_pos][nv]
+};
+
+Inputs make_inputs(const Case& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Inputs in;
+  in.nk = int64_t{c.s.n_head_kv} * c.s.head_dim_k;
+  in.nv = int64_t{c.s.n_head_kv} * c.s.head_dim_v;
+  in.nq = int64_t{c.s.n_head} * c.s.head_dim_k;
+  in.no = int64_t{c.s.n_head} * c.s.head_dim_v;
+  in.q = randn(static_cast<size_t>(c.n_pos * in.nq), &rng);
+  in.k = randn(static_cast<size_t>(c.n_pos * in.nk), &rng);
+  in.v = randn(static_cast<size_t>(c.n_pos * in.nv), &rng);
+  return in;
+}
+
+std::unique_ptr<KvCache> make_cache(KvMode m, const Case& c, const Inputs& in) {
+  std::unique_ptr<KvCache> cache;
+  const std::vector<KvLayerSpec> specs = {
+      {0, 0}, {static_cast<int32_t>(in.nk), static_cast<int32_t>(in.nv)}};
+  EXPECT_TRUE(KvCache::create(m, specs, c.n_pos + 8, &cache));
+  return cache;
+}
+
+// Outputs [n_pos][no] of running positions [0, n_pos) through layer 1 in the given pieces.
+std::vector<float> run(KvCache& cache, const Case& c, const Inputs& in,
+                       const std::vector<int32_t>& pieces, int n_threads, int32_t from = 0) {
+  ThreadPool pool(n_threads);
+  std::vector<float> scratch(KvCache::attention_scratch_floats(c.s, c.n_pos, n_threads));
+  std::vector<float> out(static_cast<size_t>(c.n_pos * in.no), 0.0f);
+  size_t i = 0;
+  for (int32_t pos = from; pos < c.n_pos; ++i) {
+    const int32_t n = std::min(pieces[i % pieces.size()], c.n_pos - pos);
+    cache.attend(1, c.s, in.q.data() + pos * in.nq, in.nq, n, pos, in.k.data() + pos * in.nk, in.nk,
+                 in.v.data() + pos * in.nv, in.nv, out.data() + pos * in.no, in.no, scratch.data(),
+                 pool);
+    pos += n;
+  }
+  return out;
+}
+
+// The test's own decoder of a region's bytes (layouts as documented in attention_kv.h).
+float decode_block(KvEnc e, const uint8_t* blk, int32_t i) {
+  switch (e) {
+    case KvEnc::Q8:
+      return half(blk) * static_cast<int8_t>(blk[2 + i]);
+    case KvEnc::Q4:
+      return half(blk) * (((blk[2 + i / 2] >> (4 * (i % 2))) & 15) - 8);
+    default: {
+      const int bits = (e == KvEnc::A4 || e == KvEnc::CH4) ? 4 : 2;
+      const int q = (blk[4 + i * bits / 8] >> ((i * bits) % 8)) & ((1 << bits) - 1);
+      return half(blk + 2) + half(blk) * q;
+    }
+  }
+}
+
+// Values row p of K (or V) holds for a query at position qpos, from the cache's regions.
+std::vector<double> decoded_rows(const KvCache& cache, KvMode m, bool key, int32_t n_pos,
+                                 int32_t qpos, int64_t width, const std::vector<float>& input) {
+  std::vector<KvRegion> regs;
+  cache.regions(n_pos, &regs);
+  std::vector<uint8_t> main;
+  for (const KvRegion& r : regs) {
+    if (r.part == (key ? KV_PART_K : KV_PART_V)) {
+      main.resize(r.nbytes);
+      cache.read_region(r, n_pos, main.data());
+    }
+  }
+  std::vector<double> out(static_cast<size_t>(n_pos * width));
+  const int32_t nb = static_cast<int32_t>((width + 31) / 32);
+  for (int32_t p = 0; p < n_pos; ++p) {
+    for (int64_t c = 0; c < width; ++c) {
+      double x = 0;
+      const float in = input[p * width + c];
+      switch (m) {
+        case KvMode::F32:
+          x = in;
+          break;
+        case KvMode::F16:
+          x = fp16_to_fp32(fp32_to_fp16(in));
+          break;
+        case KvMode::Q8:
+        case KvMode::Q4: {
+          const KvEnc e = m == KvMode::Q8 ? KvEnc::Q8 : KvEnc::Q4;
+          const uint8_t* blk = main.data() + (p * nb + c / 32) * (m == KvMode::Q8 ? 34 : 18);
+          std::vector<double> codes(32);
+          for (int i = 0; i < 32; ++i) codes[i] = decode_block(e, blk, i);
+          x = hadamard32(codes)[c % 32];  // the rotation is its own inverse
+          break;
+        }
+        default: {
+          const bool k4 = m == KvMode::KIVI4;
+          const int64_t bb = k4 ? 20 : 12;
+          if (p >= (qpos + 1) / G * G) {  // the group is not full yet: f16 residual
+            x = fp16_to_fp32(fp32_to_fp16(in));
+          } else if (key) {
+            x = decode_block(k4 ? KvEnc::CH4 : KvEnc::CH2, main.data() + ((p / G) * width + c) * bb,
+                             p % G);
+          } else {
+            x = decode_block(k4 ? KvEnc::A4 : KvEnc::A2, main.data() + (p * nb + c / 32) * bb,
+                             c % 32);
+          }
+        }
+      }
+      out[p * width + c] = x;
+    }
+  }
+  return out;
+}
+
+TEST(KvCacheAttention, EveryModeMatchesDoubleAttentionOverDecodedBytes) {
+  for (const Case& c : kCases) {
+    const Inputs in = make_inputs(c, 7);
+    for (KvMode m : kAllModes) {
+      std::unique_ptr<KvCache> cache = make_cache(m, c, in);
+      const std::vector<float> out = run(*cache, c, in, {c.n_pos}, 2);
+      const int32_t grp = c.s.n_head / c.s.n_head_kv;
+      double worst = 0;
+      for (int32_t t = 0; t < c.n_pos; t += (is_kivi(m) ? 1 : 7)) {
+        const std::vector<double> kd = decoded_rows(*cache, m, true, c.n_pos, t, in.nk, in.k);
+        const std::vector<double> vd = decoded_rows(*cache, m, false, c.n_pos, t, in.nv, in.v);
+        for (int32_t h = 0; h < c.s.n_head; ++h) {
+          const int32_t g = h / grp;
+          std::vector<double> w(static_cast<size_t>(t + 1));
+          double mx = -INFINITY, sum = 0;
+          for (int32_t p = 0; p <= t; ++p) {
+            double d = 0;
+            for (int32_t i = 0; i < c.s.head_dim_k; ++i) {
+              d += double{in.q[t * in.nq + h * c.s.head_dim_k + i]} *
+                   kd[p * in.nk + g * c.s.head_dim_k + i];
+            }
+            w[p] = d * c.s.scale;
+            mx = std::max(mx, w[p]);
+          }
+          for (double& x : w) sum += (x = std::exp(x - mx));
+          for (int32_t i = 0; i < c.s.head_dim_v; ++i) {
+            double o = 0;
+            for (int32_t p = 0; p <= t; ++p)
+              o += w[p] / sum * vd[p * in.nv + g * c.s.head_dim_v + i];
+            const double got = out[t * in.no + h * c.s.head_dim_v + i];
+            worst = std::max(worst, std::fabs(got - o));
+          }
+        }
+      }
+      // f32 accumulation over <= 75 positions of O(1) values.
+      EXPECT_LE(worst, 2e-5) << kv_mode_name(m) << " head_dim " << c.s.head_dim_k;
+    }
+  }
+}
+
+TEST(KvCacheAttention, SplitAndThreadInvariantInEveryMode) {
+  for (const Case& c : kCases) {
+    const Inputs in = make_inputs(c, 11);
+    for (KvMode m : kAllModes) {
+      std::unique_ptr<KvCache> a = make_cache(m, c, in), b = make_cache(m, c, in),
+                               d = make_cache(m, c, in);
+      const std::vector<float> one = run(*a, c, in, {c.n_pos}, 1);
+      const std::vector<float> tok = run(*b, c, in, {1}, 3);
+      const std::vector<float> odd = run(*d, c, in, {5, 31, 2, 33}, 2);
+      EXPECT_EQ(std::memcmp(one.data(), tok.data(), one.size() * 4), 0) << kv_mode_name(m);
+      EXPECT_EQ(std::memcmp(one.data(), odd.data(), one.size() * 4), 0) << kv_mode_name(m);
+      // The cache bytes themselves are the same however the sequence was split.
+      std::vector<KvRegion> ra, rb;
+      a->regions(c.n_pos, &ra);
+      b->regions(c.n_pos, &rb);
+      ASSERT_EQ(ra.size(), rb.size());
+      for (size_t i = 0; i < ra.size(); ++i) {
+        std::vector<uint8_t> x(ra[i].nbytes), y(rb[i].nbytes);
+        a->read_region(ra[i], c.n_pos, x.data());
+        b->read_region(rb[i], c.n_pos, y.data());
+        EXPECT_EQ(x, y) << kv_mode_name(m) << " region " << i;
+      }
+    }
+  }
+}
+
+TEST(KvCacheAttention, F32ModeIsBitwiseThePlainKernel) {
+  const Case& c = kCases[1];
+  const Inputs in = make_inputs(c, 5);
+  std::unique_ptr<KvCache> cache = make_cache(KvMode::F32, c, in);
+  const std::vector<float> got = run(*cache, c, in, {c.n_pos}, 2);
+  ThreadPool pool(2);
+  std::vector<float> scratch(attention_scratch_floats(c.n_pos, 2));
+  std::vector<float> ref(got.size());
+  attention(c.s, in.q.data(), in.nq, c.n_pos, 0, in.k.data(), in.nk, in.v.data(), in.nv, ref.data(),
+            in.no, scratch.data(), pool);
+  EXPECT_EQ(std::memcmp(got.data(), ref.data(), got.size() * 4), 0);
+}
+
+// ---- snapshot regions ------------------------------------------------------------------------
+
+TEST(KvCacheRegions, RoundTripIntoFreshCacheIsBitExact) {
+  const Case& c = kCases[1];
+  const Inputs in = make_inputs(c, 13);
+  for (KvMode m : kAllModes) {
+    for (int32_t cut : {0, 1, 31, 32, 33, 64, 65}) {
+      std::unique_ptr<KvCache> src = make_cache(m, c, in), dst = make_cache(m, c, in),
+                               ref = make_cache(m, c, in);
+      // Noise in the destination's unused bytes must not matter.
+      std::mt19937 rng(3);
+      const std::vector<float> noise = randn(static_cast<size_t>(c.n_pos * in.nk), &rng);
+      run(*dst, c, Inputs{in.nk, in.nv, in.nq, in.no, in.q, noise, noise}, {c.n_pos}, 1);
+      Case head = c;
+      head.n_pos = cut;
+      if (cut > 0) run(*src, head, in, {7}, 1);
+      std::vector<KvRegion> regs;
+      src->regions(cut, &regs);
+      uint64_t total = 0;
+      for (const KvRegion& r : regs) {
+        std::vector<uint8_t> bytes(r.nbytes);
+        src->read_region(r, cut, bytes.data());
+        dst->write_region(r, cut, bytes.data());
+        total += r.nbytes;
+      }
+      const uint64_t resid = is_kivi(m) ? static_cast<uint64_t>(cut % G) * (in.nk + in.nv) * 2 : 0;
+      const uint64_t quantized =
+          is_kivi(m) ? static_cast<uint64_t>(cut / G * G) : static_cast<uint64_t>(cut);
+      EXPECT_EQ(total, quantized * static_cast<uint64_t>(src->bytes_per_token()) + resid)
+          << kv_mode_name(m) << " cut " << cut;
+      ASSERT_TRUE(dst->can_resume_at(cut));
+      const std::vector<float> want = run(*ref, c, in, {c.n_pos}, 2);
+      const std::vector<float> got = run(*dst, c, in, {3}, 2, cut);
+      const size_t off = static_cast<size_t>(cut * in.no);
+      EXPECT_EQ(std::memcmp(got.data() + off, want.data() + off, (got.size() - off) * 4), 0)
+          << kv_mode_name(m) << " cut " << cut;
+    }
+  }
+}
+
+TEST(KvCacheRegions, KiviResumeOnlyWhereResidualIsHeld) {
+  const Case& c = kCases[0];
+  const Inputs in = make_inputs(c, 17);
+  std::unique_ptr<KvCache> k = make_cache(KvMode::KIVI4, c, in);
+  Case head = c;
+  head.n_pos = 70;
+  run(*k, head, in, {70}, 1);
+  EXPECT_TRUE(k->can_resume_at(70));
+  EXPECT_TRUE(k->can_resume_at(66));   // same group as the last written position
+  EXPECT_TRUE(k->can_resume_at(64));   // group boundary
+  EXPECT_FALSE(k->can_resume_at(40));  // its group's f16 rows were overwritten
+  std::unique_ptr<KvCache> f = make_cache(KvMode::Q4, c, in);
+  EXPECT_TRUE(f->can_resume_at(40));
+}
+
+}  // namespace
+}  // namespace geist

@@ -1,0 +1,91 @@
+// Helpers for the snapshot tests: models, sessions and recorded continuations.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "geist/geist.hpp"
+#include "support/fixtures.h"
+
+namespace geist::test {
+
+// A continuation: per step the sampled token and the logits its forward produced.
+struct Trace {
+  std::vector<int32_t> tokens;  // [n_steps]
+  std::vector<float> logits;    // [n_steps][n_vocab], row i = logits after tokens[i]'s forward
+};
+
+inline geist_sampler_params sampler_for(bool sampled) {
+  geist_sampler_params p;
+  geist_sampler_params_default(&p);
+  if (sampled) {
+    p.temperature = 0.8f;
+    p.top_k = 40;
+    p.top_p = 0.95f;
+    p.seed = 7;
+  } else {
+    p.temperature = 0.0f;
+  }
+  return p;
+}
+
+inline SessionHandle make_session(const ModelHandle& m, int32_t kv_mode, bool sampled,
+                                  int32_t max_seq_len = 256) {
+  geist_session_params sp;
+  geist_session_params_default(&sp);
+  sp.max_seq_len = max_seq_len;
+  sp.n_threads = 1;
+  sp.kv_mode = kv_mode;
+  sp.sampler = sampler_for(sampled);
+  SessionHandle s;
+  EXPECT_EQ(SessionHandle::create(m, &s, &sp), GEIST_OK);
+  return s;
+}
+
+// Runs n decode steps, reading the logits after each (which pays the owed forward).
+inline Trace run_steps(SessionHandle& s, int32_t n_vocab, int n) {
+  Trace t;
+  for (int i = 0; i < n; ++i) {
+    int32_t tok = -1;
+    EXPECT_EQ(s.decode(&tok), GEIST_OK) << s.last_error();
+    const float* lg = nullptr;
+    int32_t nv = 0;
+    EXPECT_EQ(s.logits(&lg, &nv), GEIST_OK) << s.last_error();
+    if (lg == nullptr || nv != n_vocab) return t;
+    t.tokens.push_back(tok);
+    t.logits.insert(t.logits.end(), lg, lg + nv);
+  }
+  return t;
+}
+
+// Tokens equal and logits bitwise equal (memcmp) for steps [from, from + n) of `ref` against
+// all of `got`.
+inline ::testing::AssertionResult same_continuation(const Trace& ref, size_t from, const Trace& got,
+                                                    int32_t n_vocab) {
+  const size_t n = got.tokens.size();
+  if (from + n > ref.tokens.size()) return ::testing::AssertionFailure() << "trace too long";
+  for (size_t i = 0; i < n; ++i) {
+    if (ref.tokens[from + i] != got.tokens[i]) {
+      return ::testing::AssertionFailure() << "token differs at step " << from + i << ": "
+                                           << got.tokens[i] << " vs " << ref.tokens[from + i];
+    }
+    const size_t row = static_cast<size_t>(n_vocab);
+    if (std::memcmp(&ref.logits[(from + i) * row], &got.logits[i * row], row * 4) != 0) {
+      return ::testing::AssertionFailure() << "logits differ at step " << from + i;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+inline ModelHandle load_model(const std::string& rel) {
+  ModelHandle m;
+  std::string err;
+  EXPECT_EQ(ModelHandle::load(fixture_path(rel), &m, nullptr, &err), GEIST_OK) << err;
+  return m;
+}
+
+}  // namespace geist::test
