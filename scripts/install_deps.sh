@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages geist needs. Idempotent: does nothing when all are present.
 set -euo pipefail
 pkgs=(cmake ninja-build g++ clang libclang-rt-14-dev clang-format libgtest-dev libgmock-dev
-      libhwy-dev libxxhash-dev)
+      libhwy-dev libxxhash-dev jq)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
