@@ -39,6 +39,10 @@ int main(int argc, char** argv) {
   const int64_t n_in = std::atoll(argv[2]), n_out = std::atoll(argv[3]),
                 n_tok = std::atoll(argv[4]);
   const int threads = std::atoi(argv[5]), reps = std::atoi(argv[6]);
+  if (threads < 1 || reps < 1) {
+    std::fprintf(stderr, "THREADS and REPS must be at least 1\n");
+    return 2;
+  }
   const size_t rb = ggml_row_size(type, n_in);
   std::vector<uint8_t> w(rb * static_cast<size_t>(n_out));
   std::mt19937 rng(1);

@@ -28,9 +28,16 @@ size_t attention_scratch_floats(int32_t kv_len, int n_threads);
 //   v:   [>= pos0 + n_tok][v_stride], position-major, kv head g at + g * head_dim_v
 //   out: [n_tok][out_stride], head h at + h * head_dim_v
 //   scratch: >= attention_scratch_floats(pos0 + n_tok, pool.n_threads()) floats
-// Work is split over (token, head) pairs. Does not allocate.
+// Work is split over (token, head) pairs. Does not allocate. Scores and V accumulation use
+// the SIMD kernels of kernels/simd/attention_simd.h (bitwise attention_kv() over F32 rows).
 void attention(const AttentionShape& s, const float* q, int64_t q_stride, int32_t n_tok,
                int32_t pos0, const float* k, int64_t k_stride, const float* v, int64_t v_stride,
                float* out, int64_t out_stride, float* scratch, ThreadPool& pool);
+
+// The scalar version of attention(), kept as the test oracle. Same arguments and scratch.
+void attention_reference(const AttentionShape& s, const float* q, int64_t q_stride, int32_t n_tok,
+                         int32_t pos0, const float* k, int64_t k_stride, const float* v,
+                         int64_t v_stride, float* out, int64_t out_stride, float* scratch,
+                         ThreadPool& pool);
 
 }  // namespace geist

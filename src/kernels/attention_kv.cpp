@@ -7,6 +7,7 @@
 #include "base/status.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
+#include "kernels/simd/attention_simd.h"
 
 namespace geist {
 namespace {
@@ -202,6 +203,173 @@ const float* direct_f32(const KvSource& src, int32_t p, int32_t off) {
   return reinterpret_cast<const float*>(s.data + (p - s.first) * s.row_bytes) + off;
 }
 
+// ---- SIMD path --------------------------------------------------------------------------------
+// Query heads of one kv head are processed together, up to kMaxNq at a time, so each K/V row is
+// decoded once for all of them. Q8/Q4 rows are never un-rotated: with M = H / sqrt(B) symmetric
+// and orthonormal, q . (M y) = (M q) . y, so q is rotated once per item and dotted with the
+// decoded codes y; likewise sum_p w_p M y_p = M sum_p w_p y_p, so V codes are accumulated in the
+// rotated domain and rotated back once at the end.
+
+constexpr int32_t kMaxNq = 4;
+
+// Floats of the longest run of whole blocks covering one head slice: a slice that does not start
+// on a block boundary (heads of 48 in blocks of 32) touches up to two extra partial blocks.
+int32_t cover_width(const AttentionShape& s) {
+  return std::max(s.head_dim_k, s.head_dim_v) + 2 * kKvBlock;
+}
+
+// attn_decode_blocks' code for a row encoding with blocks, 0 for the others.
+int decode_bits(KvEnc e) {
+  switch (e) {
+    case KvEnc::Q8:
+      return 8;
+    case KvEnc::Q4:
+      return 4;
+    case KvEnc::A4:
+      return -4;
+    case KvEnc::A2:
+      return -2;
+    default:
+      return 0;
+  }
+}
+
+bool is_rotated(KvEnc e) { return e == KvEnc::Q8 || e == KvEnc::Q4; }
+
+// The whole blocks of `block` values covering values [off, off + n) of a row.
+struct Cover {
+  int32_t first;  // first block
+  int32_t nb;     // blocks
+  int32_t skip;   // values of the first block before off
+};
+
+Cover cover_of(int32_t off, int32_t n, int32_t block) {
+  const int32_t b0 = off / block, b1 = (off + n + block - 1) / block;
+  return {b0, b1 - b0, off - b0 * block};
+}
+
+// Positions [pa, pb) of `src` that `seg` holds, clipped to [0, n_pos).
+void seg_range(const KvSource& src, bool hi, int32_t n_pos, int32_t* pa, int32_t* pb) {
+  const int32_t split = std::min(src.split, n_pos);
+  *pa = hi ? split : 0;
+  *pb = hi ? n_pos : split;
+}
+
+// Everything one (token, kv head, query-head chunk) item reads and writes.
+struct Item {
+  const float* q;  // [nq][n], query head j at q + j * n
+  float* scores;   // [nq][kv_len], row j at scores + j * kv_len
+  int64_t kv_len;
+  int nq;
+  int32_t n_pos;  // positions attended: [0, n_pos)
+  float* qrot;    // [nq][width] scratch for the rotated queries
+  float* buf;     // [width] one decoded row slice
+  int32_t width;  // cover_width
+};
+
+// Scores of positions [pa, pb) of one segment against the item's queries over channels
+// [off, off + n): scores[j][p] = scale * q_j . k_p.
+void segment_scores(const KvSource& src, const KvSegment& s, int32_t pa, int32_t pb, int32_t off,
+                    int32_t n, float scale, const Item& it) {
+  if (pa >= pb) return;
+  float dots[kMaxNq];
+  const auto put = [&](int32_t p) {
+    for (int j = 0; j < it.nq; ++j) it.scores[j * it.kv_len + p] = dots[j] * scale;
+  };
+  const int bits = decode_bits(s.enc);
+  if (s.enc == KvEnc::CH4 || s.enc == KvEnc::CH2) {
+    const int64_t bb = block_bytes(s.enc, kKvBlock);
+    float g_scores[kMaxNq * kKvBlock];  // [nq][kKvBlock]
+    for (int32_t p = pa; p < pb;) {
+      const int32_t r = p - s.first, grp = r / kKvBlock;
+      simd::attn_ch_group_scores(enc_bits(s.enc), s.data + grp * bb * s.n_chan, bb, off, n, it.q, n,
+                                 it.nq, g_scores);
+      const int32_t end = std::min(pb, p + (kKvBlock - r % kKvBlock));
+      for (; p < end; ++p) {
+        for (int j = 0; j < it.nq; ++j) dots[j] = g_scores[j * kKvBlock + (p - s.first) % kKvBlock];
+        put(p);
+      }
+    }
+    return;
+  }
+  if (is_rotated(s.enc)) {
+    const int32_t B = s.block;
+    const Cover cv = cover_of(off, n, B);
+    const int64_t bb = block_bytes(s.enc, B);
+    const int32_t len = cv.nb * B;
+    for (int j = 0; j < it.nq; ++j) {
+      float* qr = it.qrot + j * it.width;
+      std::fill(qr, qr + len, 0.0f);
+      std::memcpy(qr + cv.skip, it.q + j * n, static_cast<size_t>(n) * sizeof(float));
+      for (int32_t b = 0; b < len; b += B) fwht(qr + b, B);
+    }
+    for (int32_t p = pa; p < pb; ++p) {
+      const uint8_t* row = s.data + (p - s.first) * s.row_bytes;
+      simd::attn_decode_blocks(bits, row + cv.first * bb, cv.nb, B, it.buf);
+      simd::attn_dot_rows(it.qrot, it.width, it.nq, it.buf, len, dots);
+      put(p);
+    }
+    return;
+  }
+  for (int32_t p = pa; p < pb; ++p) {
+    const uint8_t* row = s.data + (p - s.first) * s.row_bytes;
+    const float* x = it.buf;
+    if (s.enc == KvEnc::F32) {
+      x = reinterpret_cast<const float*>(row) + off;
+    } else if (s.enc == KvEnc::F16) {
+      simd::attn_widen_f16(row + off * 2, n, it.buf);
+    } else if (bits != 0) {
+      const Cover cv = cover_of(off, n, s.block);
+      simd::attn_decode_blocks(bits, row + cv.first * block_bytes(s.enc, s.block), cv.nb, s.block,
+                               it.buf);
+      x = it.buf + cv.skip;
+    } else {
+      kv_dequantize(src, p, off, n, it.buf);
+    }
+    simd::attn_dot_rows(it.q, n, it.nq, x, n, dots);
+    put(p);
+  }
+}
+
+// out[j][0, n) += sum_p scores[j][p] * v_p over channels [off, off + n) of the positions
+// [pa, pb) of one segment. Rotated segments accumulate their codes into acc_rot[j] (stride
+// width) instead, for one rotation at the end; returns whether it did.
+bool segment_values(const KvSource& src, const KvSegment& s, int32_t pa, int32_t pb, int32_t off,
+                    int32_t n, const Item& it, float* out, float* acc_rot) {
+  float w[kMaxNq];
+  const auto weights = [&](int32_t p) {
+    for (int j = 0; j < it.nq; ++j) w[j] = it.scores[j * it.kv_len + p];
+  };
+  const int bits = decode_bits(s.enc);
+  const bool rot = is_rotated(s.enc);
+  for (int32_t p = pa; p < pb; ++p) {
+    weights(p);
+    const uint8_t* row = s.data + (p - s.first) * s.row_bytes;
+    if (rot) {
+      const Cover cv = cover_of(off, n, s.block);
+      simd::attn_decode_blocks(bits, row + cv.first * block_bytes(s.enc, s.block), cv.nb, s.block,
+                               it.buf);
+      simd::attn_axpy_rows(w, it.nq, it.buf, cv.nb * s.block, acc_rot, it.width);
+      continue;
+    }
+    const float* x = it.buf;
+    if (s.enc == KvEnc::F32) {
+      x = reinterpret_cast<const float*>(row) + off;
+    } else if (s.enc == KvEnc::F16) {
+      simd::attn_widen_f16(row + off * 2, n, it.buf);
+    } else if (bits != 0) {
+      const Cover cv = cover_of(off, n, s.block);
+      simd::attn_decode_blocks(bits, row + cv.first * block_bytes(s.enc, s.block), cv.nb, s.block,
+                               it.buf);
+      x = it.buf + cv.skip;
+    } else {
+      kv_dequantize(src, p, off, n, it.buf);
+    }
+    simd::attn_axpy_rows(w, it.nq, x, n, out, n);
+  }
+  return rot && pa < pb;
+}
+
 }  // namespace
 
 int32_t kv_block_for_head_dim(int32_t head_dim) {
@@ -286,14 +454,13 @@ void kv_dequantize(const KvSource& src, int32_t p, int32_t off, int32_t n, float
 }
 
 size_t attention_kv_scratch_floats(const AttentionShape& s, int32_t kv_len, int n_threads) {
-  return (static_cast<size_t>(kv_len) + static_cast<size_t>(s.head_dim_k) +
-          static_cast<size_t>(s.head_dim_v)) *
+  return (kMaxNq * static_cast<size_t>(kv_len) + 13 * static_cast<size_t>(cover_width(s))) *
          static_cast<size_t>(n_threads);
 }
 
-void attention_kv(const AttentionShape& s, const float* q, int64_t q_stride, int32_t n_tok,
-                  int32_t pos0, const KvSource& k, const KvSource& v, float* out,
-                  int64_t out_stride, float* scratch, ThreadPool& pool) {
+void attention_kv_reference(const AttentionShape& s, const float* q, int64_t q_stride,
+                            int32_t n_tok, int32_t pos0, const KvSource& k, const KvSource& v,
+                            float* out, int64_t out_stride, float* scratch, ThreadPool& pool) {
   GEIST_CHECK(s.n_head > 0 && s.n_head_kv > 0 && s.n_head % s.n_head_kv == 0,
               "attention: n_head must be a positive multiple of n_head_kv");
   const int32_t group = s.n_head / s.n_head_kv;
@@ -333,6 +500,72 @@ void attention_kv(const AttentionShape& s, const float* q, int64_t q_stride, int
         }
         const float w = scores[p];
         for (int32_t d = 0; d < s.head_dim_v; ++d) oh[d] += w * vp[d];
+      }
+    }
+  });
+}
+
+}  // namespace geist
+
+namespace geist {
+
+void attention_kv(const AttentionShape& s, const float* q, int64_t q_stride, int32_t n_tok,
+                  int32_t pos0, const KvSource& k, const KvSource& v, float* out,
+                  int64_t out_stride, float* scratch, ThreadPool& pool) {
+  GEIST_CHECK(s.n_head > 0 && s.n_head_kv > 0 && s.n_head % s.n_head_kv == 0,
+              "attention: n_head must be a positive multiple of n_head_kv");
+  // acc_rot holds one block structure: two rotated segments must share it.
+  GEIST_CHECK(!is_rotated(v.lo.enc) || !is_rotated(v.hi.enc) || v.lo.block == v.hi.block,
+              "attention_kv: rotated V segments with different blocks");
+  const int32_t group = s.n_head / s.n_head_kv;
+  const int32_t n_chunks = (group + kMaxNq - 1) / kMaxNq;
+  const int32_t kv_len = pos0 + n_tok;
+  const int32_t width = cover_width(s);
+  const size_t per_thread = attention_kv_scratch_floats(s, kv_len, 1);
+  const int64_t per_tok = int64_t{s.n_head_kv} * n_chunks;
+  const int64_t n_items = n_tok * per_tok;
+  pool.run([&](int ti, int nt) {
+    float* base = scratch + static_cast<size_t>(ti) * per_thread;
+    Item it;
+    it.scores = base;  // [kMaxNq][kv_len]
+    it.kv_len = kv_len;
+    it.qrot = it.scores + kMaxNq * kv_len;  // [kMaxNq][width]
+    it.buf = it.qrot + kMaxNq * width;      // [width]
+    float* acc_rot = it.buf + width;        // [kMaxNq][width]
+    it.width = width;
+    const int64_t begin = n_items * ti / nt;
+    const int64_t end = n_items * (ti + 1) / nt;
+    for (int64_t item = begin; item < end; ++item) {
+      const int32_t t = static_cast<int32_t>(item / per_tok);
+      const int32_t g = static_cast<int32_t>(item % per_tok / n_chunks);
+      const int32_t chunk = static_cast<int32_t>(item % n_chunks);
+      const int32_t h0 = g * group + chunk * kMaxNq;
+      it.nq = std::min(kMaxNq, group - chunk * kMaxNq);
+      it.n_pos = pos0 + t + 1;  // causal: keys [0, pos0 + t]
+      it.q = q + t * q_stride + static_cast<int64_t>(h0) * s.head_dim_k;
+      const int32_t koff = g * s.head_dim_k, voff = g * s.head_dim_v;
+      for (int hi = 0; hi < 2; ++hi) {
+        int32_t pa, pb;
+        seg_range(k, hi != 0, it.n_pos, &pa, &pb);
+        segment_scores(k, hi ? k.hi : k.lo, pa, pb, koff, s.head_dim_k, s.scale, it);
+      }
+      for (int j = 0; j < it.nq; ++j) softmax(it.scores + j * kv_len, it.n_pos);
+      float* oh = out + t * out_stride + static_cast<int64_t>(h0) * s.head_dim_v;  // [nq][hd_v]
+      std::fill(oh, oh + static_cast<int64_t>(it.nq) * s.head_dim_v, 0.0f);
+      std::fill(acc_rot, acc_rot + static_cast<int64_t>(it.nq) * width, 0.0f);
+      bool any_rot = false;
+      for (int hi = 0; hi < 2; ++hi) {
+        int32_t pa, pb;
+        seg_range(v, hi != 0, it.n_pos, &pa, &pb);
+        any_rot |= segment_values(v, hi ? v.hi : v.lo, pa, pb, voff, s.head_dim_v, it, oh, acc_rot);
+      }
+      if (!any_rot) continue;
+      const KvSegment& rs = is_rotated(v.lo.enc) ? v.lo : v.hi;
+      const Cover cv = cover_of(voff, s.head_dim_v, rs.block);
+      for (int j = 0; j < it.nq; ++j) {
+        float* acc = acc_rot + j * width;
+        for (int32_t b = 0; b < cv.nb * rs.block; b += rs.block) fwht(acc + b, rs.block);
+        for (int32_t d = 0; d < s.head_dim_v; ++d) oh[j * s.head_dim_v + d] += acc[cv.skip + d];
       }
     }
   });

@@ -81,12 +81,23 @@ void kv_dequantize(const KvSource& src, int32_t p, int32_t off, int32_t n, float
 size_t attention_kv_scratch_floats(const AttentionShape& s, int32_t kv_len, int n_threads);
 
 // attention() (see attention.h) with K and V read through KvSource: the same formula, scores
-// softmaxed and V rows accumulated in position order, work split over (token, head) pairs,
-// so a row's bits depend only on its inputs. When every position is F32, the result is
-// bitwise that of attention(). Head g of a row is values [g * head_dim, (g + 1) * head_dim).
+// softmaxed and V rows accumulated in position order, so a row's bits depend only on its
+// inputs (and the CPU's SIMD target), never on n_tok, pos0's split into calls or threads.
+// When every position is F32, the result is bitwise that of attention(). Head g of a row is
+// values [g * head_dim, (g + 1) * head_dim).
+// SIMD (kernels/simd/attention_simd.h): work is split over (token, kv head, chunk of up to 4
+// of its query heads), each K/V row slice decoded once per chunk. Q8/Q4 keys are scored
+// against the block-rotated query and Q8/Q4 values accumulated rotated, then rotated back
+// once; KIVI key groups are scored 32 positions at a time.
 //   scratch: >= attention_kv_scratch_floats(s, pos0 + n_tok, pool.n_threads()) floats
 void attention_kv(const AttentionShape& s, const float* q, int64_t q_stride, int32_t n_tok,
                   int32_t pos0, const KvSource& k, const KvSource& v, float* out,
                   int64_t out_stride, float* scratch, ThreadPool& pool);
+
+// The scalar version of attention_kv (one value dequantized at a time, work over (token, head)
+// pairs), kept as the test oracle for the SIMD one. Same arguments and scratch.
+void attention_kv_reference(const AttentionShape& s, const float* q, int64_t q_stride,
+                            int32_t n_tok, int32_t pos0, const KvSource& k, const KvSource& v,
+                            float* out, int64_t out_stride, float* scratch, ThreadPool& pool);
 
 }  // namespace geist

@@ -82,10 +82,8 @@ void matmul_int16(const WeightMatrix& w, const float* x, int64_t x_stride, int64
           continue;
         }
         simd::unpack_rows_i16(w.type, rows, w.row_bytes, count, n_in, w16, dw, mw);
-        for (int64_t t = 0; t < m; ++t) {
-          simd::dot_i16_rows(w16, dw, has_min ? mw : nullptr, count, n_in, a.q + t * n_in,
-                             a.dx + t * nb, a.sx + t * nb, y + (t0 + t) * y_stride + o0);
-        }
+        simd::dot_i16_batch(w16, dw, has_min ? mw : nullptr, count, n_in, a.q, a.dx, a.sx, m,
+                            y + t0 * y_stride + o0, y_stride);
       }
     });
   }

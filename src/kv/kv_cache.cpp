@@ -287,13 +287,13 @@ uint8_t* KvCache::region_ptr(const KvRegion& r, int32_t n_pos, uint64_t* nbytes)
 void KvCache::read_region(const KvRegion& r, int32_t n_pos, uint8_t* dst) const {
   uint64_t nb = 0;
   const uint8_t* p = const_cast<KvCache*>(this)->region_ptr(r, n_pos, &nb);
-  std::memcpy(dst, p, nb);
+  if (nb > 0) std::memcpy(dst, p, nb);  // an empty region may come with a null buffer
 }
 
 void KvCache::write_region(const KvRegion& r, int32_t n_pos, const uint8_t* src) {
   uint64_t nb = 0;
   uint8_t* p = region_ptr(r, n_pos, &nb);
-  std::memcpy(p, src, nb);
+  if (nb > 0) std::memcpy(p, src, nb);
   layers_[static_cast<size_t>(r.layer)].written_end = n_pos;
 }
 

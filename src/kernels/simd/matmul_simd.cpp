@@ -170,61 +170,133 @@ void UnpackRowsI16(GgmlType t, const uint8_t* src, size_t row_bytes, int count, 
   }
 }
 
-// R rows at once share every activation load. Per 32-block: exact int32 block sums, then one
-// f32 multiply-add per row with the combined scale dw * dx.
-template <int R>
-void DotI16(const int16_t* w16, const float* dw, const float* mw, int64_t n_in, const int16_t* q16,
-            const float* dx, const float* sx, float* out) {
+// R rows x T tokens at once: each weight load serves T tokens, each activation load R rows.
+// Per output (r, t) the operations are those of a single-row, single-token call, in the same
+// order: per 32-block the exact int32 lane sums, one f32 multiply-add per lane with the
+// combined scale dw * dx, a lane sum at the end, then the mins. So the bits of an output never
+// depend on R, T or the tile it lands in. Activation rows lie n_in (q16) or n_in / 32 (dx, sx)
+// apart; out[t * out_stride + r].
+template <int R, int T>
+void DotI16Tile(const int16_t* w16, const float* dw, const float* mw, int64_t n_in,
+                const int16_t* q16, const float* dx, const float* sx, float* out,
+                int64_t out_stride) {
+  const int64_t nb = n_in / 32;
 #if HWY_TARGET == HWY_SCALAR
   // One lane would add 32 products of up to 4096 * 32767 into one int32: use plain int64 sums.
-  const int64_t nb = n_in / 32;
-  for (int r = 0; r < R; ++r) {
-    float sum = 0.0f;
-    for (int64_t b = 0; b < nb; ++b) {
-      int64_t isum = 0;
-      for (int64_t i = b * 32; i < b * 32 + 32; ++i) isum += int64_t{w16[r * n_in + i]} * q16[i];
-      sum += static_cast<float>(isum) * (dw[r * nb + b] * dx[b]);
+  for (int t = 0; t < T; ++t) {
+    for (int r = 0; r < R; ++r) {
+      float sum = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        int64_t isum = 0;
+        for (int64_t i = b * 32; i < b * 32 + 32; ++i) {
+          isum += int64_t{w16[r * n_in + i]} * q16[t * n_in + i];
+        }
+        sum += static_cast<float>(isum) * (dw[r * nb + b] * dx[t * nb + b]);
+      }
+      if (mw) {
+        for (int64_t b = 0; b < nb; ++b) sum += mw[r * nb + b] * sx[t * nb + b];
+      }
+      out[t * out_stride + r] = sum;
     }
-    if (mw) {
-      for (int64_t b = 0; b < nb; ++b) sum += mw[r * nb + b] * sx[b];
-    }
-    out[r] = sum;
   }
 #else
   const DD d16;
   const DD32 d32;
   const DDF df;
   const size_t N = hn::Lanes(d16);
-  const int64_t nb = n_in / 32;
-  hn::Vec<DDF> acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = hn::Zero(df);
+  hn::Vec<DDF> acc[T][R];
+  for (int t = 0; t < T; ++t) {
+    for (int r = 0; r < R; ++r) acc[t][r] = hn::Zero(df);
+  }
   for (int64_t b = 0; b < nb; ++b) {
-    hn::Vec<DD32> s0[R], s1[R];
-    for (int r = 0; r < R; ++r) s0[r] = s1[r] = hn::Zero(d32);
+    // The scales first, so the multiply-adds below take them as (broadcast) memory operands.
+    HWY_ALIGN float sc[T][R];
+    for (int t = 0; t < T; ++t) {
+      for (int r = 0; r < R; ++r) sc[t][r] = dw[r * nb + b] * dx[t * nb + b];
+    }
+    hn::Vec<DD32> s0[T][R], s1[T][R];
+    for (int t = 0; t < T; ++t) {
+      for (int r = 0; r < R; ++r) s0[t][r] = s1[t][r] = hn::Zero(d32);
+    }
     for (size_t k = 0; k < 32; k += N) {
-      const auto vx = hn::LoadU(d16, q16 + b * 32 + k);
-      for (int r = 0; r < R; ++r) {
-        const auto vw = hn::LoadU(d16, w16 + r * n_in + b * 32 + k);
-        s0[r] = hn::ReorderWidenMulAccumulate(d32, vw, vx, s0[r], s1[r]);
+      hn::Vec<DD> vw[R];
+      for (int r = 0; r < R; ++r) vw[r] = hn::LoadU(d16, w16 + r * n_in + b * 32 + k);
+      for (int t = 0; t < T; ++t) {
+        const auto vx = hn::LoadU(d16, q16 + t * n_in + b * 32 + k);
+        for (int r = 0; r < R; ++r) {
+          s0[t][r] = hn::ReorderWidenMulAccumulate(d32, vw[r], vx, s0[t][r], s1[t][r]);
+        }
       }
     }
-    for (int r = 0; r < R; ++r) {
-      const auto fs = hn::ConvertTo(df, hn::Add(s0[r], s1[r]));
-      acc[r] = hn::MulAdd(fs, hn::Set(df, dw[r * nb + b] * dx[b]), acc[r]);
+    for (int t = 0; t < T; ++t) {
+      for (int r = 0; r < R; ++r) {
+        const auto fs = hn::ConvertTo(df, hn::Add(s0[t][r], s1[t][r]));
+        acc[t][r] = hn::MulAdd(fs, hn::Set(df, sc[t][r]), acc[t][r]);
+      }
     }
   }
-  for (int r = 0; r < R; ++r) {
-    float sum = hn::GetLane(hn::SumOfLanes(df, acc[r]));
-    // Mins (Q4_K): a short dot in index order; mw is nullptr for types without mins.
-    if (mw) {
-      const float* m = mw + r * nb;
-      float msum = 0.0f;
-      for (int64_t b = 0; b < nb; ++b) msum += m[b] * sx[b];
-      sum += msum;
+  for (int t = 0; t < T; ++t) {
+    for (int r = 0; r < R; ++r) {
+      float sum = hn::GetLane(hn::SumOfLanes(df, acc[t][r]));
+      // Mins (Q4_K): a short dot in index order; mw is nullptr for types without mins.
+      if (mw) {
+        const float* m = mw + r * nb;
+        const float* s = sx + t * nb;
+        float msum = 0.0f;
+        for (int64_t b = 0; b < nb; ++b) msum += m[b] * s[b];
+        sum += msum;
+      }
+      out[t * out_stride + r] = sum;
     }
-    out[r] = sum;
   }
 #endif
+}
+
+template <int R>
+void DotI16(const int16_t* w16, const float* dw, const float* mw, int64_t n_in, const int16_t* q16,
+            const float* dx, const float* sx, float* out) {
+  DotI16Tile<R, 1>(w16, dw, mw, n_in, q16, dx, sx, out, 0);
+}
+
+// Tokens per tile: four where a block fills one vector (AVX-512: 16 accumulators stay in the
+// 32 registers), two on narrower targets.
+constexpr int kTileTok = hn::MaxLanes(DD()) >= 32 ? 4 : 2;
+
+template <int R>
+void DotI16Tokens(const int16_t* w16, const float* dw, const float* mw, int64_t n_in,
+                  const int16_t* q16, const float* dx, const float* sx, int64_t n_tok, float* out,
+                  int64_t out_stride) {
+  const int64_t nb = n_in / 32;
+  int64_t t = 0;
+  for (; t + kTileTok <= n_tok; t += kTileTok) {
+    DotI16Tile<R, kTileTok>(w16, dw, mw, n_in, q16 + t * n_in, dx + t * nb, sx + t * nb,
+                            out + t * out_stride, out_stride);
+  }
+  for (; t < n_tok; ++t) {
+    DotI16Tile<R, 1>(w16, dw, mw, n_in, q16 + t * n_in, dx + t * nb, sx + t * nb,
+                     out + t * out_stride, out_stride);
+  }
+}
+
+void DotI16Batch(const int16_t* w16, const float* dw, const float* mw, int count, int64_t n_in,
+                 const int16_t* q16, const float* dx, const float* sx, int64_t n_tok, float* out,
+                 int64_t out_stride) {
+  switch (count) {
+    case 4:
+      DotI16Tokens<4>(w16, dw, mw, n_in, q16, dx, sx, n_tok, out, out_stride);
+      break;
+    case 3:
+      DotI16Tokens<3>(w16, dw, mw, n_in, q16, dx, sx, n_tok, out, out_stride);
+      break;
+    case 2:
+      DotI16Tokens<2>(w16, dw, mw, n_in, q16, dx, sx, n_tok, out, out_stride);
+      break;
+    case 1:
+      DotI16Tokens<1>(w16, dw, mw, n_in, q16, dx, sx, n_tok, out, out_stride);
+      break;
+    default:
+      GEIST_CHECK(false, "dot_i16_batch: count must be 1..4");
+  }
 }
 
 void DotI16Rows(const int16_t* w16, const float* dw, const float* mw, int count, int64_t n_in,
@@ -445,6 +517,7 @@ namespace geist::simd {
 
 HWY_EXPORT(UnpackRowsI16);
 HWY_EXPORT(DotI16Rows);
+HWY_EXPORT(DotI16Batch);
 HWY_EXPORT(WidenRowF32);
 HWY_EXPORT(DotPackedRows);
 HWY_EXPORT(DotF32Rows);
@@ -484,6 +557,12 @@ void quantize_row_q16(const float* x, int64_t n_in, int16_t* q16, float* dx, flo
 void dot_i16_rows(const int16_t* w16, const float* dw, const float* mw, int count, int64_t n_in,
                   const int16_t* q16, const float* dx, const float* sx, float* out) {
   HWY_DYNAMIC_DISPATCH(DotI16Rows)(w16, dw, mw, count, n_in, q16, dx, sx, out);
+}
+
+void dot_i16_batch(const int16_t* w16, const float* dw, const float* mw, int count, int64_t n_in,
+                   const int16_t* q16, const float* dx, const float* sx, int64_t n_tok, float* out,
+                   int64_t out_stride) {
+  HWY_DYNAMIC_DISPATCH(DotI16Batch)(w16, dw, mw, count, n_in, q16, dx, sx, n_tok, out, out_stride);
 }
 
 bool packed_dot_supported(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::Q4_0; }

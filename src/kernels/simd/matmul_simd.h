@@ -43,6 +43,13 @@ void quantize_row_q16(const float* x, int64_t n_in, int16_t* q16, float* dx, flo
 void dot_i16_rows(const int16_t* w16, const float* dw, const float* mw, int count, int64_t n_in,
                   const int16_t* q16, const float* dx, const float* sx, float* out);
 
+// dot_i16_rows for n_tok activation rows at once, in register tiles of rows x tokens (prefill):
+// out[t * out_stride + r] gets bitwise what dot_i16_rows gives for token t alone.
+//   q16: [n_tok][n_in]; dx, sx: [n_tok][n_in / 32]; out: [n_tok][out_stride]
+void dot_i16_batch(const int16_t* w16, const float* dw, const float* mw, int count, int64_t n_in,
+                   const int16_t* q16, const float* dx, const float* sx, int64_t n_tok, float* out,
+                   int64_t out_stride);
+
 // True for Q8_0 and Q4_0, which dot_packed_rows reads directly.
 bool packed_dot_supported(GgmlType t);
 

@@ -1,0 +1,231 @@
+// Highway bodies of the attention kernels (see attention_simd.h). foreach_target.h re-includes
+// this file once per SIMD target; the HWY_ONCE part at the end holds the dispatchers.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/simd/attention_simd.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// foreach_target must come first.
+#include "hwy/highway.h"
+
+#ifndef GEIST_KERNELS_SIMD_ATTENTION_SIMD_ONCE
+#define GEIST_KERNELS_SIMD_ATTENTION_SIMD_ONCE
+#include <cstring>
+
+#include "base/status.h"
+#include "kernels/simd/attention_simd.h"
+#include "kernels/simd/f16.h"
+
+namespace geist::simd::attn_detail {
+
+inline uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+}  // namespace geist::simd::attn_detail
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace geist::simd {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using attn_detail::load_u16;
+
+// At most 8 lanes: a vector then never crosses an 8-value block boundary (see the header).
+using DF = hn::CappedTag<float, 8>;
+using DU32 = hn::Rebind<uint32_t, DF>;
+using DI32 = hn::Rebind<int32_t, DF>;
+using DI8 = hn::Rebind<int8_t, DF>;
+using DH = hn::Rebind<hwy::float16_t, DF>;
+
+template <int NQ>
+void DotRowsN(const float* q, int64_t q_stride, const float* x, int64_t n, float* out) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  hn::Vec<DF> acc[NQ];
+  for (int j = 0; j < NQ; ++j) acc[j] = hn::Zero(df);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto xv = hn::LoadU(df, x + i);
+    for (int j = 0; j < NQ; ++j)
+      acc[j] = hn::MulAdd(hn::LoadU(df, q + j * q_stride + i), xv, acc[j]);
+  }
+  for (int j = 0; j < NQ; ++j) {
+    float tail = 0.0f;
+    for (int64_t k = i; k < n; ++k) tail += q[j * q_stride + k] * x[k];
+    out[j] = hn::GetLane(hn::SumOfLanes(df, acc[j])) + tail;
+  }
+}
+
+void DotRows(const float* q, int64_t q_stride, int nq, const float* x, int64_t n, float* out) {
+  switch (nq) {
+    case 1:
+      return DotRowsN<1>(q, q_stride, x, n, out);
+    case 2:
+      return DotRowsN<2>(q, q_stride, x, n, out);
+    case 3:
+      return DotRowsN<3>(q, q_stride, x, n, out);
+    default:
+      return DotRowsN<4>(q, q_stride, x, n, out);
+  }
+}
+
+void AxpyRows(const float* w, int nq, const float* x, int64_t n, float* acc, int64_t acc_stride) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto xv = hn::LoadU(df, x + i);
+    for (int j = 0; j < nq; ++j) {
+      float* a = acc + j * acc_stride + i;
+      hn::StoreU(hn::MulAdd(hn::Set(df, w[j]), xv, hn::LoadU(df, a)), df, a);
+    }
+  }
+  for (int j = 0; j < nq; ++j) {
+    for (int64_t k = i; k < n; ++k) acc[j * acc_stride + k] += w[j] * x[k];
+  }
+}
+
+void WidenF16(const uint8_t* src, int64_t n, float* dst) {
+  const DF df;
+  const DH dh;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto* h = reinterpret_cast<const hwy::float16_t*>(src + 2 * i);
+    hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, h)), df, dst + i);
+  }
+  for (; i < n; ++i) dst[i] = f16_to_f32(load_u16(src + 2 * i));
+}
+
+// Codes k .. k + Lanes of a run of `bits`-bit codes (element i at bits [i * bits, i * bits +
+// bits), little-endian) as floats. Reads only the bytes those codes occupy.
+HWY_INLINE hn::Vec<DF> UnpackCodes(const uint8_t* packed, int32_t k, int bits) {
+  const DF df;
+  const DU32 du;
+  const int32_t N = static_cast<int32_t>(hn::Lanes(df));
+  const int32_t bit0 = k * bits;
+  const int32_t sh0 = bit0 % 8;
+  uint32_t word = 0;
+  std::memcpy(&word, packed + bit0 / 8, static_cast<size_t>((N * bits + sh0 + 7) / 8));
+  auto shifts = hn::Iota(du, 0);
+  shifts = bits == 4 ? hn::ShiftLeft<2>(shifts) : hn::ShiftLeft<1>(shifts);
+  shifts = hn::Add(shifts, hn::Set(du, static_cast<uint32_t>(sh0)));
+  const auto codes =
+      hn::And(hn::Set(du, word) >> shifts, hn::Set(du, static_cast<uint32_t>((1u << bits) - 1)));
+  return hn::ConvertTo(df, hn::BitCast(DI32(), codes));
+}
+
+void DecodeBlocks(int bits, const uint8_t* src, int nb, int32_t block, float* dst) {
+  const DF df;
+  const DI8 di8;
+  const DI32 di32;
+  const int32_t N = static_cast<int32_t>(hn::Lanes(df));
+  const int32_t abits = bits < 0 ? -bits : bits;
+  const int64_t bb = (bits < 0 ? 4 : 2) + block * abits / 8;
+  for (int b = 0; b < nb; ++b) {
+    const uint8_t* blk = src + b * bb;
+    float* out = dst + static_cast<int64_t>(b) * block;
+    const auto d = hn::Set(df, f16_to_f32(load_u16(blk)));
+    if (bits == 8) {
+      const auto* qs = reinterpret_cast<const int8_t*>(blk + 2);
+      for (int32_t k = 0; k < block; k += N) {
+        const auto v = hn::ConvertTo(df, hn::PromoteTo(di32, hn::LoadU(di8, qs + k)));
+        hn::StoreU(hn::Mul(d, v), df, out + k);
+      }
+    } else if (bits == 4) {
+      const auto eight = hn::Set(df, 8.0f);
+      for (int32_t k = 0; k < block; k += N) {
+        hn::StoreU(hn::Mul(d, hn::Sub(UnpackCodes(blk + 2, k, 4), eight)), df, out + k);
+      }
+    } else {
+      const auto mn = hn::Set(df, f16_to_f32(load_u16(blk + 2)));
+      for (int32_t k = 0; k < block; k += N) {
+        hn::StoreU(hn::MulAdd(d, UnpackCodes(blk + 4, k, abits), mn), df, out + k);
+      }
+    }
+  }
+}
+
+// Vectorized over the group's 32 positions: each channel's codes are unpacked once and
+// multiply-added into every query's 32 running scores, in channel order.
+void ChGroupScores(int bits, const uint8_t* group, int64_t block_bytes, int32_t off, int32_t n,
+                   const float* q, int64_t q_stride, int nq, float* out) {
+  constexpr int32_t kG = 32;
+  const DF df;
+  const int32_t N = static_cast<int32_t>(hn::Lanes(df));
+  float cst[4] = {0, 0, 0, 0};  // sum_c q[c] * min_c per query
+  for (int j = 0; j < nq; ++j) {
+    for (int32_t r = 0; r < kG; r += N) hn::StoreU(hn::Zero(df), df, out + j * kG + r);
+  }
+  HWY_ALIGN float codes[kG];
+  for (int32_t c = off; c < off + n; ++c) {
+    const uint8_t* blk = group + c * block_bytes;
+    const float scale = f16_to_f32(load_u16(blk));
+    const float mn = f16_to_f32(load_u16(blk + 2));
+    for (int32_t r = 0; r < kG; r += N) hn::Store(UnpackCodes(blk + 4, r, bits), df, codes + r);
+    for (int j = 0; j < nq; ++j) {
+      const float qc = q[j * q_stride + c - off];
+      cst[j] += qc * mn;
+      const auto w = hn::Set(df, qc * scale);
+      float* o = out + j * kG;
+      for (int32_t r = 0; r < kG; r += N) {
+        hn::StoreU(hn::MulAdd(w, hn::Load(df, codes + r), hn::LoadU(df, o + r)), df, o + r);
+      }
+    }
+  }
+  for (int j = 0; j < nq; ++j) {
+    const auto cv = hn::Set(df, cst[j]);
+    float* o = out + j * kG;
+    for (int32_t r = 0; r < kG; r += N) hn::StoreU(hn::Add(hn::LoadU(df, o + r), cv), df, o + r);
+  }
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace geist::simd
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace geist::simd {
+
+HWY_EXPORT(DotRows);
+HWY_EXPORT(AxpyRows);
+HWY_EXPORT(WidenF16);
+HWY_EXPORT(DecodeBlocks);
+HWY_EXPORT(ChGroupScores);
+
+void attn_dot_rows(const float* q, int64_t q_stride, int nq, const float* x, int64_t n,
+                   float* out) {
+  GEIST_CHECK(nq >= 1 && nq <= 4, "attn_dot_rows: nq must be 1..4");
+  HWY_DYNAMIC_DISPATCH(DotRows)(q, q_stride, nq, x, n, out);
+}
+
+void attn_axpy_rows(const float* w, int nq, const float* x, int64_t n, float* acc,
+                    int64_t acc_stride) {
+  GEIST_CHECK(nq >= 1 && nq <= 4, "attn_axpy_rows: nq must be 1..4");
+  HWY_DYNAMIC_DISPATCH(AxpyRows)(w, nq, x, n, acc, acc_stride);
+}
+
+void attn_widen_f16(const uint8_t* src, int64_t n, float* dst) {
+  HWY_DYNAMIC_DISPATCH(WidenF16)(src, n, dst);
+}
+
+void attn_decode_blocks(int bits, const uint8_t* src, int nb, int32_t block, float* dst) {
+  GEIST_CHECK(bits == 8 || bits == 4 || bits == -4 || bits == -2,
+              "attn_decode_blocks: bits must be 8, 4, -4 or -2");
+  GEIST_CHECK(block == 8 || block == 16 || block == 32,
+              "attn_decode_blocks: block must be 8, 16 or 32");
+  HWY_DYNAMIC_DISPATCH(DecodeBlocks)(bits, src, nb, block, dst);
+}
+
+void attn_ch_group_scores(int bits, const uint8_t* group, int64_t block_bytes, int32_t off,
+                          int32_t n, const float* q, int64_t q_stride, int nq, float* out) {
+  GEIST_CHECK(bits == 4 || bits == 2, "attn_ch_group_scores: bits must be 4 or 2");
+  GEIST_CHECK(nq >= 1 && nq <= 4, "attn_ch_group_scores: nq must be 1..4");
+  HWY_DYNAMIC_DISPATCH(ChGroupScores)(bits, group, block_bytes, off, n, q, q_stride, nq, out);
+}
+
+}  // namespace geist::simd
+#endif  // HWY_ONCE
