@@ -197,10 +197,24 @@ const KvSegment& segment_of(const KvSource& src, int32_t p) {
 }
 
 // Pointer to f32 values [off, ...) of position p when stored as F32, else nullptr.
+// An f32 row slice as a float pointer: in place when aligned, else copied into buf (rows
+// inside a byte buffer, e.g. a mixed source, may be unaligned; the values are the same).
+const float* f32_span(const uint8_t* row, int32_t off, int32_t n, float* buf) {
+  const uint8_t* p = row + static_cast<int64_t>(off) * 4;
+  if (reinterpret_cast<uintptr_t>(p) % alignof(float) == 0) {
+    return reinterpret_cast<const float*>(p);
+  }
+  std::memcpy(buf, p, static_cast<size_t>(n) * 4);
+  return buf;
+}
+
 const float* direct_f32(const KvSource& src, int32_t p, int32_t off) {
   const KvSegment& s = segment_of(src, p);
   if (s.enc != KvEnc::F32) return nullptr;
-  return reinterpret_cast<const float*>(s.data + (p - s.first) * s.row_bytes) + off;
+  const uint8_t* row = s.data + (p - s.first) * s.row_bytes + static_cast<int64_t>(off) * 4;
+  // Rows inside a byte buffer may be unaligned; then the caller copies them (same values).
+  if (reinterpret_cast<uintptr_t>(row) % alignof(float) != 0) return nullptr;
+  return reinterpret_cast<const float*>(row);
 }
 
 // ---- SIMD path --------------------------------------------------------------------------------
@@ -315,7 +329,7 @@ void segment_scores(const KvSource& src, const KvSegment& s, int32_t pa, int32_t
     const uint8_t* row = s.data + (p - s.first) * s.row_bytes;
     const float* x = it.buf;
     if (s.enc == KvEnc::F32) {
-      x = reinterpret_cast<const float*>(row) + off;
+      x = f32_span(row, off, n, it.buf);
     } else if (s.enc == KvEnc::F16) {
       simd::attn_widen_f16(row + off * 2, n, it.buf);
     } else if (bits != 0) {
@@ -354,7 +368,7 @@ bool segment_values(const KvSource& src, const KvSegment& s, int32_t pa, int32_t
     }
     const float* x = it.buf;
     if (s.enc == KvEnc::F32) {
-      x = reinterpret_cast<const float*>(row) + off;
+      x = f32_span(row, off, n, it.buf);
     } else if (s.enc == KvEnc::F16) {
       simd::attn_widen_f16(row + off * 2, n, it.buf);
     } else if (bits != 0) {
