@@ -151,8 +151,8 @@ typedef struct geist_sampler_params {
 /* STABLE. Fills *params with the defaults listed above. */
 void geist_sampler_params_default(geist_sampler_params* params);
 
-/* STABLE. Session parameters. */
-/* EXPERIMENTAL. Representation of the attention KV cache (recurrent state is always f32).
+/* STABLE (the names; the byte layouts behind them may still change). Representation of the
+ * attention KV cache (recurrent state is always f32).
  * Blocks are 32 values (one head for heads narrower than 32); bytes per value including scales
  * with 32-value blocks: F32 4, F16 2, Q8 1.0625, Q4 0.5625, KIVI4 0.625, KIVI2 0.375 (plus
  * f16 for at most 31 most recent positions). */
@@ -165,6 +165,7 @@ typedef enum geist_kv_mode {
   GEIST_KV_KIVI2 = 5  /* the same with 2 bits */
 } geist_kv_mode;
 
+/* STABLE. Session parameters. */
 typedef struct geist_session_params {
   uint32_t struct_size;         /* sizeof(geist_session_params) */
   int32_t max_seq_len;          /* KV capacity in tokens; default 0: min(n_ctx_train, 4096) */
