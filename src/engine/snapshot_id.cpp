@@ -35,28 +35,6 @@ class Hasher {
   XXH3_state_t* st_;
 };
 
-size_t scalar_size(GgufValueType t) {
-  switch (t) {
-    case GgufValueType::UINT8:
-    case GgufValueType::INT8:
-    case GgufValueType::BOOL:
-      return 1;
-    case GgufValueType::UINT16:
-    case GgufValueType::INT16:
-      return 2;
-    case GgufValueType::UINT32:
-    case GgufValueType::INT32:
-    case GgufValueType::FLOAT32:
-      return 4;
-    case GgufValueType::UINT64:
-    case GgufValueType::INT64:
-    case GgufValueType::FLOAT64:
-      return 8;
-    default:
-      return 0;
-  }
-}
-
 // A scalar back in GGUF's own encoding: the reader widened it, so narrow it again.
 void hash_scalar(Hasher& h, const GgufKv& kv) {
   switch (kv.type) {
@@ -71,12 +49,12 @@ void hash_scalar(Hasher& h, const GgufKv& kv) {
     case GgufValueType::INT32:
     case GgufValueType::INT64: {
       const int64_t v = kv.i64;
-      h.bytes(&v, scalar_size(kv.type));  // little-endian: the low bytes come first
+      h.bytes(&v, gguf_value_size(kv.type));  // little-endian: the low bytes come first
       return;
     }
     default: {
       const uint64_t v = kv.u64;
-      h.bytes(&v, scalar_size(kv.type));
+      h.bytes(&v, gguf_value_size(kv.type));
       return;
     }
   }
@@ -104,7 +82,7 @@ uint64_t compute_snapshot_id(const GgufFile& file) {
       if (kv->arr_type == GgufValueType::STRING) {
         for (std::string_view s : kv->arr_strs) h.str(s);
       } else if (kv->arr_data != nullptr) {
-        h.bytes(kv->arr_data, scalar_size(kv->arr_type) * kv->arr_len);
+        h.bytes(kv->arr_data, gguf_value_size(kv->arr_type) * kv->arr_len);
       }
     } else {
       hash_scalar(h, *kv);

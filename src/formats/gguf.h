@@ -32,6 +32,8 @@ enum class GgufValueType : uint32_t {
 };
 
 const char* gguf_value_type_name(GgufValueType t);
+// Encoded size of a scalar value type; 0 for STRING/ARRAY (variable) and unknown ids.
+uint64_t gguf_value_size(GgufValueType t);
 
 // One metadata key/value. Views point into the mapped file and live as long as the GgufFile.
 struct GgufKv {

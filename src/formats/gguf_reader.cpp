@@ -31,31 +31,6 @@ constexpr uint32_t kMaxDims = 4;
 // Upper bound on up-front reservations; beyond it containers grow with the parsed content.
 constexpr uint64_t kMaxReserve = 1 << 16;
 
-// Fixed size of a scalar value type; 0 for STRING/ARRAY (variable) and unknown ids.
-uint64_t scalar_size(GgufValueType t) {
-  switch (t) {
-    case GgufValueType::UINT8:
-    case GgufValueType::INT8:
-    case GgufValueType::BOOL:
-      return 1;
-    case GgufValueType::UINT16:
-    case GgufValueType::INT16:
-      return 2;
-    case GgufValueType::UINT32:
-    case GgufValueType::INT32:
-    case GgufValueType::FLOAT32:
-      return 4;
-    case GgufValueType::UINT64:
-    case GgufValueType::INT64:
-    case GgufValueType::FLOAT64:
-      return 8;
-    case GgufValueType::STRING:
-    case GgufValueType::ARRAY:
-      return 0;
-  }
-  return 0;
-}
-
 class Cursor {
  public:
   Cursor(const uint8_t* base, size_t size) : base_(base), size_(size) {}
@@ -184,7 +159,7 @@ Status read_array(Cursor& c, GgufKv* kv) {
     }
     return Status::ok();
   }
-  const uint64_t elem = scalar_size(kv->arr_type);
+  const uint64_t elem = gguf_value_size(kv->arr_type);
   if (kv->arr_len > c.remaining() / elem) {
     return Status::error(GEIST_E_FORMAT,
                          "%s array length %" PRIu64 " at offset %zu cannot fit in %zu bytes",
@@ -267,6 +242,30 @@ Status read_tensor_info(Cursor& c, GgufTensorInfo* t) {
 }
 
 }  // namespace
+
+uint64_t gguf_value_size(GgufValueType t) {
+  switch (t) {
+    case GgufValueType::UINT8:
+    case GgufValueType::INT8:
+    case GgufValueType::BOOL:
+      return 1;
+    case GgufValueType::UINT16:
+    case GgufValueType::INT16:
+      return 2;
+    case GgufValueType::UINT32:
+    case GgufValueType::INT32:
+    case GgufValueType::FLOAT32:
+      return 4;
+    case GgufValueType::UINT64:
+    case GgufValueType::INT64:
+    case GgufValueType::FLOAT64:
+      return 8;
+    case GgufValueType::STRING:
+    case GgufValueType::ARRAY:
+      return 0;
+  }
+  return 0;
+}
 
 const char* gguf_value_type_name(GgufValueType t) {
   switch (t) {
