@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
 #include "base/log.h"
 #include "base/status.h"
 #include "base/thread_pool.h"
@@ -41,7 +42,7 @@ struct StateRegion {
 };
 
 // The KV cache's regions as state regions (helpers for ArchState implementations).
-inline void kv_state_regions(const KvCache& kv, int32_t n_pos, std::vector<StateRegion>* out) {
+inline void kv_state_regions(const KvStore& kv, int32_t n_pos, std::vector<StateRegion>* out) {
   std::vector<KvRegion> kr;
   kv.regions(n_pos, &kr);
   for (const KvRegion& r : kr) out->push_back({kStateKvPart0 + r.part, r.layer, r.nbytes});
@@ -76,6 +77,8 @@ class ArchModel {
  public:
   virtual ~ArchModel() = default;
   virtual const ModelInfo& info() const = 0;
+  // The backend the weights live on and the forward runs on.
+  virtual const Backend& backend() const = 0;
 
   // A state whose attention layers keep their KV cache in kv_mode (recurrent state is f32
   // whatever the mode). GEIST_E_INVALID_ARG for max_seq_len <= 0 or an unknown mode,
@@ -107,6 +110,14 @@ class ArchModel {
 // Loads the architecture named by general.architecture. GEIST_E_UNSUPPORTED for unknown or
 // refused architectures, GEIST_E_FORMAT for missing/invalid tensors or hyper-parameters,
 // GEIST_E_UNSUPPORTED naming tensor and type for unsupported tensor types.
-Status load_arch_model(const GgufFile& file, const Logger& log, std::unique_ptr<ArchModel>* out);
+// The weights are uploaded to a backend of the given kind (create_backend; AUTO picks CUDA
+// when available). GEIST_E_UNSUPPORTED also for a backend the build or machine lacks.
+Status load_arch_model(const GgufFile& file, BackendKind backend, const Logger& log,
+                       std::unique_ptr<ArchModel>* out);
+// The same on the CPU backend.
+inline Status load_arch_model(const GgufFile& file, const Logger& log,
+                              std::unique_ptr<ArchModel>* out) {
+  return load_arch_model(file, BackendKind::CPU, log, out);
+}
 
 }  // namespace geist

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "archs/loaders.h"
+#include "backends/backend.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -59,50 +60,52 @@ class LlamaState : public ArchState {
     kv_state_regions(*kv, n_pos, out);
   }
   void download_region(const StateRegion& r, int32_t n_pos, uint8_t* dst) const override {
-    kv->read_region(kv_region_of(r), n_pos, dst);
+    kv->download_region(kv_region_of(r), n_pos, dst);
   }
   void upload_region(const StateRegion& r, int32_t n_pos, const uint8_t* src) override {
-    kv->write_region(kv_region_of(r), n_pos, src);
+    kv->upload_region(kv_region_of(r), n_pos, src);
   }
   void set_positions(int32_t) override {}  // positions are the caller's
 
+  // Declared first so that it is destroyed last: every buffer below comes from it.
+  std::unique_ptr<Stream> stream;
   int32_t max_seq_len_ = 0;
   int32_t n_batch = 0;  // micro-batch capacity: min(kMaxMicroBatch, max_seq_len)
-  std::unique_ptr<KvCache> kv;
-  std::vector<float> x;     // [n_batch][n_embd] residual stream
-  std::vector<float> xn;    // [n_batch][n_embd] normed input / projection output
-  std::vector<float> q;     // [n_batch][n_head * head_dim_k]
-  std::vector<float> k;     // [n_batch][n_head_kv * head_dim_k]
-  std::vector<float> v;     // [n_batch][n_head_kv * head_dim_v]
-  std::vector<float> attn;  // [n_batch][n_head * head_dim_v]
-  std::vector<float> gate;  // [n_batch][n_ff]
-  std::vector<float> up;    // [n_batch][n_ff]
-  // [n_threads][per_thread_floats]: matmul dequantization rows and attention scores. Grows
-  // only when a pool with more threads than ever before is used.
-  std::vector<float> thread_scratch;
-  size_t per_thread_floats = 0;
+  std::unique_ptr<KvStore> kv;
+  // Activations, device memory of the backend:
+  std::unique_ptr<Buffer> x;     // [n_batch][n_embd] residual stream
+  std::unique_ptr<Buffer> xn;    // [n_batch][n_embd] normed input / projection output
+  std::unique_ptr<Buffer> q;     // [n_batch][n_head * head_dim_k]
+  std::unique_ptr<Buffer> k;     // [n_batch][n_head_kv * head_dim_k]
+  std::unique_ptr<Buffer> v;     // [n_batch][n_head_kv * head_dim_v]
+  std::unique_ptr<Buffer> attn;  // [n_batch][n_head * head_dim_v]
+  std::unique_ptr<Buffer> gate;  // [n_batch][n_ff]
+  std::unique_ptr<Buffer> up;    // [n_batch][n_ff]
 };
 
 class LlamaModel : public ArchModel {
  public:
   const ModelInfo& info() const override { return info_; }
+  const Backend& backend() const override { return *backend_; }
   using ArchModel::create_state;
   Status create_state(int32_t max_seq_len, KvMode kv_mode,
                       std::unique_ptr<ArchState>* out) const override;
   Status forward(ArchState& state, const int32_t* tokens, int32_t n, int32_t pos, bool all_logits,
                  float* logits, ThreadPool& pool) const override;
+  // Replaces every host weight view by its copy on the backend (identity on the CPU).
+  Status upload_weights();
 
+  std::unique_ptr<Backend> backend_;
   ModelInfo info_;
   LlamaConfig cfg_;
-  RopeParams rope_;
+  RopeParams rope_;                     // freq_factors: device address after upload_weights
   WeightMatrix tok_embd_;               // [n_vocab][n_embd]
   const float* output_norm_ = nullptr;  // [n_embd]
   WeightMatrix output_;                 // [n_vocab][n_embd]; token_embd when tied
   std::vector<LlamaLayer> layers_;      // [n_layer]
 
  private:
-  void run_batch(LlamaState& st, const int32_t* tokens, int32_t n, int32_t pos,
-                 ThreadPool& pool) const;
+  void run_batch(LlamaState& st, const int32_t* tokens, int32_t n, int32_t pos) const;
 };
 
 // ---- loading ---------------------------------------------------------------------------------
@@ -287,6 +290,31 @@ Status load_weights(const GgufFile& f, LlamaModel* m) {
 
 // ---- state and forward -----------------------------------------------------------------------
 
+Status LlamaModel::upload_weights() {
+  Backend& b = *backend_;
+  const bool tied = output_.data == tok_embd_.data;
+  GEIST_RETURN_IF_ERROR(b.upload_weight(tok_embd_, &tok_embd_));
+  if (tied) {
+    output_ = tok_embd_;
+  } else {
+    GEIST_RETURN_IF_ERROR(b.upload_weight(output_, &output_));
+  }
+  const size_t e = static_cast<size_t>(cfg_.n_embd);
+  GEIST_RETURN_IF_ERROR(b.upload_floats(output_norm_, e, &output_norm_));
+  if (rope_.freq_factors) {
+    GEIST_RETURN_IF_ERROR(b.upload_floats(rope_.freq_factors, static_cast<size_t>(cfg_.n_rot / 2),
+                                          &rope_.freq_factors));
+  }
+  for (LlamaLayer& l : layers_) {
+    GEIST_RETURN_IF_ERROR(b.upload_floats(l.attn_norm, e, &l.attn_norm));
+    GEIST_RETURN_IF_ERROR(b.upload_floats(l.ffn_norm, e, &l.ffn_norm));
+    for (WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      GEIST_RETURN_IF_ERROR(b.upload_weight(*w, w));
+    }
+  }
+  return Status::ok();
+}
+
 Status LlamaModel::create_state(int32_t max_seq_len, KvMode kv_mode,
                                 std::unique_ptr<ArchState>* out) const {
   if (max_seq_len <= 0) {
@@ -295,77 +323,71 @@ Status LlamaModel::create_state(int32_t max_seq_len, KvMode kv_mode,
   const LlamaConfig& c = cfg_;
   std::unique_ptr<LlamaState> st(new (std::nothrow) LlamaState());
   if (!st) return Status(GEIST_E_OOM, "llama: out of memory for the session state");
+  GEIST_RETURN_IF_ERROR(backend_->new_stream(&st->stream));
+  Stream& s = *st->stream;
   st->max_seq_len_ = max_seq_len;
   st->n_batch = std::min(kMaxMicroBatch, max_seq_len);
   std::vector<KvLayerSpec> specs(static_cast<size_t>(c.n_layer),
                                  KvLayerSpec{c.n_head_kv * c.head_dim_k, c.n_head_kv * c.head_dim_v,
                                              c.head_dim_k, c.head_dim_v});
-  GEIST_RETURN_IF_ERROR(KvCache::create(kv_mode, specs, max_seq_len, &st->kv));
-  const size_t nb = static_cast<size_t>(st->n_batch);
-  try {
-    st->x.resize(nb * static_cast<size_t>(c.n_embd));
-    st->xn.resize(nb * static_cast<size_t>(c.n_embd));
-    st->q.resize(nb * static_cast<size_t>(c.n_head) * static_cast<size_t>(c.head_dim_k));
-    st->k.resize(nb * static_cast<size_t>(c.n_head_kv) * static_cast<size_t>(c.head_dim_k));
-    st->v.resize(nb * static_cast<size_t>(c.n_head_kv) * static_cast<size_t>(c.head_dim_v));
-    st->attn.resize(nb * static_cast<size_t>(c.n_head) * static_cast<size_t>(c.head_dim_v));
-    st->gate.resize(nb * static_cast<size_t>(c.n_ff));
-    st->up.resize(nb * static_cast<size_t>(c.n_ff));
-  } catch (const std::bad_alloc&) {
-    return Status(GEIST_E_OOM, "llama: out of memory for the session scratch");
-  }
-  const int64_t max_n_in =
-      std::max<int64_t>({c.n_embd, c.n_ff, static_cast<int64_t>(c.n_head) * c.head_dim_v});
-  const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim_k, c.head_dim_v, 0.0f};
-  st->per_thread_floats = std::max(matmul_scratch_floats(max_n_in, 1),
-                                   KvCache::attention_scratch_floats(shape, max_seq_len, 1));
+  GEIST_RETURN_IF_ERROR(s.create_kv(kv_mode, specs, max_seq_len, &st->kv));
+  const size_t nb = static_cast<size_t>(st->n_batch) * sizeof(float);
+  const size_t n_q = static_cast<size_t>(c.n_head) * static_cast<size_t>(c.head_dim_k);
+  const size_t n_k = static_cast<size_t>(c.n_head_kv) * static_cast<size_t>(c.head_dim_k);
+  const size_t n_v = static_cast<size_t>(c.n_head_kv) * static_cast<size_t>(c.head_dim_v);
+  const size_t n_o = static_cast<size_t>(c.n_head) * static_cast<size_t>(c.head_dim_v);
+  const size_t e = static_cast<size_t>(c.n_embd);
+  const size_t f = static_cast<size_t>(c.n_ff);
+  GEIST_RETURN_IF_ERROR(s.alloc(nb * e, &st->x));
+  GEIST_RETURN_IF_ERROR(s.alloc(nb * e, &st->xn));
+  GEIST_RETURN_IF_ERROR(s.alloc(nb * n_q, &st->q));
+  GEIST_RETURN_IF_ERROR(s.alloc(nb * n_k, &st->k));
+  GEIST_RETURN_IF_ERROR(s.alloc(nb * n_v, &st->v));
+  GEIST_RETURN_IF_ERROR(s.alloc(nb * n_o, &st->attn));
+  GEIST_RETURN_IF_ERROR(s.alloc(nb * f, &st->gate));
+  GEIST_RETURN_IF_ERROR(s.alloc(nb * f, &st->up));
   *out = std::move(st);
   return Status::ok();
 }
 
-void add_rows(float* y, const float* x, size_t n) {
-  for (size_t i = 0; i < n; ++i) y[i] += x[i];
-}
-
-void LlamaModel::run_batch(LlamaState& st, const int32_t* tokens, int32_t n, int32_t pos,
-                           ThreadPool& pool) const {
+void LlamaModel::run_batch(LlamaState& st, const int32_t* tokens, int32_t n, int32_t pos) const {
   const LlamaConfig& c = cfg_;
+  Stream& s = *st.stream;
   const int64_t n_embd = c.n_embd;
   const int64_t n_q = static_cast<int64_t>(c.n_head) * c.head_dim_k;
   const int64_t n_k = static_cast<int64_t>(c.n_head_kv) * c.head_dim_k;
   const int64_t n_v = static_cast<int64_t>(c.n_head_kv) * c.head_dim_v;
   const int64_t n_o = static_cast<int64_t>(c.n_head) * c.head_dim_v;
-  float* scratch = st.thread_scratch.data();
+  float* x = st.x->f32();
+  float* xn = st.xn->f32();
+  float* q = st.q->f32();
+  float* k = st.k->f32();
+  float* v = st.v->f32();
+  float* attn = st.attn->f32();
+  float* gate = st.gate->f32();
+  float* up = st.up->f32();
   const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim_k, c.head_dim_v,
                              1.0f / std::sqrt(static_cast<float>(c.head_dim_k))};
 
-  for (int32_t t = 0; t < n; ++t) get_row(tok_embd_, tokens[t], st.x.data() + t * n_embd);
-
+  s.get_rows(tok_embd_, tokens, n, x);
   for (int32_t il = 0; il < c.n_layer; ++il) {
     const LlamaLayer& l = layers_[static_cast<size_t>(il)];
-    for (int32_t t = 0; t < n; ++t) {
-      rms_norm(st.x.data() + t * n_embd, l.attn_norm, st.xn.data() + t * n_embd, n_embd, c.rms_eps);
-    }
-    matmul(l.wq, st.xn.data(), n_embd, n, st.q.data(), n_q, scratch, pool);
-    matmul(l.wk, st.xn.data(), n_embd, n, st.k.data(), n_k, scratch, pool);
-    matmul(l.wv, st.xn.data(), n_embd, n, st.v.data(), n_v, scratch, pool);
-    for (int32_t t = 0; t < n; ++t) {
-      rope(st.q.data() + t * n_q, c.n_head, c.head_dim_k, pos + t, rope_);
-      rope(st.k.data() + t * n_k, c.n_head_kv, c.head_dim_k, pos + t, rope_);
-    }
-    st.kv->attend(il, shape, st.q.data(), n_q, n, pos, st.k.data(), n_k, st.v.data(), n_v,
-                  st.attn.data(), n_o, scratch, pool);
-    matmul(l.wo, st.attn.data(), n_o, n, st.xn.data(), n_embd, scratch, pool);
-    add_rows(st.x.data(), st.xn.data(), static_cast<size_t>(n * n_embd));
+    s.rms_norm(x, n_embd, l.attn_norm, xn, n_embd, n, n_embd, c.rms_eps);
+    s.matmul(l.wq, xn, n_embd, n, q, n_q);
+    s.matmul(l.wk, xn, n_embd, n, k, n_k);
+    s.matmul(l.wv, xn, n_embd, n, v, n_v);
+    s.rope(q, n_q, n, c.n_head, c.head_dim_k, pos, rope_);
+    s.rope(k, n_k, n, c.n_head_kv, c.head_dim_k, pos, rope_);
+    st.kv->attend(il, shape, q, n_q, n, pos, k, n_k, v, n_v, attn, n_o);
+    s.matmul(l.wo, attn, n_o, n, xn, n_embd);
+    s.add(x, xn, n * n_embd);
 
-    for (int32_t t = 0; t < n; ++t) {
-      rms_norm(st.x.data() + t * n_embd, l.ffn_norm, st.xn.data() + t * n_embd, n_embd, c.rms_eps);
-    }
-    matmul(l.w_gate, st.xn.data(), n_embd, n, st.gate.data(), c.n_ff, scratch, pool);
-    matmul(l.w_up, st.xn.data(), n_embd, n, st.up.data(), c.n_ff, scratch, pool);
-    swiglu(st.gate.data(), st.up.data(), st.gate.data(), static_cast<int64_t>(n) * c.n_ff);
-    matmul(l.w_down, st.gate.data(), c.n_ff, n, st.xn.data(), n_embd, scratch, pool);
-    add_rows(st.x.data(), st.xn.data(), static_cast<size_t>(n * n_embd));
+    s.rms_norm(x, n_embd, l.ffn_norm, xn, n_embd, n, n_embd, c.rms_eps);
+    s.matmul(l.w_gate, xn, n_embd, n, gate, c.n_ff);
+    s.matmul(l.w_up, xn, n_embd, n, up, c.n_ff);
+    s.swiglu(gate, up, gate, static_cast<int64_t>(n) * c.n_ff);
+    s.matmul(l.w_down, gate, c.n_ff, n, xn, n_embd);
+    s.add(x, xn, n * n_embd);
   }
 }
 
@@ -391,39 +413,34 @@ Status LlamaModel::forward(ArchState& state, const int32_t* tokens, int32_t n, i
                          "rows were overwritten); reset the session or restore a snapshot",
                          kv_mode_name(st->kv->mode()), pos);
   }
-  const size_t want = st->per_thread_floats * static_cast<size_t>(pool.n_threads());
-  if (st->thread_scratch.size() < want) {
-    try {
-      st->thread_scratch.resize(want);
-    } catch (const std::bad_alloc&) {
-      return Status(GEIST_E_OOM, "llama: out of memory for thread scratch");
-    }
-  }
+  Stream& s = *st->stream;
+  s.set_pool(&pool);
+  StreamScope scope(s);
   const int64_t n_embd = cfg_.n_embd;
+  float* x = st->x->f32();
+  float* xn = st->xn->f32();
   for (int32_t done = 0; done < n; done += st->n_batch) {
     const int32_t mb = std::min(st->n_batch, n - done);
-    run_batch(*st, tokens + done, mb, pos + done, pool);
+    run_batch(*st, tokens + done, mb, pos + done);
     const bool last = done + mb == n;
     if (!all_logits && !last) continue;
     // Logits for every row of this micro-batch, or for the final row only.
     const int32_t first = all_logits ? 0 : mb - 1;
     const int32_t rows = mb - first;
-    for (int32_t t = 0; t < rows; ++t) {
-      rms_norm(st->x.data() + (first + t) * n_embd, output_norm_, st->xn.data() + t * n_embd,
-               n_embd, cfg_.rms_eps);
-    }
+    s.rms_norm(x + first * n_embd, n_embd, output_norm_, xn, n_embd, rows, n_embd, cfg_.rms_eps);
     float* dst = all_logits ? logits + static_cast<int64_t>(done) * cfg_.n_vocab : logits;
-    matmul(output_, st->xn.data(), n_embd, rows, dst, cfg_.n_vocab, st->thread_scratch.data(),
-           pool);
+    s.matmul_to_host(output_, xn, n_embd, rows, dst, cfg_.n_vocab);
   }
   return Status::ok();
 }
 
 }  // namespace
 
-Status load_llama(const GgufFile& file, const Logger& log, std::unique_ptr<ArchModel>* out) {
+Status load_llama(const GgufFile& file, std::unique_ptr<Backend> backend, const Logger& log,
+                  std::unique_ptr<ArchModel>* out) {
   std::unique_ptr<LlamaModel> m(new (std::nothrow) LlamaModel());
   if (!m) return Status(GEIST_E_OOM, "llama: out of memory");
+  m->backend_ = std::move(backend);
   GEIST_RETURN_IF_ERROR(read_config(file, &m->cfg_));
   GEIST_RETURN_IF_ERROR(load_weights(file, m.get()));
   const LlamaConfig& c = m->cfg_;
@@ -438,6 +455,8 @@ Status load_llama(const GgufFile& file, const Logger& log, std::unique_ptr<ArchM
           "base %g scale %g%s",
           c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim_k, c.n_ff, c.n_vocab, c.n_rot,
           c.rope_freq_base, c.rope_freq_scale, m->rope_.freq_factors ? " with rope_freqs" : "");
+  GEIST_RETURN_IF_ERROR(m->upload_weights());
+  log.log(GEIST_LOG_INFO, "llama: backend %s", m->backend_->description().c_str());
   *out = std::move(m);
   return Status::ok();
 }

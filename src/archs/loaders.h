@@ -9,7 +9,10 @@ namespace geist {
 
 // The returned model holds views into `file`, which must outlive it. Errors as
 // load_arch_model.
-Status load_llama(const GgufFile& file, const Logger& log, std::unique_ptr<ArchModel>* out);
-Status load_qwen35(const GgufFile& file, const Logger& log, std::unique_ptr<ArchModel>* out);
+// The model takes ownership of `backend` and uploads its weights there.
+Status load_llama(const GgufFile& file, std::unique_ptr<Backend> backend, const Logger& log,
+                  std::unique_ptr<ArchModel>* out);
+Status load_qwen35(const GgufFile& file, std::unique_ptr<Backend> backend, const Logger& log,
+                   std::unique_ptr<ArchModel>* out);
 
 }  // namespace geist

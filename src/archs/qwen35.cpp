@@ -1,5 +1,6 @@
-// Qwen3.5 hybrid forward pass on the CPU: DeltaNet layers (conv1d + gated delta rule with a
-// recurrent state) and gated attention layers (KV cache), each followed by a SwiGLU FFN.
+// Qwen3.5 hybrid forward pass: DeltaNet layers (conv1d + gated delta rule with a recurrent
+// state) and gated attention layers (KV cache), each followed by a SwiGLU FFN. One flat
+// sequence of Stream ops (backends/backend.h), so it runs on every backend.
 #include "archs/qwen35.h"
 
 #include <algorithm>
@@ -7,11 +8,9 @@
 #include <new>
 
 #include "archs/loaders.h"
-#include "kernels/attention.h"
-#include "kernels/deltanet.h"
-#include "kernels/ops.h"
 
 namespace geist {
+
 namespace {
 
 // Tokens per internal step: bounds scratch memory for long prompts. Rows do not depend on it
@@ -20,18 +19,42 @@ constexpr int32_t kUbatch = 256;
 // Chunk of the chunked delta rule (the Hugging Face reference uses 64 too).
 constexpr int32_t kDeltaChunk = 64;
 
-template <class T>
-T* grow(std::vector<T>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
-  return v.data();
-}
-
 }  // namespace
 
 void Qwen35State::reset() {
   n_past = 0;
-  std::fill(conv.begin(), conv.end(), 0.0f);
-  std::fill(ssm.begin(), ssm.end(), 0.0f);
+  stream->fill_zero(conv->data(), conv->size());
+  stream->fill_zero(ssm->data(), ssm->size());
+}
+
+Status Qwen35Model::upload_weights() {
+  Backend& b = *backend_;
+  const bool tied = output_.data == tok_embd_.data;
+  GEIST_RETURN_IF_ERROR(b.upload_weight(tok_embd_, &tok_embd_));
+  if (tied) {
+    output_ = tok_embd_;
+  } else {
+    GEIST_RETURN_IF_ERROR(b.upload_weight(output_, &output_));
+  }
+  auto up = [&](const std::vector<float>& v, const float** dev) {
+    return v.empty() ? Status::ok() : b.upload_floats(v.data(), v.size(), dev);
+  };
+  GEIST_RETURN_IF_ERROR(up(output_norm_, &d_output_norm_));
+  for (Qwen35Layer& L : layers_) {
+    GEIST_RETURN_IF_ERROR(up(L.attn_norm, &L.d.attn_norm));
+    GEIST_RETURN_IF_ERROR(up(L.post_norm, &L.d.post_norm));
+    GEIST_RETURN_IF_ERROR(up(L.q_norm, &L.d.q_norm));
+    GEIST_RETURN_IF_ERROR(up(L.k_norm, &L.d.k_norm));
+    GEIST_RETURN_IF_ERROR(up(L.conv1d, &L.d.conv1d));
+    GEIST_RETURN_IF_ERROR(up(L.dt_bias, &L.d.dt_bias));
+    GEIST_RETURN_IF_ERROR(up(L.ssm_a, &L.d.ssm_a));
+    GEIST_RETURN_IF_ERROR(up(L.ssm_norm, &L.d.ssm_norm));
+    for (WeightMatrix* w : {&L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.wq, &L.wk, &L.wv, &L.wo,
+                            &L.wqkv, &L.wz, &L.w_alpha, &L.w_beta, &L.ssm_out}) {
+      if (w->data) GEIST_RETURN_IF_ERROR(b.upload_weight(*w, w));
+    }
+  }
+  return Status::ok();
 }
 
 Status Qwen35Model::create_state(int32_t max_seq_len, KvMode kv_mode,
@@ -52,17 +75,37 @@ Status Qwen35Model::create_state(int32_t max_seq_len, KvMode kv_mode,
   }
   std::unique_ptr<Qwen35State> st(new (std::nothrow) Qwen35State());
   if (!st) return Status(GEIST_E_OOM, "qwen35: out of memory for the session state");
-  GEIST_RETURN_IF_ERROR(KvCache::create(kv_mode, specs, max_seq_len, &st->kv));
+  GEIST_RETURN_IF_ERROR(backend_->new_stream(&st->stream));
+  Stream& s = *st->stream;
+  GEIST_RETURN_IF_ERROR(s.create_kv(kv_mode, specs, max_seq_len, &st->kv));
   st->max_seq_len_ = max_seq_len;
   st->rec_slot_ = rec_slot_;
   st->conv_layer_floats = int64_t{c.conv_kernel - 1} * c.conv_dim();
   st->ssm_layer_floats = int64_t{c.n_v_heads} * c.d_k * c.d_v;
-  try {
-    st->conv.assign(static_cast<size_t>(st->conv_layer_floats * n_rec_), 0.0f);
-    st->ssm.assign(static_cast<size_t>(st->ssm_layer_floats * n_rec_), 0.0f);
-  } catch (const std::bad_alloc&) {
-    return Status(GEIST_E_OOM, "qwen35: out of memory for the recurrent state");
-  }
+  const size_t n_rec = static_cast<size_t>(n_rec_);
+  GEIST_RETURN_IF_ERROR(
+      s.alloc(static_cast<size_t>(st->conv_layer_floats) * n_rec * sizeof(float), &st->conv));
+  GEIST_RETURN_IF_ERROR(
+      s.alloc(static_cast<size_t>(st->ssm_layer_floats) * n_rec * sizeof(float), &st->ssm));
+
+  const size_t ub = static_cast<size_t>(std::min(max_seq_len, kUbatch)) * sizeof(float);
+  const size_t e = static_cast<size_t>(c.n_embd);
+  const size_t big =
+      static_cast<size_t>(std::max({c.conv_dim(), 2 * c.n_head * c.head_dim, c.n_ff}));
+  const size_t mid = static_cast<size_t>(
+      std::max({c.value_dim(), c.n_head_kv * c.head_dim, c.n_head * c.head_dim}));
+  const size_t heads = static_cast<size_t>(c.n_v_heads);
+  Qwen35State::Scratch& a = st->s;
+  GEIST_RETURN_IF_ERROR(s.alloc(ub * e, &a.x));
+  GEIST_RETURN_IF_ERROR(s.alloc(ub * e, &a.xn));
+  GEIST_RETURN_IF_ERROR(s.alloc(ub * e, &a.mix));
+  GEIST_RETURN_IF_ERROR(s.alloc(ub * big, &a.big0));
+  GEIST_RETURN_IF_ERROR(s.alloc(ub * big, &a.big1));
+  GEIST_RETURN_IF_ERROR(s.alloc(ub * mid, &a.mid0));
+  GEIST_RETURN_IF_ERROR(s.alloc(ub * mid, &a.mid1));
+  GEIST_RETURN_IF_ERROR(s.alloc(ub * mid, &a.mid2));
+  GEIST_RETURN_IF_ERROR(s.alloc(ub * heads, &a.heads0));
+  GEIST_RETURN_IF_ERROR(s.alloc(ub * heads, &a.heads1));
   *out = std::move(st);
   return Status::ok();
 }
@@ -89,35 +132,10 @@ Status Qwen35Model::forward(ArchState& state, const int32_t* tokens, int32_t n, 
                          st.n_past, pos);
   }
 
+  Stream& s = *st.stream;
+  s.set_pool(&pool);
+  StreamScope scope(s);
   const Qwen35Config& c = cfg_;
-  const size_t ub = static_cast<size_t>(std::min(n, kUbatch));
-  const size_t nt = static_cast<size_t>(pool.n_threads());
-  const int64_t max_in = std::max({c.n_embd, c.n_ff, c.value_dim(), c.n_head * c.head_dim});
-  const size_t e = static_cast<size_t>(c.n_embd);
-  const size_t big =
-      static_cast<size_t>(std::max({c.conv_dim(), 2 * c.n_head * c.head_dim, c.n_ff}));
-  const size_t mid = static_cast<size_t>(
-      std::max({c.value_dim(), c.n_head_kv * c.head_dim, c.n_head * c.head_dim}));
-  try {
-    Qwen35State::Scratch& s = st.s;
-    grow(s.x, ub * e);
-    grow(s.xn, ub * e);
-    grow(s.mix, ub * e);
-    grow(s.big0, ub * big);
-    grow(s.big1, ub * big);
-    grow(s.mid0, ub * mid);
-    grow(s.mid1, ub * mid);
-    grow(s.mid2, ub * mid);
-    grow(s.heads0, ub * static_cast<size_t>(c.n_v_heads));
-    grow(s.heads1, ub * static_cast<size_t>(c.n_v_heads));
-    grow(s.matmul, matmul_scratch_floats(max_in, pool.n_threads()));
-    const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, c.head_dim, 0.0f};
-    grow(s.attn, KvCache::attention_scratch_floats(shape, pos + n, pool.n_threads()));
-    grow(s.delta, nt * gated_delta_rule_scratch_doubles(kDeltaChunk, c.d_k, c.d_v));
-  } catch (const std::bad_alloc&) {
-    return Status(GEIST_E_OOM, "qwen35: out of memory for activations");
-  }
-
   if (pos == 0) st.reset();  // a sequence starting over: the recurrent state starts from zero
   for (int32_t done = 0; done < n;) {
     const int32_t m = std::min(n - done, kUbatch);
@@ -127,7 +145,7 @@ Status Qwen35Model::forward(ArchState& state, const int32_t* tokens, int32_t n, 
     } else if (done + m == n) {
       out = logits;
     }
-    forward_ubatch(st, tokens + done, m, pos + done, all_logits, out, pool);
+    forward_ubatch(st, tokens + done, m, pos + done, all_logits, out);
     done += m;
     st.n_past = pos + done;
   }
@@ -135,87 +153,65 @@ Status Qwen35Model::forward(ArchState& state, const int32_t* tokens, int32_t n, 
 }
 
 void Qwen35Model::forward_ubatch(Qwen35State& st, const int32_t* tokens, int32_t n, int32_t pos,
-                                 bool all_logits, float* logits, ThreadPool& pool) const {
+                                 bool all_logits, float* logits) const {
   const Qwen35Config& c = cfg_;
+  Stream& s = *st.stream;
   const int64_t e = c.n_embd;
-  float* x = st.s.x.data();      // [n][n_embd]
-  float* xn = st.s.xn.data();    // [n][n_embd]
-  float* mix = st.s.mix.data();  // [n][n_embd]
-  for (int32_t t = 0; t < n; ++t) get_row(tok_embd_, tokens[t], x + t * e);
+  float* x = st.s.x->f32();      // [n][n_embd]
+  float* xn = st.s.xn->f32();    // [n][n_embd]
+  float* mix = st.s.mix->f32();  // [n][n_embd]
+  s.get_rows(tok_embd_, tokens, n, x);
 
   for (int32_t il = 0; il < c.n_layer; ++il) {
     const Qwen35Layer& L = layers_[static_cast<size_t>(il)];
-    for (int32_t t = 0; t < n; ++t)
-      rms_norm(x + t * e, L.attn_norm.data(), xn + t * e, e, c.norm_eps);
+    s.rms_norm(x, e, L.d.attn_norm, xn, e, n, e, c.norm_eps);
     if (L.recurrent) {
-      deltanet_layer(st, il, n, pool);
+      deltanet_layer(st, il, n);
     } else {
-      attention_layer(st, il, n, pos, pool);
+      attention_layer(st, il, n, pos);
     }
-    for (int64_t i = 0; i < n * e; ++i) x[i] += mix[i];
-    for (int32_t t = 0; t < n; ++t)
-      rms_norm(x + t * e, L.post_norm.data(), xn + t * e, e, c.norm_eps);
-    ffn(st, il, n, pool);
-    for (int64_t i = 0; i < n * e; ++i) x[i] += mix[i];
+    s.add(x, mix, n * e);
+    s.rms_norm(x, e, L.d.post_norm, xn, e, n, e, c.norm_eps);
+    ffn(st, il, n);
+    s.add(x, mix, n * e);
   }
 
   if (!logits) return;
   const int32_t r0 = all_logits ? 0 : n - 1;
-  for (int32_t t = r0; t < n; ++t) {
-    rms_norm(x + t * e, output_norm_.data(), xn + t * e, e, c.norm_eps);
-  }
-  matmul(output_, xn + r0 * e, e, n - r0, logits, c.n_vocab, st.s.matmul.data(), pool);
+  s.rms_norm(x + r0 * e, e, d_output_norm_, xn + r0 * e, e, n - r0, e, c.norm_eps);
+  s.matmul_to_host(output_, xn + r0 * e, e, n - r0, logits, c.n_vocab);
 }
 
-void Qwen35Model::deltanet_layer(Qwen35State& st, int32_t il, int32_t n, ThreadPool& pool) const {
+void Qwen35Model::deltanet_layer(Qwen35State& st, int32_t il, int32_t n) const {
   const Qwen35Config& c = cfg_;
   const Qwen35Layer& L = layers_[static_cast<size_t>(il)];
-  Qwen35State::Scratch& s = st.s;
+  Stream& s = *st.stream;
   const int64_t e = c.n_embd;
   const int64_t cd = c.conv_dim();
   const int64_t vd = c.value_dim();
   const int32_t nv = c.n_v_heads;
-  float* ms = s.matmul.data();
-  float* qkv = s.big0.data();       // [n][conv_dim] projections before the conv
-  float* conv_out = s.big1.data();  // [n][conv_dim] q | k | v after conv + SiLU
-  float* z = s.mid0.data();         // [n][value_dim] output gate
-  float* core = s.mid1.data();      // [n][value_dim] delta rule output
-  float* beta = s.heads0.data();    // [n][n_v_heads]
-  float* g = s.heads1.data();       // [n][n_v_heads] log decay
+  const float* xn = st.s.xn->f32();
+  float* qkv = st.s.big0->f32();       // [n][conv_dim] projections before the conv
+  float* conv_out = st.s.big1->f32();  // [n][conv_dim] q | k | v after conv + SiLU
+  float* z = st.s.mid0->f32();         // [n][value_dim] output gate
+  float* core = st.s.mid1->f32();      // [n][value_dim] delta rule output
+  float* beta = st.s.heads0->f32();    // [n][n_v_heads]
+  float* g = st.s.heads1->f32();       // [n][n_v_heads] log decay
 
-  matmul(L.wqkv, s.xn.data(), e, n, qkv, cd, ms, pool);
-  matmul(L.wz, s.xn.data(), e, n, z, vd, ms, pool);
-  matmul(L.w_beta, s.xn.data(), e, n, beta, nv, ms, pool);
-  matmul(L.w_alpha, s.xn.data(), e, n, g, nv, ms, pool);
-  for (int32_t t = 0; t < n; ++t) {
-    for (int32_t h = 0; h < nv; ++h) {
-      const int64_t i = int64_t{t} * nv + h;
-      beta[i] = sigmoid_f32(beta[i]);
-      g[i] =
-          L.ssm_a[static_cast<size_t>(h)] * softplus_f32(g[i] + L.dt_bias[static_cast<size_t>(h)]);
-    }
-  }
+  s.matmul(L.wqkv, xn, e, n, qkv, cd);
+  s.matmul(L.wz, xn, e, n, z, vd);
+  s.matmul(L.w_beta, xn, e, n, beta, nv);
+  s.matmul(L.w_alpha, xn, e, n, g, nv);
+  s.deltanet_gates(beta, g, n, nv, L.d.ssm_a, L.d.dt_bias);
 
   const int32_t slot = rec_slot(il);
-  float* conv_state = st.conv.data() + slot * st.conv_layer_floats;  // [kernel-1][conv_dim]
-  float* ssm = st.ssm.data() + slot * st.ssm_layer_floats;           // [n_v][d_k][d_v]
-  pool.run([&](int ti, int tn) {
-    const int64_t c0 = cd * ti / tn, c1 = cd * (ti + 1) / tn;
-    if (c0 >= c1) return;
-    conv1d_causal(qkv, cd, n, cd, L.conv1d.data(), c.conv_kernel, conv_state, conv_out, cd, c0, c1);
-    for (int32_t t = 0; t < n; ++t) silu_inplace(conv_out + t * cd + c0, c1 - c0);
-  });
+  float* conv_state = st.conv->f32() + slot * st.conv_layer_floats;  // [kernel-1][conv_dim]
+  float* ssm = st.ssm->f32() + slot * st.ssm_layer_floats;           // [n_v][d_k][d_v]
+  s.conv1d_silu(qkv, cd, n, cd, L.d.conv1d, c.conv_kernel, conv_state, conv_out, cd);
 
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(c.d_k));
-  for (int32_t t = 0; t < n; ++t) {
-    for (int32_t kh = 0; kh < c.n_k_heads; ++kh) {
-      float* q = conv_out + t * cd + int64_t{kh} * c.d_k;
-      float* k = conv_out + t * cd + c.key_dim() + int64_t{kh} * c.d_k;
-      l2_norm_inplace(q, c.d_k, c.norm_eps);
-      l2_norm_inplace(k, c.d_k, c.norm_eps);
-      for (int32_t i = 0; i < c.d_k; ++i) q[i] *= q_scale;
-    }
-  }
+  s.l2_norm_heads(conv_out, cd, n, c.n_k_heads, c.d_k, c.norm_eps, q_scale);
+  s.l2_norm_heads(conv_out + c.key_dim(), cd, n, c.n_k_heads, c.d_k, c.norm_eps, 1.0f);
 
   GatedDeltaArgs a;
   a.n_tokens = n;
@@ -232,63 +228,40 @@ void Qwen35Model::deltanet_layer(Qwen35State& st, int32_t il, int32_t n, ThreadP
   a.state = ssm;
   a.out = core;
   a.out_stride = vd;
-  const size_t per_thread = gated_delta_rule_scratch_doubles(kDeltaChunk, c.d_k, c.d_v);
-  pool.run([&](int ti, int tn) {
-    const int32_t h0 = nv * ti / tn, h1 = nv * (ti + 1) / tn;
-    if (h0 >= h1) return;
-    double* scratch = s.delta.data() + static_cast<size_t>(ti) * per_thread;
-    if (n == 1) {
-      gated_delta_rule_recurrent(a, h0, h1, scratch);
-    } else {
-      gated_delta_rule_chunked(a, kDeltaChunk, h0, h1, scratch);
-    }
-  });
+  s.gated_delta_rule(a, kDeltaChunk);
 
-  for (int32_t t = 0; t < n; ++t) {
-    for (int32_t h = 0; h < nv; ++h) {
-      float* o = core + t * vd + int64_t{h} * c.d_v;
-      rms_norm_gated(o, z + t * vd + int64_t{h} * c.d_v, L.ssm_norm.data(), c.d_v, c.norm_eps, o);
-    }
-  }
-  matmul(L.ssm_out, core, vd, n, s.mix.data(), e, ms, pool);
+  s.rms_norm_gated(core, z, L.d.ssm_norm, n * nv, c.d_v, c.norm_eps, core);
+  s.matmul(L.ssm_out, core, vd, n, st.s.mix->f32(), e);
 }
 
-void Qwen35Model::attention_layer(Qwen35State& st, int32_t il, int32_t n, int32_t pos,
-                                  ThreadPool& pool) const {
+void Qwen35Model::attention_layer(Qwen35State& st, int32_t il, int32_t n, int32_t pos) const {
   const Qwen35Config& c = cfg_;
   const Qwen35Layer& L = layers_[static_cast<size_t>(il)];
-  Qwen35State::Scratch& s = st.s;
+  Stream& s = *st.stream;
   const int64_t e = c.n_embd;
   const int32_t hd = c.head_dim;
   const int64_t qd = int64_t{c.n_head} * hd;      // query / output width
   const int64_t kvd = int64_t{c.n_head_kv} * hd;  // key / value width
-  float* ms = s.matmul.data();
-  float* qg = s.big0.data();   // [n][n_head][2][head_dim]: query then gate per head
-  float* q = s.big1.data();    // [n][n_head][head_dim]
-  float* k = s.mid0.data();    // [n][n_head_kv][head_dim]
-  float* v = s.mid1.data();    // [n][n_head_kv][head_dim]
-  float* att = s.mid2.data();  // [n][n_head][head_dim]
+  const float* xn = st.s.xn->f32();
+  float* qg = st.s.big0->f32();   // [n][n_head][2][head_dim]: query then gate per head
+  float* q = st.s.big1->f32();    // [n][n_head][head_dim]
+  float* k = st.s.mid0->f32();    // [n][n_head_kv][head_dim]
+  float* v = st.s.mid1->f32();    // [n][n_head_kv][head_dim]
+  float* att = st.s.mid2->f32();  // [n][n_head][head_dim]
 
-  matmul(L.wq, s.xn.data(), e, n, qg, 2 * qd, ms, pool);
-  matmul(L.wk, s.xn.data(), e, n, k, kvd, ms, pool);
-  matmul(L.wv, s.xn.data(), e, n, v, kvd, ms, pool);
+  s.matmul(L.wq, xn, e, n, qg, 2 * qd);
+  s.matmul(L.wk, xn, e, n, k, kvd);
+  s.matmul(L.wv, xn, e, n, v, kvd);
 
   RopeParams rp;
   rp.style = RopeStyle::NEOX;
   rp.n_rot = c.n_rot;
   rp.freq_base = c.rope_base;
-  for (int32_t t = 0; t < n; ++t) {
-    for (int32_t h = 0; h < c.n_head; ++h) {
-      rms_norm(qg + t * 2 * qd + int64_t{h} * 2 * hd, L.q_norm.data(), q + t * qd + int64_t{h} * hd,
-               hd, c.norm_eps);
-    }
-    for (int32_t h = 0; h < c.n_head_kv; ++h) {
-      float* kh = k + t * kvd + int64_t{h} * hd;
-      rms_norm(kh, L.k_norm.data(), kh, hd, c.norm_eps);
-    }
-    rope(q + t * qd, c.n_head, hd, pos + t, rp);
-    rope(k + t * kvd, c.n_head_kv, hd, pos + t, rp);
-  }
+  // Rows (token, head) of the interleaved [query | gate] pairs sit 2 * head_dim apart.
+  s.rms_norm(qg, 2 * hd, L.d.q_norm, q, hd, n * c.n_head, hd, c.norm_eps);
+  s.rms_norm(k, hd, L.d.k_norm, k, hd, n * c.n_head_kv, hd, c.norm_eps);
+  s.rope(q, qd, n, c.n_head, hd, pos, rp);
+  s.rope(k, kvd, n, c.n_head_kv, hd, pos, rp);
 
   AttentionShape shape;
   shape.n_head = c.n_head;
@@ -296,30 +269,24 @@ void Qwen35Model::attention_layer(Qwen35State& st, int32_t il, int32_t n, int32_
   shape.head_dim_k = hd;
   shape.head_dim_v = hd;
   shape.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  st.kv->attend(il, shape, q, qd, n, pos, k, kvd, v, kvd, att, qd, s.attn.data(), pool);
+  st.kv->attend(il, shape, q, qd, n, pos, k, kvd, v, kvd, att, qd);
 
-  for (int32_t t = 0; t < n; ++t) {
-    for (int32_t h = 0; h < c.n_head; ++h) {
-      float* o = att + t * qd + int64_t{h} * hd;
-      const float* gate = qg + t * 2 * qd + int64_t{h} * 2 * hd + hd;
-      for (int32_t d = 0; d < hd; ++d) o[d] *= sigmoid_f32(gate[d]);
-    }
-  }
-  matmul(L.wo, att, qd, n, s.mix.data(), e, ms, pool);
+  s.sigmoid_mul(att, hd, qg + hd, 2 * hd, n * c.n_head, hd);
+  s.matmul(L.wo, att, qd, n, st.s.mix->f32(), e);
 }
 
-void Qwen35Model::ffn(Qwen35State& st, int32_t il, int32_t n, ThreadPool& pool) const {
+void Qwen35Model::ffn(Qwen35State& st, int32_t il, int32_t n) const {
   const Qwen35Config& c = cfg_;
   const Qwen35Layer& L = layers_[static_cast<size_t>(il)];
-  Qwen35State::Scratch& s = st.s;
+  Stream& s = *st.stream;
   const int64_t e = c.n_embd;
   const int64_t f = c.n_ff;
-  float* gate = s.big0.data();  // [n][n_ff]
-  float* up = s.big1.data();    // [n][n_ff]
-  matmul(L.ffn_gate, s.xn.data(), e, n, gate, f, s.matmul.data(), pool);
-  matmul(L.ffn_up, s.xn.data(), e, n, up, f, s.matmul.data(), pool);
-  swiglu(gate, up, gate, n * f);
-  matmul(L.ffn_down, gate, f, n, s.mix.data(), e, s.matmul.data(), pool);
+  float* gate = st.s.big0->f32();  // [n][n_ff]
+  float* up = st.s.big1->f32();    // [n][n_ff]
+  s.matmul(L.ffn_gate, st.s.xn->f32(), e, n, gate, f);
+  s.matmul(L.ffn_up, st.s.xn->f32(), e, n, up, f);
+  s.swiglu(gate, up, gate, n * f);
+  s.matmul(L.ffn_down, gate, f, n, st.s.mix->f32(), e);
 }
 
 }  // namespace geist

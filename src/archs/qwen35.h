@@ -73,6 +73,17 @@ struct Qwen35Layer {
   std::vector<float> dt_bias;   // [n_v]
   std::vector<float> ssm_a;     // [n_v], -exp(A_log)
   std::vector<float> ssm_norm;  // [d_v], plain weight (no +1)
+  // The vectors above on the model's backend (device addresses; the host data on the CPU).
+  struct Dev {
+    const float* attn_norm = nullptr;
+    const float* post_norm = nullptr;
+    const float* q_norm = nullptr;
+    const float* k_norm = nullptr;
+    const float* conv1d = nullptr;
+    const float* dt_bias = nullptr;
+    const float* ssm_a = nullptr;
+    const float* ssm_norm = nullptr;
+  } d;
 };
 
 // Per-session state. Everything a snapshot must carry is in n_past, kv, conv and ssm; the
@@ -89,34 +100,33 @@ class Qwen35State final : public ArchState {
   void upload_region(const StateRegion& r, int32_t n_pos, const uint8_t* src) override;
   void set_positions(int32_t n_pos) override { n_past = n_pos; }
 
+  // Declared first so that it is destroyed last: every buffer below comes from it.
+  std::unique_ptr<Stream> stream;
   int32_t n_past = 0;             // positions consumed; the recurrent state is at this position
-  std::unique_ptr<KvCache> kv;    // attention layers only
-  std::vector<float> conv;        // [n_rec][conv_kernel-1][conv_dim], time-major, oldest first
-  std::vector<float> ssm;         // [n_rec][n_v_heads][d_k][d_v]
+  std::unique_ptr<KvStore> kv;    // attention layers only
+  std::unique_ptr<Buffer> conv;   // [n_rec][conv_kernel-1][conv_dim] f32, oldest row first
+  std::unique_ptr<Buffer> ssm;    // [n_rec][n_v_heads][d_k][d_v] f32
   int64_t conv_layer_floats = 0;  // floats of one layer's slice of `conv`
   int64_t ssm_layer_floats = 0;   // floats of one layer's slice of `ssm`
 
-  // Scratch, grown on demand (row counts are at most the forward micro-batch).
+  // Activations on the backend, sized for kUbatch rows at creation.
   struct Scratch {
-    std::vector<float> x;       // [n][n_embd] residual stream
-    std::vector<float> xn;      // [n][n_embd] normed input of a sub-layer
-    std::vector<float> mix;     // [n][n_embd] sub-layer output
-    std::vector<float> big0;    // [n][max(conv_dim, n_head*2*head_dim, n_ff)]
-    std::vector<float> big1;    // [n][max(conv_dim, n_head*head_dim, n_ff)]
-    std::vector<float> mid0;    // [n][max(value_dim, n_head_kv*head_dim)]
-    std::vector<float> mid1;    // [n][max(value_dim, n_head_kv*head_dim)]
-    std::vector<float> mid2;    // [n][max(value_dim, n_head*head_dim)]
-    std::vector<float> heads0;  // [n][n_v_heads]
-    std::vector<float> heads1;  // [n][n_v_heads]
-    std::vector<float> matmul;  // matmul_scratch_floats
-    std::vector<float> attn;    // attention_scratch_floats
-    std::vector<double> delta;  // [n_threads][gated_delta_rule_scratch_doubles]
+    std::unique_ptr<Buffer> x;       // [n][n_embd] residual stream
+    std::unique_ptr<Buffer> xn;      // [n][n_embd] normed input of a sub-layer
+    std::unique_ptr<Buffer> mix;     // [n][n_embd] sub-layer output
+    std::unique_ptr<Buffer> big0;    // [n][max(conv_dim, n_head*2*head_dim, n_ff)]
+    std::unique_ptr<Buffer> big1;    // [n][max(conv_dim, n_head*head_dim, n_ff)]
+    std::unique_ptr<Buffer> mid0;    // [n][max(value_dim, n_head_kv*head_dim)]
+    std::unique_ptr<Buffer> mid1;    // [n][max(value_dim, n_head_kv*head_dim)]
+    std::unique_ptr<Buffer> mid2;    // [n][max(value_dim, n_head*head_dim)]
+    std::unique_ptr<Buffer> heads0;  // [n][n_v_heads]
+    std::unique_ptr<Buffer> heads1;  // [n][n_v_heads]
   } s;
 
  private:
   friend class Qwen35Model;
-  // The conv (kStateConv) or recurrent slice of region r's layer.
-  float* recurrent_slice(const StateRegion& r);
+  // The conv (kStateConv) or recurrent slice of region r's layer (a device address).
+  float* recurrent_slice(const StateRegion& r) const;
   int32_t max_seq_len_ = 0;
   std::vector<int32_t> rec_slot_;  // [n_layer] index among the DeltaNet layers, -1 attention
 };
@@ -124,6 +134,7 @@ class Qwen35State final : public ArchState {
 class Qwen35Model final : public ArchModel {
  public:
   const ModelInfo& info() const override { return info_; }
+  const Backend& backend() const override { return *backend_; }
   const Qwen35Config& config() const { return cfg_; }
   // Index of layer il among the DeltaNet layers (its slice of conv/ssm), -1 for attention.
   int32_t rec_slot(int32_t il) const { return rec_slot_[static_cast<size_t>(il)]; }
@@ -140,23 +151,27 @@ class Qwen35Model final : public ArchModel {
                  float* logits, ThreadPool& pool) const override;
 
  private:
-  friend Status load_qwen35(const GgufFile& file, const Logger& log,
-                            std::unique_ptr<ArchModel>* out);
+  friend Status load_qwen35(const GgufFile& file, std::unique_ptr<Backend> backend,
+                            const Logger& log, std::unique_ptr<ArchModel>* out);
   Qwen35Model() = default;
+  // Replaces every host weight view by its copy on the backend (identity on the CPU).
+  Status upload_weights();
 
   void forward_ubatch(Qwen35State& st, const int32_t* tokens, int32_t n, int32_t pos,
-                      bool all_logits, float* logits, ThreadPool& pool) const;
-  void deltanet_layer(Qwen35State& st, int32_t il, int32_t n, ThreadPool& pool) const;
-  void attention_layer(Qwen35State& st, int32_t il, int32_t n, int32_t pos, ThreadPool& pool) const;
-  void ffn(Qwen35State& st, int32_t il, int32_t n, ThreadPool& pool) const;
+                      bool all_logits, float* logits) const;
+  void deltanet_layer(Qwen35State& st, int32_t il, int32_t n) const;
+  void attention_layer(Qwen35State& st, int32_t il, int32_t n, int32_t pos) const;
+  void ffn(Qwen35State& st, int32_t il, int32_t n) const;
 
+  std::unique_ptr<Backend> backend_;
   ModelInfo info_;
   Qwen35Config cfg_;
-  WeightMatrix tok_embd_;            // n_vocab rows of n_embd
-  WeightMatrix output_;              // n_embd -> n_vocab (tok_embd_ when tied)
-  std::vector<float> output_norm_;   // [n_embd]
-  std::vector<Qwen35Layer> layers_;  // [n_layer]
-  std::vector<int32_t> rec_slot_;    // [n_layer]
+  WeightMatrix tok_embd_;                 // n_vocab rows of n_embd
+  WeightMatrix output_;                   // n_embd -> n_vocab (tok_embd_ when tied)
+  std::vector<float> output_norm_;        // [n_embd]
+  const float* d_output_norm_ = nullptr;  // output_norm_ on the backend
+  std::vector<Qwen35Layer> layers_;       // [n_layer]
+  std::vector<int32_t> rec_slot_;         // [n_layer]
   int32_t n_rec_ = 0;
 };
 

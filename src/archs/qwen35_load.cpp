@@ -1,6 +1,7 @@
 // Loading and validating a qwen35 GGUF: hyper-parameters into Qwen35Config, tensors into
 // weight views (matrices) or f32 copies (small vectors).
 #include <cmath>
+#include <new>
 #include <string>
 
 #include "archs/loaders.h"
@@ -185,8 +186,11 @@ Status load_layer(const GgufFile& f, const Qwen35Config& c, int32_t il, Qwen35La
 
 }  // namespace
 
-Status load_qwen35(const GgufFile& file, const Logger& log, std::unique_ptr<ArchModel>* out) {
-  std::unique_ptr<Qwen35Model> m(new Qwen35Model());
+Status load_qwen35(const GgufFile& file, std::unique_ptr<Backend> backend, const Logger& log,
+                   std::unique_ptr<ArchModel>* out) {
+  std::unique_ptr<Qwen35Model> m(new (std::nothrow) Qwen35Model());
+  if (!m) return Status(GEIST_E_OOM, "qwen35: out of memory");
+  m->backend_ = std::move(backend);
   Qwen35Config& c = m->cfg_;
   GEIST_RETURN_IF_ERROR(read_config(file, &c));
 
@@ -227,6 +231,8 @@ Status load_qwen35(const GgufFile& file, const Logger& log, std::unique_ptr<Arch
           c.n_layer, m->n_rec_, c.n_layer - m->n_rec_,
           c.n_layer_nextn > 0 ? ", MTP blocks ignored" : "", c.n_embd, c.n_head, c.n_head_kv,
           c.head_dim, c.n_k_heads, c.n_v_heads, c.d_k, c.d_v);
+  GEIST_RETURN_IF_ERROR(m->upload_weights());
+  log.log(GEIST_LOG_INFO, "qwen35: backend %s", m->backend_->description().c_str());
   *out = std::move(m);
   return Status::ok();
 }

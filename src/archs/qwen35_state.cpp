@@ -28,7 +28,7 @@ void Qwen35State::state_regions(int32_t n_pos, std::vector<StateRegion>* out) co
   GEIST_CHECK(next_kv == kv_regions.size(), "qwen35: KV region of a layer without attention");
 }
 
-float* Qwen35State::recurrent_slice(const StateRegion& r) {
+float* Qwen35State::recurrent_slice(const StateRegion& r) const {
   GEIST_CHECK(r.layer >= 0 && static_cast<size_t>(r.layer) < rec_slot_.size(),
               "qwen35: state region layer out of range");
   const int32_t slot = rec_slot_[static_cast<size_t>(r.layer)];
@@ -36,28 +36,28 @@ float* Qwen35State::recurrent_slice(const StateRegion& r) {
   if (r.kind == kStateConv) {
     GEIST_CHECK(r.nbytes == static_cast<uint64_t>(conv_layer_floats) * sizeof(float),
                 "qwen35: conv region size");
-    return conv.data() + slot * conv_layer_floats;
+    return conv->f32() + slot * conv_layer_floats;
   }
   GEIST_CHECK(r.kind == kStateRecurrent, "qwen35: unknown state region kind");
   GEIST_CHECK(r.nbytes == static_cast<uint64_t>(ssm_layer_floats) * sizeof(float),
               "qwen35: recurrent region size");
-  return ssm.data() + slot * ssm_layer_floats;
+  return ssm->f32() + slot * ssm_layer_floats;
 }
 
 void Qwen35State::download_region(const StateRegion& r, int32_t n_pos, uint8_t* dst) const {
   if (r.kind < kStateConv) {
-    kv->read_region(kv_region_of(r), n_pos, dst);
+    kv->download_region(kv_region_of(r), n_pos, dst);
     return;
   }
-  std::memcpy(dst, const_cast<Qwen35State*>(this)->recurrent_slice(r), r.nbytes);
+  stream->download(dst, recurrent_slice(r), r.nbytes);
 }
 
 void Qwen35State::upload_region(const StateRegion& r, int32_t n_pos, const uint8_t* src) {
   if (r.kind < kStateConv) {
-    kv->write_region(kv_region_of(r), n_pos, src);
+    kv->upload_region(kv_region_of(r), n_pos, src);
     return;
   }
-  std::memcpy(recurrent_slice(r), src, r.nbytes);
+  stream->upload(recurrent_slice(r), src, r.nbytes);
 }
 
 }  // namespace geist

@@ -51,7 +51,7 @@ bool kv_mode_from_name(std::string_view name, KvMode* out) {
 bool kv_mode_valid(int32_t m) { return m >= 0 && m < kKvModeCount; }
 
 Status KvCache::create(KvMode mode, const std::vector<KvLayerSpec>& layers, int32_t max_seq_len,
-                       std::unique_ptr<KvCache>* out) {
+                       std::unique_ptr<KvCache>* out, StateArena* arena) {
   if (max_seq_len <= 0) {
     return Status::error(GEIST_E_INVALID_ARG, "kv cache: max_seq_len %d must be positive",
                          max_seq_len);
@@ -79,6 +79,11 @@ Status KvCache::create(KvMode mode, const std::vector<KvLayerSpec>& layers, int3
       }
       Layer& l = c->layers_[il];
       l.spec = s;
+      const StateAllocator<uint8_t> alloc(arena);
+      l.k = StateBytes(alloc);
+      l.v = StateBytes(alloc);
+      l.k_resid = StateBytes(alloc);
+      l.v_resid = StateBytes(alloc);
       if (s.n_embd_k == 0) continue;
       widest = std::max({widest, s.n_embd_k, s.n_embd_v});
       if (s.head_dim_k < 0 || s.head_dim_v < 0) {
@@ -260,7 +265,7 @@ uint8_t* KvCache::region_ptr(const KvRegion& r, int32_t n_pos, uint64_t* nbytes)
   GEIST_CHECK(has_layer(r.layer), "kv region: layer has no KV");
   GEIST_CHECK(n_pos >= 0 && n_pos <= max_seq_len_, "kv region: n_pos out of range");
   Layer& l = layers_[static_cast<size_t>(r.layer)];
-  std::vector<uint8_t>* buf = nullptr;
+  StateBytes* buf = nullptr;
   switch (r.part) {
     case KV_PART_K:
       buf = &l.k;

@@ -28,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/state_arena.h"
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "kernels/attention.h"
@@ -80,8 +81,10 @@ struct KvRegion {
 class KvCache {
  public:
   // GEIST_E_INVALID_ARG for max_seq_len <= 0, negative sizes or an unknown mode, GEIST_E_OOM.
+  // arena: where the state bytes live (nullptr: the heap); must outlive the cache, and be in
+  // an access span during create and every call that reads or writes rows.
   static Status create(KvMode mode, const std::vector<KvLayerSpec>& layers, int32_t max_seq_len,
-                       std::unique_ptr<KvCache>* out);
+                       std::unique_ptr<KvCache>* out, StateArena* arena = nullptr);
 
   KvMode mode() const { return mode_; }
   int32_t max_seq_len() const { return max_seq_len_; }
@@ -138,15 +141,15 @@ class KvCache {
  private:
   struct Layer {
     KvLayerSpec spec;
-    int64_t k_row = 0;       // bytes per K row (row modes) / per key group (KIVI)
-    int64_t v_row = 0;       // bytes per V row (quantized in KIVI)
-    int32_t k_block = 0;     // values per block of quantized K rows (row modes)
-    int32_t v_block = 0;     // values per block of quantized V rows
-    std::vector<uint8_t> k;  // row modes: [max_seq_len][k_row]; KIVI: [max_seq_len / G][k_row]
-    std::vector<uint8_t> v;  // [max_seq_len][v_row] (KIVI: only full groups used)
-    std::vector<uint8_t> k_resid;  // KIVI: [G][n_embd_k] f16, row p % G holds position p
-    std::vector<uint8_t> v_resid;  // KIVI: [G][n_embd_v] f16, likewise
-    int32_t written_end = 0;       // one past the last position written
+    int64_t k_row = 0;        // bytes per K row (row modes) / per key group (KIVI)
+    int64_t v_row = 0;        // bytes per V row (quantized in KIVI)
+    int32_t k_block = 0;      // values per block of quantized K rows (row modes)
+    int32_t v_block = 0;      // values per block of quantized V rows
+    StateBytes k;             // row modes: [max_seq_len][k_row]; KIVI: [max_seq_len / G][k_row]
+    StateBytes v;             // [max_seq_len][v_row] (KIVI: only full groups used)
+    StateBytes k_resid;       // KIVI: [G][n_embd_k] f16, row p % G holds position p
+    StateBytes v_resid;       // KIVI: [G][n_embd_v] f16, likewise
+    int32_t written_end = 0;  // one past the last position written
   };
   KvCache() = default;
   bool kivi() const { return mode_ == KvMode::KIVI4 || mode_ == KvMode::KIVI2; }

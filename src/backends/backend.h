@@ -1,0 +1,189 @@
+// Backends: where a model's weights and a session's state live and where the kernels run.
+//
+// An architecture's forward pass (src/archs) is one flat sequence of calls on a Stream; the
+// backend behind it decides whether those calls run the CPU kernels (src/kernels) on host
+// memory or CUDA kernels on device memory. Every pointer an op takes or returns is an address
+// in the backend's own memory ("device address"): the architecture code passes them along and
+// never dereferences them. The only ways between host memory and device memory are
+// Backend::upload_weight (at model load), Stream::upload / Stream::download (state regions for
+// snapshots, token ids, logits) — the path the snapshot code uses, so an image taken on one
+// backend restores on another.
+//
+// Backends:
+//   CPU               host memory, the kernels of src/kernels on the session's thread pool.
+//   CPU_DEVICE_LOCAL  the CPU backend with state buffers the engine cannot address: they are
+//                     mapped PROT_NONE except while the stream runs ops or copies through
+//                     upload/download, so any access outside that path faults. It exists to
+//                     exercise the device-buffer snapshot path in every CI run (no GPU there).
+//   CUDA              src/backends/cuda (built with -DGEIST_CUDA=ON); one NVIDIA device.
+//
+// Determinism: every op computes each output element by a fixed sequence of operations that
+// depends only on its inputs and sizes (no atomics in reductions), so a stream's results do
+// not depend on batching or timing; within one backend a restored session continues bitwise.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "kernels/attention.h"
+#include "kernels/deltanet.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "kv/kv_cache.h"
+
+namespace geist {
+
+// Values match the public geist_backend (AUTO is resolved before a backend is made).
+enum class BackendKind : int32_t {
+  AUTO = 0,
+  CPU = 1,
+  CUDA = 2,
+  CPU_DEVICE_LOCAL = 3,
+};
+// "auto", "cpu", "cuda", "cpu-devlocal".
+const char* backend_kind_name(BackendKind k);
+bool backend_kind_from_name(const char* name, BackendKind* out);
+
+// A block of backend memory. data() is a device address (host memory for the CPU backends).
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  float* f32() const { return reinterpret_cast<float*>(data_); }
+
+ protected:
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// A session's KV cache on a backend: the same regions and byte layout as KvCache
+// (src/kv/kv_cache.h) in every backend, so images move between backends.
+class KvStore {
+ public:
+  virtual ~KvStore() = default;
+  virtual KvMode mode() const = 0;
+  virtual int32_t max_seq_len() const = 0;
+  // KvCache::attend, with q, k, v and out device addresses.
+  virtual void attend(int32_t il, const AttentionShape& s, const float* q, int64_t q_stride,
+                      int32_t n, int32_t pos, const float* k, int64_t k_stride, const float* v,
+                      int64_t v_stride, float* out, int64_t out_stride) = 0;
+  virtual bool can_resume_at(int32_t pos) const = 0;
+  virtual int64_t bytes_per_token() const = 0;
+  virtual void regions(int32_t n_pos, std::vector<KvRegion>* out) const = 0;
+  // Copies a region between the store and host memory (KvCache::read_region / write_region).
+  virtual void download_region(const KvRegion& r, int32_t n_pos, uint8_t* host_dst) const = 0;
+  virtual void upload_region(const KvRegion& r, int32_t n_pos, const uint8_t* host_src) = 0;
+};
+
+// Per-session execution context: scratch, the CUDA stream, the thread pool of the current
+// call. Not thread-safe; one per ArchState. Ops are asynchronous on devices and ordered;
+// download() waits for the ops before it.
+class Stream {
+ public:
+  virtual ~Stream() = default;
+  // The pool CPU ops run on until the next call (CUDA ignores it). Set at each forward.
+  virtual void set_pool(ThreadPool* pool) = 0;
+  // Opens / closes a span in which ops may touch state buffers (CPU_DEVICE_LOCAL maps them
+  // readable inside the span only). Nested calls are counted. Use StreamScope.
+  virtual void begin() {}
+  virtual void end() {}
+
+  // ---- memory ----
+  // Zero-filled state or scratch memory. GEIST_E_OOM on failure.
+  virtual Status alloc(size_t nbytes, std::unique_ptr<Buffer>* out) = 0;
+  virtual void upload(void* device_dst, const void* host_src, size_t n) = 0;
+  virtual void download(void* host_dst, const void* device_src, size_t n) = 0;
+  virtual void fill_zero(void* device_dst, size_t n) = 0;
+  // The session's KV cache (GEIST_E_UNSUPPORTED for a mode this backend cannot hold).
+  virtual Status create_kv(KvMode mode, const std::vector<KvLayerSpec>& layers, int32_t max_seq_len,
+                           std::unique_ptr<KvStore>* out) = 0;
+
+  // ---- ops; every pointer is a device address, shapes as in the named CPU kernel ----
+  // out[t][0, w.n_in) = row ids[t] of w. ids are HOST ints (< w.n_out, checked by the caller).
+  virtual void get_rows(const WeightMatrix& w, const int32_t* ids, int32_t n, float* out) = 0;
+  // kernels/matmul.h matmul(); w.data is a device address (Backend::upload_weight).
+  virtual void matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int32_t n_tok,
+                      float* y, int64_t y_stride) = 0;
+  // The same, y in HOST memory (logits).
+  virtual void matmul_to_host(const WeightMatrix& w, const float* x, int64_t x_stride,
+                              int32_t n_tok, float* host_y, int64_t y_stride) = 0;
+  // rms_norm() of n_rows rows of n floats: row r at x + r * x_stride -> y + r * y_stride
+  // (x and y may alias). w: [n] device floats or nullptr.
+  virtual void rms_norm(const float* x, int64_t x_stride, const float* w, float* y,
+                        int64_t y_stride, int32_t n_rows, int64_t n, float eps) = 0;
+  // rope() for n_tok tokens: token t's heads at x + t * x_stride, position pos0 + t.
+  // p.freq_factors is a device address (or nullptr).
+  virtual void rope(float* x, int64_t x_stride, int32_t n_tok, int32_t n_head, int32_t head_dim,
+                    int32_t pos0, const RopeParams& p) = 0;
+  // y[i] += x[i], i < n.
+  virtual void add(float* y, const float* x, int64_t n) = 0;
+  // out[i] = silu(gate[i]) * up[i] (swiglu()); out may alias gate.
+  virtual void swiglu(const float* gate, const float* up, float* out, int64_t n) = 0;
+  // x[r][d] *= sigmoid(gate[r][d]) for r < n_rows, d < n (rows at r * x_stride / gate_stride).
+  virtual void sigmoid_mul(float* x, int64_t x_stride, const float* gate, int64_t gate_stride,
+                           int32_t n_rows, int64_t n) = 0;
+
+  // ---- gated DeltaNet (kernels/deltanet.h) ----
+  // For t < n_tok, h < n_heads (row t at + t * n_heads):
+  //   beta[t][h] = sigmoid(beta[t][h]);  g[t][h] = a[h] * softplus(g[t][h] + dt_bias[h])
+  virtual void deltanet_gates(float* beta, float* g, int32_t n_tok, int32_t n_heads, const float* a,
+                              const float* dt_bias) = 0;
+  // conv1d_causal() over all n_ch channels, then SiLU of every output (silu_inplace()).
+  virtual void conv1d_silu(const float* x, int64_t x_stride, int32_t n_tok, int64_t n_ch,
+                           const float* w, int32_t kernel, float* state, float* out,
+                           int64_t out_stride) = 0;
+  // For t < n_tok, h < n_heads: l2_norm_inplace(x + t * x_stride + h * d, d, eps), then
+  // (when scale != 1) every element *= scale.
+  virtual void l2_norm_heads(float* x, int64_t x_stride, int32_t n_tok, int32_t n_heads, int32_t d,
+                             float eps, float scale) = 0;
+  // The gated delta rule over a.n_tokens tokens, state updated in place: the recurrent form
+  // when n_tokens == 1, the chunked form (chunk `chunk`) otherwise. Device addresses in a.
+  virtual void gated_delta_rule(const GatedDeltaArgs& a, int32_t chunk) = 0;
+  // rms_norm_gated() of n_rows rows of d floats: row r of x, z and out at r * d.
+  virtual void rms_norm_gated(const float* x, const float* z, const float* w, int32_t n_rows,
+                              int32_t d, float eps, float* out) = 0;
+};
+
+// RAII Stream::begin / end.
+class StreamScope {
+ public:
+  explicit StreamScope(Stream& s) : s_(s) { s_.begin(); }
+  ~StreamScope() { s_.end(); }
+  StreamScope(const StreamScope&) = delete;
+  StreamScope& operator=(const StreamScope&) = delete;
+
+ private:
+  Stream& s_;
+};
+
+// A backend instance, owned by a model: immutable after load, shared by its sessions.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual BackendKind kind() const = 0;
+  // For messages and `geist info`, e.g. "cpu" or "cuda (NVIDIA H200, sm_90)".
+  virtual std::string description() const = 0;
+  // A device copy of a host weight matrix (GGUF block layout unchanged), owned by the
+  // backend until it is destroyed. CPU backends return the host view itself.
+  virtual Status upload_weight(const WeightMatrix& host, WeightMatrix* dev) = 0;
+  // A device copy of n host floats (norm weights, conv kernels), owned by the backend.
+  virtual Status upload_floats(const float* host, size_t n, const float** dev) = 0;
+  virtual Status new_stream(std::unique_ptr<Stream>* out) const = 0;
+};
+
+// Makes a backend of the given kind. AUTO picks CUDA when this build has it and a device is
+// present, else CPU. GEIST_E_UNSUPPORTED (with the reason) for CUDA in a build without it or
+// on a machine without a device.
+Status create_backend(BackendKind kind, std::unique_ptr<Backend>* out);
+
+// Whether this build has the CUDA backend, and how many devices it sees (0 without one).
+bool cuda_built();
+int cuda_device_count();
+
+}  // namespace geist

@@ -1,0 +1,252 @@
+#include "backends/cpu_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+#include "base/state_arena.h"
+
+namespace geist {
+
+namespace {
+
+class CpuBuffer : public Buffer {
+ public:
+  CpuBuffer(StateArena* arena, size_t n) : bytes_(n, 0, StateAllocator<uint8_t>(arena)) {
+    data_ = bytes_.data();
+    size_ = n;
+  }
+
+ private:
+  StateBytes bytes_;  // [n]
+};
+
+class CpuStream;
+
+// KvCache driven by a CpuStream: attention runs on the stream's pool with its scratch, and
+// region copies open an access span (they are the download/upload path of this backend).
+class CpuKvStore : public KvStore {
+ public:
+  CpuKvStore(CpuStream* stream, StateArena* arena, std::unique_ptr<KvCache> cache)
+      : stream_(stream), arena_(arena), cache_(std::move(cache)) {}
+  KvMode mode() const override { return cache_->mode(); }
+  int32_t max_seq_len() const override { return cache_->max_seq_len(); }
+  void attend(int32_t il, const AttentionShape& s, const float* q, int64_t q_stride, int32_t n,
+              int32_t pos, const float* k, int64_t k_stride, const float* v, int64_t v_stride,
+              float* out, int64_t out_stride) override;
+  bool can_resume_at(int32_t pos) const override { return cache_->can_resume_at(pos); }
+  int64_t bytes_per_token() const override { return cache_->bytes_per_token(); }
+  void regions(int32_t n_pos, std::vector<KvRegion>* out) const override {
+    cache_->regions(n_pos, out);
+  }
+  void download_region(const KvRegion& r, int32_t n_pos, uint8_t* host_dst) const override {
+    StateAccess access(arena_);
+    cache_->read_region(r, n_pos, host_dst);
+  }
+  void upload_region(const KvRegion& r, int32_t n_pos, const uint8_t* host_src) override {
+    StateAccess access(arena_);
+    cache_->write_region(r, n_pos, host_src);
+  }
+
+ private:
+  CpuStream* stream_;
+  StateArena* arena_;
+  std::unique_ptr<KvCache> cache_;
+  std::vector<float> scratch_;  // attention_scratch_floats(shape, max_seq_len, n_threads)
+};
+
+class CpuStream : public Stream {
+ public:
+  explicit CpuStream(bool device_local) : arena_(device_local) {}
+  ThreadPool& pool() { return *pool_; }
+
+  void set_pool(ThreadPool* pool) override { pool_ = pool; }
+  void begin() override { arena_.begin_access(); }
+  void end() override { arena_.end_access(); }
+
+  Status alloc(size_t nbytes, std::unique_ptr<Buffer>* out) override {
+    StateAccess access(&arena_);
+    try {
+      *out = std::make_unique<CpuBuffer>(&arena_, nbytes);
+    } catch (const std::bad_alloc&) {
+      return Status::error(GEIST_E_OOM, "cpu backend: out of memory for %zu bytes", nbytes);
+    }
+    return Status::ok();
+  }
+  void upload(void* dst, const void* src, size_t n) override {
+    StateAccess access(&arena_);
+    if (n > 0) std::memcpy(dst, src, n);
+  }
+  void download(void* dst, const void* src, size_t n) override {
+    StateAccess access(&arena_);
+    if (n > 0) std::memcpy(dst, src, n);
+  }
+  void fill_zero(void* dst, size_t n) override {
+    StateAccess access(&arena_);
+    if (n > 0) std::memset(dst, 0, n);
+  }
+  Status create_kv(KvMode mode, const std::vector<KvLayerSpec>& layers, int32_t max_seq_len,
+                   std::unique_ptr<KvStore>* out) override {
+    StateAccess access(&arena_);
+    std::unique_ptr<KvCache> cache;
+    GEIST_RETURN_IF_ERROR(KvCache::create(mode, layers, max_seq_len, &cache, &arena_));
+    std::unique_ptr<CpuKvStore> store(new (std::nothrow)
+                                          CpuKvStore(this, &arena_, std::move(cache)));
+    if (!store) return Status(GEIST_E_OOM, "cpu backend: out of memory for the KV store");
+    *out = std::move(store);
+    return Status::ok();
+  }
+
+  void get_rows(const WeightMatrix& w, const int32_t* ids, int32_t n, float* out) override {
+    for (int32_t t = 0; t < n; ++t) get_row(w, ids[t], out + t * w.n_in);
+  }
+  void matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int32_t n_tok, float* y,
+              int64_t y_stride) override {
+    float* scratch = grow(mm_scratch_, matmul_scratch_floats(w.n_in, pool_->n_threads()));
+    geist::matmul(w, x, x_stride, n_tok, y, y_stride, scratch, *pool_);
+  }
+  void matmul_to_host(const WeightMatrix& w, const float* x, int64_t x_stride, int32_t n_tok,
+                      float* host_y, int64_t y_stride) override {
+    matmul(w, x, x_stride, n_tok, host_y, y_stride);
+  }
+  void rms_norm(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride,
+                int32_t n_rows, int64_t n, float eps) override {
+    for (int32_t r = 0; r < n_rows; ++r)
+      geist::rms_norm(x + r * x_stride, w, y + r * y_stride, n, eps);
+  }
+  void rope(float* x, int64_t x_stride, int32_t n_tok, int32_t n_head, int32_t head_dim,
+            int32_t pos0, const RopeParams& p) override {
+    for (int32_t t = 0; t < n_tok; ++t)
+      geist::rope(x + t * x_stride, n_head, head_dim, pos0 + t, p);
+  }
+  void add(float* y, const float* x, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+  }
+  void swiglu(const float* gate, const float* up, float* out, int64_t n) override {
+    geist::swiglu(gate, up, out, n);
+  }
+  void sigmoid_mul(float* x, int64_t x_stride, const float* gate, int64_t gate_stride,
+                   int32_t n_rows, int64_t n) override {
+    for (int32_t r = 0; r < n_rows; ++r) {
+      float* o = x + r * x_stride;
+      const float* g = gate + r * gate_stride;
+      for (int64_t d = 0; d < n; ++d) o[d] *= sigmoid_f32(g[d]);
+    }
+  }
+
+  void deltanet_gates(float* beta, float* g, int32_t n_tok, int32_t n_heads, const float* a,
+                      const float* dt_bias) override {
+    for (int32_t t = 0; t < n_tok; ++t) {
+      for (int32_t h = 0; h < n_heads; ++h) {
+        const int64_t i = int64_t{t} * n_heads + h;
+        beta[i] = sigmoid_f32(beta[i]);
+        g[i] = a[h] * softplus_f32(g[i] + dt_bias[h]);
+      }
+    }
+  }
+  void conv1d_silu(const float* x, int64_t x_stride, int32_t n_tok, int64_t n_ch, const float* w,
+                   int32_t kernel, float* state, float* out, int64_t out_stride) override {
+    pool_->run([&](int ti, int tn) {
+      const int64_t c0 = n_ch * ti / tn, c1 = n_ch * (ti + 1) / tn;
+      if (c0 >= c1) return;
+      conv1d_causal(x, x_stride, n_tok, n_ch, w, kernel, state, out, out_stride, c0, c1);
+      for (int32_t t = 0; t < n_tok; ++t) silu_inplace(out + t * out_stride + c0, c1 - c0);
+    });
+  }
+  void l2_norm_heads(float* x, int64_t x_stride, int32_t n_tok, int32_t n_heads, int32_t d,
+                     float eps, float scale) override {
+    for (int32_t t = 0; t < n_tok; ++t) {
+      for (int32_t h = 0; h < n_heads; ++h) {
+        float* p = x + t * x_stride + int64_t{h} * d;
+        l2_norm_inplace(p, d, eps);
+        if (scale != 1.0f) {
+          for (int32_t i = 0; i < d; ++i) p[i] *= scale;
+        }
+      }
+    }
+  }
+  void gated_delta_rule(const GatedDeltaArgs& a, int32_t chunk) override {
+    const size_t per_thread = gated_delta_rule_scratch_doubles(chunk, a.d_k, a.d_v);
+    double* scratch = grow(delta_scratch_, per_thread * static_cast<size_t>(pool_->n_threads()));
+    pool_->run([&](int ti, int tn) {
+      const int32_t h0 = a.n_v_heads * ti / tn, h1 = a.n_v_heads * (ti + 1) / tn;
+      if (h0 >= h1) return;
+      double* s = scratch + static_cast<size_t>(ti) * per_thread;
+      if (a.n_tokens == 1) {
+        gated_delta_rule_recurrent(a, h0, h1, s);
+      } else {
+        gated_delta_rule_chunked(a, chunk, h0, h1, s);
+      }
+    });
+  }
+  void rms_norm_gated(const float* x, const float* z, const float* w, int32_t n_rows, int32_t d,
+                      float eps, float* out) override {
+    for (int32_t r = 0; r < n_rows; ++r) {
+      const int64_t o = int64_t{r} * d;
+      geist::rms_norm_gated(x + o, z + o, w, d, eps, out + o);
+    }
+  }
+
+ private:
+  template <class T>
+  static T* grow(std::vector<T>& v, size_t n) {
+    if (v.size() < n) v.resize(n);  // grows to the largest need once, then never again
+    return v.data();
+  }
+
+  ThreadPool* pool_ = nullptr;
+  StateArena arena_;                   // every state and activation buffer of the session
+  std::vector<float> mm_scratch_;      // matmul_scratch_floats(n_in, n_threads)
+  std::vector<double> delta_scratch_;  // [n_threads][gated_delta_rule_scratch_doubles]
+};
+
+void CpuKvStore::attend(int32_t il, const AttentionShape& s, const float* q, int64_t q_stride,
+                        int32_t n, int32_t pos, const float* k, int64_t k_stride, const float* v,
+                        int64_t v_stride, float* out, int64_t out_stride) {
+  ThreadPool& pool = stream_->pool();
+  // Sized for the longest context once, so decode steps never allocate.
+  const size_t want = KvCache::attention_scratch_floats(s, cache_->max_seq_len(), pool.n_threads());
+  if (scratch_.size() < want) scratch_.resize(want);
+  cache_->attend(il, s, q, q_stride, n, pos, k, k_stride, v, v_stride, out, out_stride,
+                 scratch_.data(), pool);
+}
+
+class CpuBackend : public Backend {
+ public:
+  explicit CpuBackend(bool device_local) : device_local_(device_local) {}
+  BackendKind kind() const override {
+    return device_local_ ? BackendKind::CPU_DEVICE_LOCAL : BackendKind::CPU;
+  }
+  std::string description() const override {
+    return device_local_ ? "cpu-devlocal (CPU kernels, state reachable only through the backend)"
+                         : "cpu";
+  }
+  Status upload_weight(const WeightMatrix& host, WeightMatrix* dev) override {
+    *dev = host;  // weights stay in the file mapping
+    return Status::ok();
+  }
+  Status upload_floats(const float* host, size_t, const float** dev) override {
+    *dev = host;
+    return Status::ok();
+  }
+  Status new_stream(std::unique_ptr<Stream>* out) const override {
+    std::unique_ptr<CpuStream> s(new (std::nothrow) CpuStream(device_local_));
+    if (!s) return Status(GEIST_E_OOM, "cpu backend: out of memory for a stream");
+    *out = std::move(s);
+    return Status::ok();
+  }
+
+ private:
+  bool device_local_;
+};
+
+}  // namespace
+
+Status create_cpu_backend(bool device_local, std::unique_ptr<Backend>* out) {
+  std::unique_ptr<CpuBackend> b(new (std::nothrow) CpuBackend(device_local));
+  if (!b) return Status(GEIST_E_OOM, "cpu backend: out of memory");
+  *out = std::move(b);
+  return Status::ok();
+}
+
+}  // namespace geist
