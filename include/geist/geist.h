@@ -73,6 +73,15 @@ const char* geist_version(void);
 /* ---------------------------------------------------------------------------------------- */
 /* Models                                                                                    */
 
+/* EXPERIMENTAL. Where a model's weights and its sessions' state live and compute runs. */
+typedef enum geist_backend {
+  GEIST_BACKEND_AUTO = 0,            /* CUDA when built in and a device is present, else CPU */
+  GEIST_BACKEND_CPU = 1,             /* host memory, SIMD kernels on the session's threads */
+  GEIST_BACKEND_CUDA = 2,            /* one NVIDIA GPU (builds configured with GEIST_CUDA) */
+  GEIST_BACKEND_CPU_DEVICE_LOCAL = 3 /* CPU kernels; state reachable only through the backend's
+                                        upload/download path, as on a GPU (for testing) */
+} geist_backend;
+
 /* STABLE. Model load parameters. Initialise with geist_model_params_default. */
 typedef struct geist_model_params {
   uint32_t struct_size; /* sizeof(geist_model_params), set by the default function */
@@ -80,6 +89,9 @@ typedef struct geist_model_params {
   void* log_user;
   geist_progress_fn progress_fn; /* NULL: no progress reports */
   void* progress_user;
+  /* EXPERIMENTAL (added in 0.2; a struct_size without it means GEIST_BACKEND_AUTO). A backend
+   * this build or machine lacks makes geist_model_load fail with GEIST_E_UNSUPPORTED. */
+  int32_t backend; /* geist_backend, default GEIST_BACKEND_AUTO */
 } geist_model_params;
 
 /* STABLE. Fills *params with defaults. */

@@ -1,10 +1,12 @@
 // C ABI: library-wide functions and models (geist.h, geist_util.h). Sessions: session_c.cpp.
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "api/handles.h"
+#include "backends/backend.h"
 #include "geist/geist.h"
 #include "geist/geist_util.h"
 
@@ -82,13 +84,20 @@ geist_status geist_model_load(const char* path, const geist_model_params* params
         geist_model_params p;
         geist_model_params_default(&p);
         if (params != nullptr) {
-          if (params->struct_size != sizeof(geist_model_params)) {
+          // Callers built against 0.1 pass the struct without `backend` (AUTO then).
+          const size_t v1 = offsetof(geist_model_params, backend);
+          if (params->struct_size != sizeof(geist_model_params) && params->struct_size != v1) {
             return Status::error(GEIST_E_INVALID_ARG,
                                  "geist_model_params.struct_size is %u, expected %zu (initialise "
                                  "with geist_model_params_default)",
                                  params->struct_size, sizeof(geist_model_params));
           }
-          p = *params;
+          std::memcpy(&p, params, params->struct_size);
+          p.struct_size = sizeof(geist_model_params);
+        }
+        if (geist::backend_kind_name(static_cast<geist::BackendKind>(p.backend))[0] == '?') {
+          return Status::error(GEIST_E_INVALID_ARG, "geist_model_params.backend %d is unknown",
+                               p.backend);
         }
         auto handle = std::make_unique<geist_model>();
         Status s = geist::Model::load(path, p, &handle->model);

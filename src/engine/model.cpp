@@ -39,7 +39,9 @@ Status Model::load(const std::string& path, const geist_model_params& params,
       Tokenizer::load(*m->gguf_, m->logger_, &m->tokenizer_).with_prefix(path + ": tokenizer"));
   GEIST_RETURN_IF_ERROR(report_progress(params, 0.5f));
 
-  GEIST_RETURN_IF_ERROR(load_arch_model(*m->gguf_, m->logger_, &m->arch_).with_prefix(path));
+  GEIST_RETURN_IF_ERROR(
+      load_arch_model(*m->gguf_, static_cast<BackendKind>(params.backend), m->logger_, &m->arch_)
+          .with_prefix(path));
   m->snapshot_id_ = compute_snapshot_id(*m->gguf_);
   const ModelInfo& info = m->arch_->info();
   if (info.n_vocab <= 0 || info.n_vocab != m->tokenizer_->n_vocab()) {
@@ -127,6 +129,7 @@ std::string Model::describe() const {
   os << "n_head_kv: " << i.n_head_kv << "\n";
   os << "n_ff: " << i.n_ff << "\n";
   os << "head_dim: " << i.head_dim << "\n";
+  os << "backend: " << arch_->backend().description() << "\n";
   describe_state(*arch_, os);
 
   // Ordered by type id so the output is stable.

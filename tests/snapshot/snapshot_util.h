@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -81,10 +82,25 @@ inline ::testing::AssertionResult same_continuation(const Trace& ref, size_t fro
   return ::testing::AssertionSuccess();
 }
 
-inline ModelHandle load_model(const std::string& rel) {
+// The backend the public-API tests run on: GEIST_TEST_BACKEND=cpu (default), cuda or
+// cpu-devlocal, so the same suite checks a device backend on a machine that has one.
+inline int32_t test_backend() {
+  const char* b = std::getenv("GEIST_TEST_BACKEND");
+  const std::string name = b ? b : "cpu";
+  if (name == "cuda") return GEIST_BACKEND_CUDA;
+  if (name == "cpu-devlocal") return GEIST_BACKEND_CPU_DEVICE_LOCAL;
+  EXPECT_TRUE(name == "cpu") << "GEIST_TEST_BACKEND=" << name
+                             << " is not cpu, cuda or cpu-devlocal";
+  return GEIST_BACKEND_CPU;
+}
+
+inline ModelHandle load_model(const std::string& rel, int32_t backend = test_backend()) {
+  geist_model_params p;
+  geist_model_params_default(&p);
+  p.backend = backend;
   ModelHandle m;
   std::string err;
-  EXPECT_EQ(ModelHandle::load(fixture_path(rel), &m, nullptr, &err), GEIST_OK) << err;
+  EXPECT_EQ(ModelHandle::load(fixture_path(rel), &m, &p, &err), GEIST_OK) << err;
   return m;
 }
 

@@ -10,9 +10,19 @@
 namespace geist_cli {
 namespace {
 
+// Options every verb accepts.
+const OptSpec kCommonOpts[] = {
+    {nullptr, "--backend", "B",
+     "where weights, state and compute live: auto (default: cuda when available), cpu, cuda, "
+     "cpu-devlocal"},
+};
+
 const OptSpec* find_opt(const VerbSpec& spec, const std::string& name) {
   for (const OptSpec& o : spec.opts) {
     if ((o.short_name != nullptr && name == o.short_name) || name == o.long_name) return &o;
+  }
+  for (const OptSpec& o : kCommonOpts) {
+    if (name == o.long_name) return &o;
   }
   return nullptr;
 }
@@ -117,6 +127,13 @@ ParseResult parse_args(const VerbSpec& spec, int argc, char** argv, Args* out) {
     }
     out->values_[o->long_name] = value;
   }
+  if (out->has("--backend")) {
+    const std::string& b = out->str("--backend");
+    if (b != "auto" && b != "cpu" && b != "cuda" && b != "cpu-devlocal") {
+      bad_value(spec.name, "--backend", b, "auto, cpu, cuda or cpu-devlocal");
+      return ParseResult::ERROR;
+    }
+  }
   return ParseResult::OK;
 }
 
@@ -139,6 +156,10 @@ void print_verb_usage(const VerbSpec& spec, FILE* f) {
     std::string names = o.short_name != nullptr ? std::string(o.short_name) + ", " : "    ";
     names += o.long_name;
     if (o.metavar != nullptr) names += std::string(" ") + o.metavar;
+    std::fprintf(f, "  %-26s %s\n", names.c_str(), o.help);
+  }
+  for (const OptSpec& o : kCommonOpts) {
+    const std::string names = std::string("    ") + o.long_name + " " + o.metavar;
     std::fprintf(f, "  %-26s %s\n", names.c_str(), o.help);
   }
   std::fprintf(f, "  %-26s %s\n", "-h, --help", "show this help");

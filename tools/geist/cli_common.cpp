@@ -29,9 +29,17 @@ double now_seconds() {
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
 }
 
-bool load_model(const std::string& verb, const std::string& path, ModelHandle* out) {
+bool load_model(const Args& args, const std::string& path, ModelHandle* out) {
+  const std::string& verb = args.verb;
   geist_model_params params;
   geist_model_params_default(&params);
+  if (args.has("--backend")) {
+    const std::string& b = args.str("--backend");  // validated by parse_args
+    params.backend = b == "cpu"            ? GEIST_BACKEND_CPU
+                     : b == "cuda"         ? GEIST_BACKEND_CUDA
+                     : b == "cpu-devlocal" ? GEIST_BACKEND_CPU_DEVICE_LOCAL
+                                           : GEIST_BACKEND_AUTO;
+  }
   const bool tty = stderr_is_terminal();
   if (tty) params.progress_fn = print_load_progress;
   char err[1024] = {0};

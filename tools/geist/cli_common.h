@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_args.h"
 #include "geist/geist.h"
 
 namespace geist_cli {
@@ -27,9 +28,10 @@ struct SessionHandle {
   ~SessionHandle() { geist_session_destroy(session); }
 };
 
-// Loads `path`; shows progress on stderr only when stderr is a terminal. Prints
-// "geist VERB: cannot load model 'path': <reason>" and returns false on failure.
-bool load_model(const std::string& verb, const std::string& path, ModelHandle* out);
+// Loads `path` on the backend named by args' --backend (default auto); shows progress on
+// stderr only when stderr is a terminal. Prints "geist VERB: cannot load model 'path':
+// <reason>" and returns false on failure.
+bool load_model(const Args& args, const std::string& path, ModelHandle* out);
 
 // Parses "1,2,3" (commas and/or spaces). Prints the offending item and returns false on error.
 bool parse_token_list(const std::string& verb, const std::string& text,

@@ -141,7 +141,7 @@ int cmd_bench(int argc, char** argv) {
   const double file_bytes = static_cast<double>(std::filesystem::file_size(path, ec));
 
   ModelHandle m;
-  if (!load_model(spec.name, path, &m)) return kExitFailure;
+  if (!load_model(args, path, &m)) return kExitFailure;
   sp.n_threads = n_threads;
   sp.max_seq_len = std::max(n_prompt, n_gen + 1) + 1;
   sp.sampler.temperature = 0;  // greedy: sampling cost stays negligible, as in llama-bench

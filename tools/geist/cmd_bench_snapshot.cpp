@@ -266,7 +266,7 @@ int cmd_bench_snapshot(int argc, char** argv) {
 
   const std::string path = args.str("--model");
   ModelHandle m;
-  if (!load_model(kVerb, path, &m)) return kExitFailure;
+  if (!load_model(args, path, &m)) return kExitFailure;
   const std::string name = std::filesystem::path(path).filename().string();
   const bool json = args.has("--json");
   if (!json) {

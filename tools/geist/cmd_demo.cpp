@@ -284,7 +284,7 @@ int cmd_demo(int argc, char** argv) {
     return kExitFailure;
   }
   ModelHandle m;
-  if (!load_model(kVerb, path, &m)) return kExitFailure;
+  if (!load_model(args, path, &m)) return kExitFailure;
   std::vector<geist_token> context;
   if (!build_context(m.model, o.prefix_tokens, &context)) return kExitFailure;
   std::vector<std::vector<geist_token>> requests;

@@ -73,7 +73,7 @@ int cmd_logits(int argc, char** argv) {
   }
 
   ModelHandle m;
-  if (!load_model(spec.name, args.str("--model"), &m)) return kExitFailure;
+  if (!load_model(args, args.str("--model"), &m)) return kExitFailure;
   if (args.has("--prompt") &&
       !tokenize_text(spec.name, m.model, args.str("--prompt"), true, true, &tokens)) {
     return kExitFailure;

@@ -74,7 +74,7 @@ int cmd_tokenize(int argc, char** argv) {
     return kExitFailure;
   }
   ModelHandle m;
-  if (!load_model(spec.name, args.str("--model"), &m)) return kExitFailure;
+  if (!load_model(args, args.str("--model"), &m)) return kExitFailure;
   const bool special = !args.has("--no-special");
   std::vector<geist_token> ids;
   if (!tokenize_text(spec.name, m.model, text, special, special, &ids)) return kExitFailure;
@@ -92,7 +92,7 @@ int cmd_info(int argc, char** argv) {
     return kExitUsage;
   }
   ModelHandle m;
-  if (!load_model(spec.name, args.str("--model"), &m)) return kExitFailure;
+  if (!load_model(args, args.str("--model"), &m)) return kExitFailure;
   std::string text(4096, '\0');
   size_t n = 0;
   geist_status st = geist_model_describe(m.model, text.data(), text.size(), &n);

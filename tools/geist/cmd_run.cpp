@@ -89,7 +89,7 @@ int cmd_run(int argc, char** argv) {
     return kExitUsage;
   }
   ModelHandle m;
-  if (!load_model(spec.name, args.str("--model"), &m)) return kExitFailure;
+  if (!load_model(args, args.str("--model"), &m)) return kExitFailure;
   if (args.has("--prompt") &&
       !tokenize_text(spec.name, m.model, args.str("--prompt"), true, true, &prompt)) {
     return kExitFailure;
