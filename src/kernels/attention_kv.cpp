@@ -30,6 +30,8 @@ int64_t block_bytes(KvEnc e, int32_t block) {
   switch (e) {
     case KvEnc::Q8:
       return 2 + block;
+    case KvEnc::Q8A:
+      return 4 + block;
     case KvEnc::Q4:
       return 2 + block / 2;
     case KvEnc::A4:
@@ -109,6 +111,25 @@ void quantize_q8(const float* x, int32_t n, uint8_t* dst) {
   }
 }
 
+// Asymmetric 8-bit, like quantize_asym with byte codes (scale and min rounded to f16 first).
+void quantize_q8a(const float* x, int32_t n, uint8_t* dst) {
+  std::memset(dst + 4, 0, static_cast<size_t>(n));
+  float mn = x[0], mx = x[0];
+  for (int32_t i = 1; i < n; ++i) {
+    mn = std::min(mn, x[i]);
+    mx = std::max(mx, x[i]);
+  }
+  const float min16 = half_round(mn);
+  const float scale16 = half_round((mx - min16) / 255.0f);
+  store_u16(dst, fp32_to_fp16(scale16));
+  store_u16(dst + 2, fp32_to_fp16(min16));
+  const float inv = scale16 > 0 ? 1.0f / scale16 : 0.0f;
+  for (int32_t i = 0; i < n; ++i) {
+    dst[4 + i] =
+        static_cast<uint8_t>(std::clamp(std::nearbyint((x[i] - min16) * inv), 0.0f, 255.0f));
+  }
+}
+
 // Symmetric 4-bit: the value of largest magnitude maps to -8 (its sign chosen so), which uses
 // the asymmetric code range [-8, 7] fully for the extreme value.
 void quantize_q4(const float* x, int32_t n, uint8_t* dst) {
@@ -133,6 +154,9 @@ float block_value(KvEnc e, const uint8_t* blk, int32_t i) {
   switch (e) {
     case KvEnc::Q8:
       return fp16_to_fp32(load_u16(blk)) * static_cast<float>(static_cast<int8_t>(blk[2 + i]));
+    case KvEnc::Q8A:
+      return fp16_to_fp32(load_u16(blk + 2)) +
+             fp16_to_fp32(load_u16(blk)) * static_cast<float>(blk[4 + i]);
     case KvEnc::Q4: {
       const int32_t q = (blk[2 + i / 2] >> ((i % 2) * 4)) & 0xF;
       return fp16_to_fp32(load_u16(blk)) * static_cast<float>(q - 8);
@@ -166,6 +190,7 @@ void dequant_segment(const KvSegment& s, int32_t r, int32_t off, int32_t n, floa
       return;
     }
     case KvEnc::Q8:
+    case KvEnc::Q8A:
     case KvEnc::Q4: {
       const int32_t B = s.block;
       const int64_t bb = block_bytes(s.enc, B);
@@ -237,6 +262,8 @@ int decode_bits(KvEnc e) {
   switch (e) {
     case KvEnc::Q8:
       return 8;
+    case KvEnc::Q8A:
+      return -8;
     case KvEnc::Q4:
       return 4;
     case KvEnc::A4:
@@ -248,7 +275,7 @@ int decode_bits(KvEnc e) {
   }
 }
 
-bool is_rotated(KvEnc e) { return e == KvEnc::Q8 || e == KvEnc::Q4; }
+bool is_rotated(KvEnc e) { return e == KvEnc::Q8 || e == KvEnc::Q8A || e == KvEnc::Q4; }
 
 // The whole blocks of `block` values covering values [off, off + n) of a row.
 struct Cover {
@@ -401,6 +428,7 @@ int64_t kv_row_bytes(KvEnc e, int32_t n, int32_t block) {
     case KvEnc::F16:
       return int64_t{n} * 2;
     case KvEnc::Q8:
+    case KvEnc::Q8A:
     case KvEnc::Q4:
     case KvEnc::A4:
     case KvEnc::A2:
@@ -426,6 +454,7 @@ void kv_quantize_row(KvEnc e, const float* x, int32_t n, uint8_t* dst, int32_t b
       for (int32_t i = 0; i < n; ++i) store_u16(dst + 2 * i, fp32_to_fp16(x[i]));
       return;
     case KvEnc::Q8:
+    case KvEnc::Q8A:
     case KvEnc::Q4:
     case KvEnc::A4:
     case KvEnc::A2: {
@@ -433,12 +462,14 @@ void kv_quantize_row(KvEnc e, const float* x, int32_t n, uint8_t* dst, int32_t b
       for (int32_t b0 = 0; b0 < n; b0 += block) {
         const int32_t m = std::min(block, n - b0);
         uint8_t* blk = dst + (b0 / block) * bb;
-        if (e == KvEnc::Q8 || e == KvEnc::Q4) {
+        if (is_rotated(e)) {
           float rot[kKvBlock] = {};  // a short last block is padded with zeros
           std::memcpy(rot, x + b0, static_cast<size_t>(m) * sizeof(float));
           fwht(rot, block);
           if (e == KvEnc::Q8) {
             quantize_q8(rot, block, blk);
+          } else if (e == KvEnc::Q8A) {
+            quantize_q8a(rot, block, blk);
           } else {
             quantize_q4(rot, block, blk);
           }

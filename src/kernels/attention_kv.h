@@ -26,6 +26,10 @@ enum class KvEnc : uint8_t {
   // spreads outlier channels over the block, so one shared scale fits.
   Q8,  // {f16 d; int8 q[B]}: y = d * q                                    34 B for B = 32
   Q4,  // {f16 d; u8 q[B/2]}: element i in nibble i % 2 of byte i / 2; y = d * (q - 8)   18 B
+  // Asymmetric 8-bit with the same rotation (q8 keys, whose rotated blocks are not centred on
+  // zero: stories260K's outlier channel keeps a sign), {f16 scale; f16 min; u8 q[B]}:
+  // y = min + scale * q                                                   36 B for B = 32
+  Q8A,
   // Asymmetric b-bit blocks {f16 scale; f16 min; packed q}: x = min + scale * q, element i at
   // bits [i * b, i * b + b) of the packed bytes (little-endian within a byte).
   A4,   // along the row (KIVI values, per token): 20 B per block
@@ -41,9 +45,9 @@ enum class KvEnc : uint8_t {
 // 32 and so q4's 18 B per 32 values; head_dim 48 keeps 32-blocks that span heads.
 int32_t kv_block_for_head_dim(int32_t head_dim);
 
-// Bytes of one row of n values in a row encoding (F32, F16, Q8, Q4, A4, A2) with blocks of
-// `block` values (8, 16 or 32; a short last block is padded): Q8 2 + block, Q4 2 + block / 2,
-// A4 4 + block / 2, A2 4 + block / 4 bytes per block.
+// Bytes of one row of n values in a row encoding (F32, F16, Q8, Q8A, Q4, A4, A2) with blocks of
+// `block` values (8, 16 or 32; a short last block is padded): Q8 2 + block, Q8A 4 + block,
+// Q4 2 + block / 2, A4 4 + block / 2, A2 4 + block / 4 bytes per block.
 int64_t kv_row_bytes(KvEnc e, int32_t n, int32_t block = kKvBlock);
 // Bytes of one group of kKvBlock positions of n_chan channels in CH4 / CH2.
 int64_t kv_group_bytes(KvEnc e, int32_t n_chan);

@@ -22,7 +22,7 @@ struct ModeEntry {
 constexpr ModeEntry kModes[kKvModeCount] = {
     {KvMode::F32, "f32", KvEnc::F32, KvEnc::F32},
     {KvMode::F16, "f16", KvEnc::F16, KvEnc::F16},
-    {KvMode::Q8, "q8", KvEnc::Q8, KvEnc::Q8},
+    {KvMode::Q8, "q8", KvEnc::Q8A, KvEnc::Q8},
     {KvMode::Q4, "q4", KvEnc::Q4, KvEnc::Q4},
     {KvMode::KIVI4, "kivi4", KvEnc::CH4, KvEnc::A4},
     {KvMode::KIVI2, "kivi2", KvEnc::CH2, KvEnc::A2},
@@ -84,6 +84,7 @@ Status KvCache::create(KvMode mode, const std::vector<KvLayerSpec>& layers, int3
       l.v = StateBytes(alloc);
       l.k_resid = StateBytes(alloc);
       l.v_resid = StateBytes(alloc);
+      l.k_ref = StateBytes(alloc);
       if (s.n_embd_k == 0) continue;
       widest = std::max({widest, s.n_embd_k, s.n_embd_v});
       if (s.head_dim_k < 0 || s.head_dim_v < 0) {
@@ -102,9 +103,11 @@ Status KvCache::create(KvMode mode, const std::vector<KvLayerSpec>& layers, int3
       } else {
         l.k_row = kv_row_bytes(c->k_enc_, s.n_embd_k, l.k_block);
         l.k.resize(n_pos * static_cast<size_t>(l.k_row));
+        if (c->centered()) l.k_ref.resize(static_cast<size_t>(s.n_embd_k) * 2);
       }
     }
     if (kivi) c->group_tmp_.resize(static_cast<size_t>(kGroup) * static_cast<size_t>(widest));
+    if (c->centered()) c->group_tmp_.resize(static_cast<size_t>(widest));
   } catch (const std::bad_alloc&) {
     return Status::error(GEIST_E_OOM, "kv cache: out of memory for %d positions", max_seq_len);
   }
@@ -161,6 +164,20 @@ void KvCache::write(int32_t il, int32_t pos, int32_t n, const float* k, int64_t 
   const int32_t nv = l.spec.n_embd_v;
   for (int32_t i = 0; i < n; ++i) {
     const int64_t p = pos + i;
+    if (centered()) {
+      // Position 0 sets the reference (rounded to f16, as stored, so that a cache restored
+      // from its regions subtracts the same numbers).
+      if (p == 0) to_f16_row(k + i * k_stride, nk, l.k_ref.data());
+      float* rel = group_tmp_.data();  // [nk]
+      for (int32_t c = 0; c < nk; ++c) {
+        uint16_t h;
+        std::memcpy(&h, l.k_ref.data() + static_cast<size_t>(c) * 2, 2);
+        rel[c] = k[i * k_stride + c] - fp16_to_fp32(h);
+      }
+      kv_quantize_row(k_enc_, rel, nk, l.k.data() + p * l.k_row, l.k_block);
+      kv_quantize_row(v_enc_, v + i * v_stride, nv, l.v.data() + p * l.v_row, l.v_block);
+      continue;
+    }
     if (!kivi()) {
       kv_quantize_row(k_enc_, k + i * k_stride, nk, l.k.data() + p * l.k_row, l.k_block);
       kv_quantize_row(v_enc_, v + i * v_stride, nv, l.v.data() + p * l.v_row, l.v_block);
@@ -242,7 +259,8 @@ uint64_t KvCache::part_bytes(int32_t il, uint32_t part, int32_t n_pos) const {
       return static_cast<uint64_t>(l.k_row) * (kivi() ? full : n);
     case KV_PART_V:
       return static_cast<uint64_t>(l.v_row) * (kivi() ? full * kGroup : n);
-    case KV_PART_K_RESID:
+    case KV_PART_K_RESID:  // == KV_PART_K_REF
+      if (centered()) return n > 0 ? static_cast<uint64_t>(l.spec.n_embd_k) * 2 : 0;
       return (n % kGroup) * static_cast<uint64_t>(l.spec.n_embd_k) * 2;
     default:
       return (n % kGroup) * static_cast<uint64_t>(l.spec.n_embd_v) * 2;
@@ -252,7 +270,7 @@ uint64_t KvCache::part_bytes(int32_t il, uint32_t part, int32_t n_pos) const {
 void KvCache::regions(int32_t n_pos, std::vector<KvRegion>* out) const {
   GEIST_CHECK(n_pos >= 0 && n_pos <= max_seq_len_, "kv regions: n_pos out of range");
   out->clear();
-  const uint32_t n_parts = kivi() ? 4 : 2;
+  const uint32_t n_parts = kivi() ? 4 : centered() ? 3 : 2;
   for (int32_t il = 0; il < n_layer(); ++il) {
     if (!has_layer(il)) continue;
     for (uint32_t part = 0; part < n_parts; ++part) {
@@ -273,8 +291,8 @@ uint8_t* KvCache::region_ptr(const KvRegion& r, int32_t n_pos, uint64_t* nbytes)
     case KV_PART_V:
       buf = &l.v;
       break;
-    case KV_PART_K_RESID:
-      buf = &l.k_resid;
+    case KV_PART_K_RESID:  // == KV_PART_K_REF
+      buf = centered() ? &l.k_ref : &l.k_resid;
       break;
     case KV_PART_V_RESID:
       buf = &l.v_resid;
@@ -282,7 +300,9 @@ uint8_t* KvCache::region_ptr(const KvRegion& r, int32_t n_pos, uint64_t* nbytes)
     default:
       break;
   }
-  GEIST_CHECK(buf != nullptr && (r.part <= KV_PART_V || kivi()), "kv region: unknown part");
+  GEIST_CHECK(
+      buf != nullptr && (r.part <= KV_PART_V || kivi() || (centered() && r.part == KV_PART_K_REF)),
+      "kv region: unknown part");
   GEIST_CHECK(r.nbytes == part_bytes(r.layer, r.part, n_pos),
               "kv region: size differs from regions()");
   *nbytes = r.nbytes;
@@ -305,7 +325,7 @@ void KvCache::write_region(const KvRegion& r, int32_t n_pos, const uint8_t* src)
 size_t KvCache::size_bytes() const {
   size_t total = 0;
   for (const Layer& l : layers_) {
-    total += l.k.size() + l.v.size() + l.k_resid.size() + l.v_resid.size();
+    total += l.k.size() + l.v.size() + l.k_resid.size() + l.v_resid.size() + l.k_ref.size();
   }
   return total;
 }

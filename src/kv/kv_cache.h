@@ -5,10 +5,17 @@
 // that determines attention over positions [0, n) is a fixed list of contiguous byte regions
 // (see regions()), so a snapshot copies exactly the used bytes.
 //   F32, F16: K [max_seq_len][n_embd_k], V [max_seq_len][n_embd_v] in that element type.
-//   Q8, Q4:   the same rows as blocks of B values along the row, each block with one f16
-//             scale (kernels/attention_kv.h has the byte layout): 34 / 18 B per 32 values.
-//             B = kKvBlock = 32, or the head width for heads narrower than 32
-//             (kv_block_for_head_dim), so that a block never mixes two heads' channels.
+//   Q8, Q4:   the same rows as Hadamard-rotated blocks of B values along the row
+//             (kernels/attention_kv.h has the byte layouts): Q8 keys Q8A (f16 scale and
+//             min, 36 B per 32 values), Q8 values Q8 (f16 scale, 34 B), Q4 keys and values
+//             Q4 (f16 scale, 18 B). B = kKvBlock = 32, or the head width for heads narrower
+//             than 32 (kv_block_for_head_dim), so that a block never mixes two heads' channels.
+//             Keys are stored relative to the key of position 0 (K_REF, f16, one row per
+//             layer): k_p - k_0 for every p. Softmax is invariant to adding q . k_0 to every
+//             score of a query, so attention over the relative keys equals attention over the
+//             keys, while a channel's constant offset (stories260K's outlier channels) no
+//             longer sets the block scales. k_0 is fixed once position 0 is written, so the
+//             bytes of a position still depend only on the tokens.
 //   KIVI4, KIVI2 (Liu et al. 2024): keys quantized per channel over groups of G = kKvBlock
 //             positions, values per token in blocks of B channels, asymmetric (scale
 //             and min in f16) with 4 or 2 bits. The positions of the group being filled are
@@ -70,6 +77,9 @@ enum KvPart : uint32_t {
   KV_PART_V = 1,  // row modes: V rows [0, n_pos); KIVI: quantized value rows [0, G * (n_pos / G))
   KV_PART_K_RESID = 2,  // KIVI: f16 key rows of positions [G * (n_pos / G), n_pos)
   KV_PART_V_RESID = 3,  // KIVI: f16 value rows of the same positions
+  // Q8/Q4: the f16 key row of position 0 that K rows are relative to; n_embd_k * 2 bytes
+  // once n_pos > 0 (the same part number as KIVI's K_RESID: parts are per mode).
+  KV_PART_K_REF = 2,
 };
 
 struct KvRegion {
@@ -149,10 +159,13 @@ class KvCache {
     StateBytes v;             // [max_seq_len][v_row] (KIVI: only full groups used)
     StateBytes k_resid;       // KIVI: [G][n_embd_k] f16, row p % G holds position p
     StateBytes v_resid;       // KIVI: [G][n_embd_v] f16, likewise
+    StateBytes k_ref;         // Q8/Q4: [n_embd_k] f16, the key of position 0
     int32_t written_end = 0;  // one past the last position written
   };
   KvCache() = default;
   bool kivi() const { return mode_ == KvMode::KIVI4 || mode_ == KvMode::KIVI2; }
+  // Q8/Q4: keys stored relative to position 0's (K_REF).
+  bool centered() const { return mode_ == KvMode::Q8 || mode_ == KvMode::Q4; }
   void quantize_group(Layer& l, int32_t g);
   uint64_t part_bytes(int32_t il, uint32_t part, int32_t n_pos) const;
   uint8_t* region_ptr(const KvRegion& r, int32_t n_pos, uint64_t* nbytes);
@@ -162,7 +175,8 @@ class KvCache {
   KvEnc v_enc_ = KvEnc::F32;  // encoding of V rows (KIVI: of full-group value rows)
   int32_t max_seq_len_ = 0;
   std::vector<Layer> layers_;     // [n_layer]; empty vectors for layers without attention
-  std::vector<float> group_tmp_;  // KIVI: [G][max(n_embd_k, n_embd_v)] f32 of a filling group
+  std::vector<float> group_tmp_;  // KIVI: [G][max(n_embd_k, n_embd_v)] f32 of a filling group;
+                                  // Q8/Q4: [max n_embd_k] f32, a key row minus K_REF
 };
 
 }  // namespace geist

@@ -4,13 +4,15 @@
 //
 // Floors (measured values in docs/BENCHMARKS.md, "KV cache modes"): top-1 a few rows under the
 // measurement, KL ceilings about 3x the measured values, so that a broken encoding (which moves
-// KL by orders of magnitude) fails while small arithmetic changes do not. On stories260K the
-// issue's minimums hold for f16, kivi4 (>= 90 %) and kivi2 (>= 70 %); q8 and q4 fall short
-// of 99 % / 90 % (measured 96.5 % / 70 %): its keys have one outlier channel per 8-wide head
-// (rms ~20 against ~1.5). Blocks of one head (8 values, Hadamard-rotated) keep the outliers
-// from setting other heads' scales (q4 58.5 % -> 70 %, KL 0.25 -> 0.17) but a symmetric scale
-// shared with the outlier inside the head still costs the small channels their precision.
-// KIVI's per-channel keys do not have that problem.
+// KL by orders of magnitude) fails while small arithmetic changes do not; where the issue sets
+// a minimum above that (q8 >= 99 %), the floor is the minimum. On stories260K the issue's
+// minimums hold for f16, q8 (200/200), kivi4 (>= 90 %) and kivi2 (>= 70 %); q4 falls short of
+// 90 % (measured 80.5 %). Its keys have one outlier channel per 8-wide head (rms ~20 against
+// ~1.5), mostly a constant offset: keys stored relative to position 0's key (K_REF) and q8
+// keys with an f16 min per block took q8 from 193 to 200/200 (KL 9.2e-4 -> 2.8e-4) and q4
+// from 140 to 161/200 (KL 0.165 -> 0.085). With the keys the only error source, per-token
+// rotated keys need ~6 bits to reach 90 % on this model (5 bits: 174/200, 6 bits: 186/200);
+// KIVI's per-channel keys over 32 positions (plus its f16 window) get there with 4.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -52,7 +54,7 @@ const ModelCase kModels[] = {
     {"stories260K.gguf",
      "reference/stories260K/random200.json",
      "prompt_tokens",
-     {{1.0, 1e-12}, {1.0, 1e-5}, {0.95, 3e-3}, {0.65, 0.5}, {0.90, 0.02}, {0.72, 0.35}}},
+     {{1.0, 1e-12}, {1.0, 1e-5}, {0.99, 1e-3}, {0.78, 0.25}, {0.90, 0.02}, {0.72, 0.35}}},
     {"tiny-qwen35-f32.gguf",
      "reference/tiny-qwen35/hf_reference.json",
      "tokens",

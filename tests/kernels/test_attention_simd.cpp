@@ -42,13 +42,14 @@ struct Mode {
 const Mode kModes[] = {
     {"f32", KvEnc::F32, KvEnc::F32, KvEnc::F32, KvEnc::F32, false},
     {"f16", KvEnc::F16, KvEnc::F16, KvEnc::F16, KvEnc::F16, false},
-    {"q8", KvEnc::Q8, KvEnc::Q8, KvEnc::Q8, KvEnc::Q8, false},
+    {"q8", KvEnc::Q8A, KvEnc::Q8A, KvEnc::Q8, KvEnc::Q8, false},
     {"q4", KvEnc::Q4, KvEnc::Q4, KvEnc::Q4, KvEnc::Q4, false},
     {"kivi4", KvEnc::CH4, KvEnc::F16, KvEnc::A4, KvEnc::F16, true},
     {"kivi2", KvEnc::CH2, KvEnc::F16, KvEnc::A2, KvEnc::F16, true},
     // Not built by the KV cache, but the kernel takes any source: the remaining paths.
     {"a4k-q8v", KvEnc::A4, KvEnc::Q8, KvEnc::Q4, KvEnc::Q8, true},
     {"a2k-ch4v", KvEnc::A2, KvEnc::F32, KvEnc::CH4, KvEnc::F32, true},
+    {"q8a-mixed", KvEnc::Q8A, KvEnc::Q4, KvEnc::Q8A, KvEnc::Q8, true},
 };
 
 bool is_ch(KvEnc e) { return e == KvEnc::CH4 || e == KvEnc::CH2; }

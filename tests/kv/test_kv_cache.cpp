@@ -55,7 +55,7 @@ TEST(KvEncoding, RowErrorsWithinHalfAStep) {
   std::mt19937 rng(1);
   for (int32_t n : {32, 64, 40, 7}) {  // whole blocks and a short last block
     const std::vector<float> x = randn(static_cast<size_t>(n), &rng, 3.0f);
-    for (KvEnc e : {KvEnc::F16, KvEnc::Q8, KvEnc::Q4, KvEnc::A4, KvEnc::A2}) {
+    for (KvEnc e : {KvEnc::F16, KvEnc::Q8, KvEnc::Q8A, KvEnc::Q4, KvEnc::A4, KvEnc::A2}) {
       std::vector<uint8_t> buf(static_cast<size_t>(kv_row_bytes(e, n)));
       kv_quantize_row(e, x.data(), n, buf.data());
       KvSource src;
@@ -64,20 +64,28 @@ TEST(KvEncoding, RowErrorsWithinHalfAStep) {
       kv_dequantize(src, 0, 0, n, y.data());
       for (int32_t b0 = 0; b0 < n; b0 += 32) {
         const int32_t m = std::min(32, n - b0);
-        if (e == KvEnc::Q8 || e == KvEnc::Q4) {
+        if (e == KvEnc::Q8 || e == KvEnc::Q8A || e == KvEnc::Q4) {
           // Codes approximate the rotated block (zero-padded): check the error there, where
           // each value is within half a step (q8: amax/127; q4: amax/8, the +8 end clamps to
           // +7, a full step) plus the f16 rounding of the scale.
           std::vector<double> xb(32, 0.0), yb(32, 0.0);
           for (int32_t i = 0; i < m; ++i) xb[i] = x[b0 + i], yb[i] = y[b0 + i];
           const std::vector<double> rx = hadamard32(xb);
-          double amax = 0;
-          for (double v : rx) amax = std::max(amax, std::fabs(v));
+          double amax = 0, rmin = rx[0], rmax = rx[0];
+          for (double v : rx) {
+            amax = std::max(amax, std::fabs(v));
+            rmin = std::min(rmin, v);
+            rmax = std::max(rmax, v);
+          }
           // Reconstructed values beyond the row are not stored; rotate what the row holds.
           const std::vector<double> ry = hadamard32(yb);
           double err2 = 0;
           for (int32_t i = 0; i < 32; ++i) err2 += (ry[i] - rx[i]) * (ry[i] - rx[i]);
-          const double step = e == KvEnc::Q8 ? amax / 127 * 0.5 : amax / 8;
+          // q8a: half of (max - min) / 255, plus the f16 rounding of min and scale.
+          const double step = e == KvEnc::Q8    ? amax / 127 * 0.5
+                              : e == KvEnc::Q8A ? (rmax - rmin) / 255 * 0.5 +
+                                                      (std::fabs(rmin) + std::fabs(rmax)) * 0x1p-10
+                                                : amax / 8;
           // Padding positions are not reconstructed, so bound the error norm, not each value.
           EXPECT_LE(std::sqrt(err2), std::sqrt(32.0) * step * 1.003 + 1e-5)
               << "enc " << int(e) << " n " << n;
@@ -165,7 +173,10 @@ TEST(KvCacheModes, BytesPerTokenFromLayout) {
   // layer without attention, which costs nothing.
   std::vector<KvLayerSpec> specs(5, KvLayerSpec{32, 32});
   specs.push_back(KvLayerSpec{0, 0});
-  const double per_row[] = {32 * 4, 32 * 2, 34, 18, 0, 0};
+  // Bytes of a K row and a V row of 32 values: q8 keys Q8A (f16 scale + min + 32 codes), q8
+  // values Q8 (f16 scale + 32 codes), q4 f16 scale + 16 bytes of nibbles.
+  const double per_k_row[] = {32 * 4, 32 * 2, 36, 18, 0, 0};
+  const double per_v_row[] = {32 * 4, 32 * 2, 34, 18, 0, 0};
   for (KvMode m : kAllModes) {
     std::unique_ptr<KvCache> c;
     ASSERT_TRUE(KvCache::create(m, specs, 64, &c));
@@ -176,7 +187,7 @@ TEST(KvCacheModes, BytesPerTokenFromLayout) {
       // token and block of 32 channels, the same.
       expect = 2 * (4.0 + 32.0 * bits / 8);
     } else {
-      expect = 2 * per_row[static_cast<int>(m)];
+      expect = per_k_row[static_cast<int>(m)] + per_v_row[static_cast<int>(m)];
     }
     EXPECT_EQ(c->bytes_per_token(), static_cast<int64_t>(expect * 5)) << kv_mode_name(m);
   }
@@ -247,6 +258,8 @@ float decode_block(KvEnc e, const uint8_t* blk, int32_t i) {
   switch (e) {
     case KvEnc::Q8:
       return half(blk) * static_cast<int8_t>(blk[2 + i]);
+    case KvEnc::Q8A:
+      return half(blk + 2) + half(blk) * blk[4 + i];
     case KvEnc::Q4:
       return half(blk) * (((blk[2 + i / 2] >> (4 * (i % 2))) & 15) - 8);
     default: {
@@ -258,16 +271,28 @@ float decode_block(KvEnc e, const uint8_t* blk, int32_t i) {
 }
 
 // Values row p of K (or V) holds for a query at position qpos, from the cache's regions.
+// q8/q4 keys are decoded as stored plus the K_REF row (the f16 key of position 0), which
+// should bring them back near the input keys.
 std::vector<double> decoded_rows(const KvCache& cache, KvMode m, bool key, int32_t n_pos,
                                  int32_t qpos, int64_t width, const std::vector<float>& input) {
   std::vector<KvRegion> regs;
   cache.regions(n_pos, &regs);
-  std::vector<uint8_t> main;
+  std::vector<uint8_t> main, ref;
+  const bool centered = key && (m == KvMode::Q8 || m == KvMode::Q4);
   for (const KvRegion& r : regs) {
     if (r.part == (key ? KV_PART_K : KV_PART_V)) {
       main.resize(r.nbytes);
       cache.read_region(r, n_pos, main.data());
     }
+    if (centered && r.part == KV_PART_K_REF) {
+      EXPECT_EQ(r.nbytes, static_cast<uint64_t>(n_pos > 0 ? width * 2 : 0));
+      ref.resize(r.nbytes);
+      cache.read_region(r, n_pos, ref.data());
+    }
+  }
+  // K_REF is the input key of position 0 rounded to f16.
+  for (int64_t c = 0; c < static_cast<int64_t>(ref.size() / 2); ++c) {
+    EXPECT_EQ(half(ref.data() + c * 2), fp16_to_fp32(fp32_to_fp16(input[c])));
   }
   std::vector<double> out(static_cast<size_t>(n_pos * width));
   const int32_t nb = static_cast<int32_t>((width + 31) / 32);
@@ -284,11 +309,13 @@ std::vector<double> decoded_rows(const KvCache& cache, KvMode m, bool key, int32
           break;
         case KvMode::Q8:
         case KvMode::Q4: {
-          const KvEnc e = m == KvMode::Q8 ? KvEnc::Q8 : KvEnc::Q4;
-          const uint8_t* blk = main.data() + (p * nb + c / 32) * (m == KvMode::Q8 ? 34 : 18);
+          const KvEnc e = m == KvMode::Q4 ? KvEnc::Q4 : key ? KvEnc::Q8A : KvEnc::Q8;
+          const int64_t bb = e == KvEnc::Q4 ? 18 : e == KvEnc::Q8A ? 36 : 34;
+          const uint8_t* blk = main.data() + (p * nb + c / 32) * bb;
           std::vector<double> codes(32);
           for (int i = 0; i < 32; ++i) codes[i] = decode_block(e, blk, i);
           x = hadamard32(codes)[c % 32];  // the rotation is its own inverse
+          if (centered) x += half(ref.data() + c * 2);
           break;
         }
         default: {
@@ -415,7 +442,10 @@ TEST(KvCacheRegions, RoundTripIntoFreshCacheIsBitExact) {
         dst->write_region(r, cut, bytes.data());
         total += r.nbytes;
       }
-      const uint64_t resid = is_kivi(m) ? static_cast<uint64_t>(cut % G) * (in.nk + in.nv) * 2 : 0;
+      const uint64_t resid = is_kivi(m) ? static_cast<uint64_t>(cut % G) * (in.nk + in.nv) * 2
+                             : (m == KvMode::Q8 || m == KvMode::Q4) && cut > 0
+                                 ? static_cast<uint64_t>(in.nk) * 2  // K_REF
+                                 : 0;
       const uint64_t quantized =
           is_kivi(m) ? static_cast<uint64_t>(cut / G * G) : static_cast<uint64_t>(cut);
       EXPECT_EQ(total, quantized * static_cast<uint64_t>(src->bytes_per_token()) + resid)

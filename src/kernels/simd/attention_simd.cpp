@@ -37,6 +37,7 @@ using DF = hn::CappedTag<float, 8>;
 using DU32 = hn::Rebind<uint32_t, DF>;
 using DI32 = hn::Rebind<int32_t, DF>;
 using DI8 = hn::Rebind<int8_t, DF>;
+using DU8 = hn::Rebind<uint8_t, DF>;
 using DH = hn::Rebind<hwy::float16_t, DF>;
 
 template <int NQ>
@@ -120,6 +121,7 @@ HWY_INLINE hn::Vec<DF> UnpackCodes(const uint8_t* packed, int32_t k, int bits) {
 void DecodeBlocks(int bits, const uint8_t* src, int nb, int32_t block, float* dst) {
   const DF df;
   const DI8 di8;
+  const DU8 du8;
   const DI32 di32;
   const int32_t N = static_cast<int32_t>(hn::Lanes(df));
   const int32_t abits = bits < 0 ? -bits : bits;
@@ -138,6 +140,12 @@ void DecodeBlocks(int bits, const uint8_t* src, int nb, int32_t block, float* ds
       const auto eight = hn::Set(df, 8.0f);
       for (int32_t k = 0; k < block; k += N) {
         hn::StoreU(hn::Mul(d, hn::Sub(UnpackCodes(blk + 2, k, 4), eight)), df, out + k);
+      }
+    } else if (bits == -8) {
+      const auto mn = hn::Set(df, f16_to_f32(load_u16(blk + 2)));
+      for (int32_t k = 0; k < block; k += N) {
+        const auto v = hn::ConvertTo(df, hn::PromoteTo(di32, hn::LoadU(du8, blk + 4 + k)));
+        hn::StoreU(hn::MulAdd(d, v, mn), df, out + k);
       }
     } else {
       const auto mn = hn::Set(df, f16_to_f32(load_u16(blk + 2)));
@@ -213,8 +221,8 @@ void attn_widen_f16(const uint8_t* src, int64_t n, float* dst) {
 }
 
 void attn_decode_blocks(int bits, const uint8_t* src, int nb, int32_t block, float* dst) {
-  GEIST_CHECK(bits == 8 || bits == 4 || bits == -4 || bits == -2,
-              "attn_decode_blocks: bits must be 8, 4, -4 or -2");
+  GEIST_CHECK(bits == 8 || bits == 4 || bits == -8 || bits == -4 || bits == -2,
+              "attn_decode_blocks: bits must be 8, 4, -8, -4 or -2");
   GEIST_CHECK(block == 8 || block == 16 || block == 32,
               "attn_decode_blocks: block must be 8, 16 or 32");
   HWY_DYNAMIC_DISPATCH(DecodeBlocks)(bits, src, nb, block, dst);

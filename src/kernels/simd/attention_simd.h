@@ -26,6 +26,7 @@ void attn_widen_f16(const uint8_t* src, int64_t n, float* dst);
 // `block` (8, 16 or 32) values at src into dst[nb * block].
 //   bits 8: Q8 {f16 d; int8 q[B]}  -> d * q
 //   bits 4: Q4 {f16 d; u8 q[B/2]}  -> d * (q - 8)
+//   bits -8: Q8A {f16 scale; f16 min; u8 q[B]} -> min + scale * q
 //   bits -4, -2: A4 / A2 {f16 scale; f16 min; packed} -> min + scale * q
 void attn_decode_blocks(int bits, const uint8_t* src, int nb, int32_t block, float* dst);
 
