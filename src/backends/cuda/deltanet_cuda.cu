@@ -1,0 +1,337 @@
+// CUDA kernels of the gated DeltaNet; see deltanet_cuda.h for the numerics and the mapping.
+#include <algorithm>
+
+#include "backends/cuda/deltanet_cuda.h"
+#include "base/status.h"
+
+namespace geist::cuda {
+namespace {
+
+constexpr int kBlock = 256;            // threads per block of the element-wise kernels
+constexpr int kWarpsPerRow = 8;        // warps (= rows) per block of the warp-per-row kernels
+constexpr int64_t kMaxGrid = 1 << 20;  // grid-stride loops cover anything larger
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int grid_for(int64_t work_items, int64_t per_block) {
+  return static_cast<int>(std::min(ceil_div(work_items, per_block), kMaxGrid));
+}
+
+__device__ __forceinline__ float sigmoid_dev(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+// softplus_f32: identity above 20 so large inputs neither overflow nor lose precision.
+__device__ __forceinline__ float softplus_dev(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+// Sum over the 32 lanes by xor butterfly. Floating-point addition is commutative, so at every
+// step lanes L and L^m compute the same value, and all lanes end with the identical sum.
+__device__ __forceinline__ double warp_sum(double v) {
+#pragma unroll
+  for (int m = 16; m >= 1; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+  return v;
+}
+
+// ---- gates ----
+
+__global__ void gates_kernel(float* beta, float* g, int64_t total, int32_t n_heads, const float* a,
+                             const float* dt_bias) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int32_t h = static_cast<int32_t>(i % n_heads);
+    beta[i] = sigmoid_dev(beta[i]);
+    g[i] = a[h] * softplus_dev(g[i] + dt_bias[h]);
+  }
+}
+
+// ---- conv1d + SiLU ----
+
+// out[t][c] = silu(sum_j w[c][j] * in[t - hist + j][c]) with in[s < 0] from the state. The sum
+// runs over j in the CPU's order with explicit round-to-nearest operations, so no FMA
+// contraction changes it.
+__global__ void conv1d_silu_kernel(const float* x, int64_t x_stride, int32_t n_tok, int64_t n_ch,
+                                   const float* w, int32_t kernel, const float* state, float* out,
+                                   int64_t out_stride) {
+  const int64_t total = int64_t{n_tok} * n_ch;
+  const int32_t hist = kernel - 1;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t t = i / n_ch;
+    const int64_t c = i % n_ch;
+    const float* wc = w + c * kernel;
+    float acc = 0.0f;
+    for (int32_t j = 0; j < kernel; ++j) {
+      const int64_t src = t - hist + j;
+      const float r = src < 0 ? state[(hist + src) * n_ch + c] : x[src * x_stride + c];
+      acc = __fadd_rn(acc, __fmul_rn(wc[j], r));
+    }
+    out[t * out_stride + c] = acc * sigmoid_dev(acc);
+  }
+}
+
+// Advances each channel's state column to the last hist inputs of [state; x]. One thread per
+// channel walks its column in order, so the in-place shift (n < hist) reads each slot before
+// overwriting it.
+__global__ void conv1d_state_kernel(const float* x, int64_t x_stride, int32_t n_tok, int64_t n_ch,
+                                    int32_t hist, float* state) {
+  for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < n_ch;
+       c += int64_t{gridDim.x} * blockDim.x) {
+    if (n_tok >= hist) {
+      for (int32_t r = 0; r < hist; ++r) {
+        state[r * n_ch + c] = x[int64_t{n_tok - hist + r} * x_stride + c];
+      }
+    } else {
+      for (int32_t r = 0; r < hist - n_tok; ++r)
+        state[r * n_ch + c] = state[(r + n_tok) * n_ch + c];
+      for (int32_t r = 0; r < n_tok; ++r) {
+        state[int64_t{hist - n_tok + r} * n_ch + c] = x[int64_t{r} * x_stride + c];
+      }
+    }
+  }
+}
+
+// ---- per-head / per-row norms (one warp per vector) ----
+
+__global__ void l2_norm_heads_kernel(float* x, int64_t x_stride, int64_t rows, int32_t n_heads,
+                                     int32_t d, float eps, float scale) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warp0 = blockIdx.x * int64_t{kWarpsPerRow} + (threadIdx.x >> 5);
+  for (int64_t row = warp0; row < rows; row += int64_t{gridDim.x} * kWarpsPerRow) {
+    float* p = x + (row / n_heads) * x_stride + (row % n_heads) * int64_t{d};  // [d]
+    double ss = 0.0;
+    for (int32_t i = lane; i < d; i += 32) ss += double{p[i]} * p[i];
+    ss = warp_sum(ss);
+    const float inv = 1.0f / sqrtf(static_cast<float>(ss) + eps);
+    for (int32_t i = lane; i < d; i += 32) {
+      float v = p[i] * inv;
+      if (scale != 1.0f) v *= scale;
+      p[i] = v;
+    }
+  }
+}
+
+// All lanes finish reading their x values before the (synchronising) reduction, and each lane
+// then rewrites only its own elements, so out may alias x.
+__global__ void rms_norm_gated_kernel(const float* x, const float* z, const float* w,
+                                      int32_t n_rows, int32_t d, float eps, float* out) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warp0 = blockIdx.x * int64_t{kWarpsPerRow} + (threadIdx.x >> 5);
+  for (int64_t row = warp0; row < n_rows; row += int64_t{gridDim.x} * kWarpsPerRow) {
+    const float* xr = x + row * d;  // [d]
+    const float* zr = z + row * d;  // [d]
+    float* orow = out + row * d;    // [d]
+    double ss = 0.0;
+    for (int32_t i = lane; i < d; i += 32) ss += double{xr[i]} * xr[i];
+    ss = warp_sum(ss);
+    const float inv = 1.0f / sqrtf(static_cast<float>(ss) / static_cast<float>(d) + eps);
+    for (int32_t i = lane; i < d; i += 32) {
+      const float zi = zr[i];
+      orow[i] = w[i] * (xr[i] * inv) * (zi * sigmoid_dev(zi));
+    }
+  }
+}
+
+// ---- gated delta rule ----
+
+constexpr int kDeltaWarps = 4;   // warps per block
+constexpr int kColsPerWarp = 2;  // state columns one warp owns
+constexpr int kColsPerBlock = kDeltaWarps * kColsPerWarp;
+constexpr int kMaxDk = 512;  // 32 lanes x the largest rows-per-lane instantiation (16)
+constexpr size_t kDeltaSmemBudget = 40 * 1024;  // under the 48 KiB default, no opt-in
+constexpr int64_t kMaxTileTokens = 64;
+
+// Floats of shared memory per staged token: k and q rows, the block's v columns, g, beta.
+int64_t delta_smem_floats_per_token(int32_t d_k) { return 2 * int64_t{d_k} + kColsPerBlock + 2; }
+
+// Block (h, column tile): value head h = blockIdx.x / col_tiles, columns
+// [tile * kColsPerBlock, +kColsPerBlock). Lane l of warp w holds S[i][col0 + c] for
+// i = l + 32 r, r < RPL, c < kColsPerWarp, col0 = tile * kColsPerBlock + w * kColsPerWarp;
+// rows >= d_k and columns >= d_v are zero padding that is never stored.
+template <int RPL>
+__global__ void __launch_bounds__(kDeltaWarps * 32)
+    gated_delta_kernel(GatedDeltaArgs a, int32_t col_tiles, int32_t tile_tokens) {
+  extern __shared__ float smem[];
+  const int32_t dk = a.d_k;
+  const int32_t dv = a.d_v;
+  float* sk = smem;                                       // [tile_tokens][d_k]
+  float* sq = sk + int64_t{tile_tokens} * dk;             // [tile_tokens][d_k]
+  float* sv = sq + int64_t{tile_tokens} * dk;             // [tile_tokens][kColsPerBlock]
+  float* sg = sv + int64_t{tile_tokens} * kColsPerBlock;  // [tile_tokens]
+  float* sb = sg + tile_tokens;                           // [tile_tokens]
+
+  const int32_t h = static_cast<int32_t>(blockIdx.x) / col_tiles;
+  const int32_t tile = static_cast<int32_t>(blockIdx.x) % col_tiles;
+  const int32_t kh = h % a.n_k_heads;
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int32_t block_col0 = tile * kColsPerBlock;
+  const int32_t col0 = block_col0 + warp * kColsPerWarp;
+  float* st = a.state + int64_t{h} * dk * dv;  // [d_k][d_v]
+
+  double s[RPL][kColsPerWarp];
+#pragma unroll
+  for (int r = 0; r < RPL; ++r) {
+    const int32_t i = lane + 32 * r;
+#pragma unroll
+    for (int c = 0; c < kColsPerWarp; ++c) {
+      const int32_t col = col0 + c;
+      s[r][c] = (i < dk && col < dv) ? double{st[int64_t{i} * dv + col]} : 0.0;
+    }
+  }
+
+  for (int64_t t0 = 0; t0 < a.n_tokens; t0 += tile_tokens) {
+    const int64_t left = a.n_tokens - t0;
+    const int32_t len = left < tile_tokens ? static_cast<int32_t>(left) : tile_tokens;
+    __syncthreads();  // the previous tile is fully consumed before it is overwritten
+    for (int32_t idx = threadIdx.x; idx < len * dk; idx += blockDim.x) {
+      const int64_t t = t0 + idx / dk;
+      const int32_t i = idx % dk;
+      sk[idx] = a.k[t * a.k_stride + int64_t{kh} * dk + i];
+      sq[idx] = a.q[t * a.q_stride + int64_t{kh} * dk + i];
+    }
+    for (int32_t idx = threadIdx.x; idx < len * kColsPerBlock; idx += blockDim.x) {
+      const int64_t t = t0 + idx / kColsPerBlock;
+      const int32_t col = block_col0 + idx % kColsPerBlock;
+      sv[idx] = col < dv ? a.v[t * a.v_stride + int64_t{h} * dv + col] : 0.0f;
+    }
+    for (int32_t idx = threadIdx.x; idx < len; idx += blockDim.x) {
+      sg[idx] = a.g[(t0 + idx) * a.n_v_heads + h];
+      sb[idx] = a.beta[(t0 + idx) * a.n_v_heads + h];
+    }
+    __syncthreads();
+
+    for (int32_t tt = 0; tt < len; ++tt) {
+      const float* kt = sk + int64_t{tt} * dk;
+      const float* qt = sq + int64_t{tt} * dk;
+      const double decay = exp(double{sg[tt]});
+      const double beta = sb[tt];
+      double kr[RPL];
+      double qr[RPL];
+#pragma unroll
+      for (int r = 0; r < RPL; ++r) {
+        const int32_t i = lane + 32 * r;
+        kr[r] = i < dk ? double{kt[i]} : 0.0;
+        qr[r] = i < dk ? double{qt[i]} : 0.0;
+      }
+      // u = beta (v - (decay S)^T k)
+      double u[kColsPerWarp];
+#pragma unroll
+      for (int c = 0; c < kColsPerWarp; ++c) {
+        double kv = 0.0;
+#pragma unroll
+        for (int r = 0; r < RPL; ++r) kv += (s[r][c] * decay) * kr[r];
+        kv = warp_sum(kv);
+        const double vc = sv[tt * kColsPerBlock + warp * kColsPerWarp + c];
+        u[c] = beta * (vc - kv);
+      }
+      // S <- decay S + k u^T;  o = S^T q
+      float* o = a.out + (t0 + tt) * a.out_stride + int64_t{h} * dv;
+#pragma unroll
+      for (int c = 0; c < kColsPerWarp; ++c) {
+        double acc = 0.0;
+#pragma unroll
+        for (int r = 0; r < RPL; ++r) {
+          const double nr = s[r][c] * decay + kr[r] * u[c];
+          s[r][c] = nr;
+          acc += nr * qr[r];
+        }
+        acc = warp_sum(acc);
+        if (lane == c && col0 + c < dv) o[col0 + c] = static_cast<float>(acc);
+      }
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < RPL; ++r) {
+    const int32_t i = lane + 32 * r;
+#pragma unroll
+    for (int c = 0; c < kColsPerWarp; ++c) {
+      const int32_t col = col0 + c;
+      if (i < dk && col < dv) st[int64_t{i} * dv + col] = static_cast<float>(s[r][c]);
+    }
+  }
+}
+
+template <int RPL>
+void launch_gated_delta(cudaStream_t s, const GatedDeltaArgs& a) {
+  const int32_t col_tiles = static_cast<int32_t>(ceil_div(a.d_v, kColsPerBlock));
+  const int64_t per_token = delta_smem_floats_per_token(a.d_k);
+  const int64_t budget_tokens = static_cast<int64_t>(kDeltaSmemBudget / sizeof(float)) / per_token;
+  const int32_t tile_tokens = static_cast<int32_t>(
+      std::max<int64_t>(1, std::min({budget_tokens, kMaxTileTokens, a.n_tokens})));
+  const size_t smem = static_cast<size_t>(tile_tokens * per_token) * sizeof(float);
+  const int64_t blocks = int64_t{a.n_v_heads} * col_tiles;
+  GEIST_CHECK(blocks <= 0x7fffffff, "gated_delta_rule: too many heads x column tiles");
+  gated_delta_kernel<RPL>
+      <<<static_cast<unsigned>(blocks), kDeltaWarps * 32, smem, s>>>(a, col_tiles, tile_tokens);
+}
+
+}  // namespace
+
+void deltanet_gates(cudaStream_t s, float* beta, float* g, int32_t n_tok, int32_t n_heads,
+                    const float* a, const float* dt_bias) {
+  GEIST_CHECK(n_tok >= 0 && n_heads >= 1, "deltanet_gates: bad shape");
+  const int64_t total = int64_t{n_tok} * n_heads;
+  if (total == 0) return;
+  gates_kernel<<<grid_for(total, kBlock), kBlock, 0, s>>>(beta, g, total, n_heads, a, dt_bias);
+}
+
+void conv1d_silu(cudaStream_t s, const float* x, int64_t x_stride, int32_t n_tok, int64_t n_ch,
+                 const float* w, int32_t kernel, float* state, float* out, int64_t out_stride) {
+  GEIST_CHECK(n_tok >= 0 && n_ch >= 1 && kernel >= 1 && x_stride >= n_ch && out_stride >= n_ch,
+              "conv1d_silu: bad shape or stride");
+  if (n_tok == 0) return;
+  const int64_t total = int64_t{n_tok} * n_ch;
+  conv1d_silu_kernel<<<grid_for(total, kBlock), kBlock, 0, s>>>(x, x_stride, n_tok, n_ch, w, kernel,
+                                                                state, out, out_stride);
+  // Stream order makes the state advance wait for every output's read of the old state.
+  if (kernel > 1) {
+    conv1d_state_kernel<<<grid_for(n_ch, kBlock), kBlock, 0, s>>>(x, x_stride, n_tok, n_ch,
+                                                                  kernel - 1, state);
+  }
+}
+
+void l2_norm_heads(cudaStream_t s, float* x, int64_t x_stride, int32_t n_tok, int32_t n_heads,
+                   int32_t d, float eps, float scale) {
+  GEIST_CHECK(n_tok >= 0 && n_heads >= 1 && d >= 1 && x_stride >= int64_t{n_heads} * d,
+              "l2_norm_heads: bad shape or stride");
+  const int64_t rows = int64_t{n_tok} * n_heads;
+  if (rows == 0) return;
+  l2_norm_heads_kernel<<<grid_for(rows, kWarpsPerRow), kWarpsPerRow * 32, 0, s>>>(
+      x, x_stride, rows, n_heads, d, eps, scale);
+}
+
+size_t gated_delta_rule_scratch_bytes(const GatedDeltaArgs& a, int32_t chunk) {
+  (void)a;
+  (void)chunk;
+  return 0;
+}
+
+void gated_delta_rule(cudaStream_t s, const GatedDeltaArgs& a, int32_t chunk, void* scratch) {
+  (void)chunk;  // the sequential on-chip walk needs no chunking (deltanet_cuda.h)
+  (void)scratch;
+  GEIST_CHECK(a.n_tokens >= 0 && a.n_k_heads >= 1 && a.n_v_heads >= 1 && a.d_k >= 1 && a.d_v >= 1,
+              "gated_delta_rule: bad shape");
+  GEIST_CHECK(a.d_k <= kMaxDk, "gated_delta_rule: d_k > 512 is not instantiated");
+  if (a.n_tokens == 0) return;
+  const int32_t rpl = static_cast<int32_t>(ceil_div(a.d_k, 32));
+  if (rpl <= 1) {
+    launch_gated_delta<1>(s, a);
+  } else if (rpl <= 2) {
+    launch_gated_delta<2>(s, a);
+  } else if (rpl <= 4) {
+    launch_gated_delta<4>(s, a);
+  } else if (rpl <= 8) {
+    launch_gated_delta<8>(s, a);
+  } else {
+    launch_gated_delta<16>(s, a);
+  }
+}
+
+void rms_norm_gated(cudaStream_t s, const float* x, const float* z, const float* w, int32_t n_rows,
+                    int32_t d, float eps, float* out) {
+  GEIST_CHECK(n_rows >= 0 && d >= 1, "rms_norm_gated: bad shape");
+  if (n_rows == 0) return;
+  rms_norm_gated_kernel<<<grid_for(n_rows, kWarpsPerRow), kWarpsPerRow * 32, 0, s>>>(
+      x, z, w, n_rows, d, eps, out);
+}
+
+}  // namespace geist::cuda

@@ -1,0 +1,85 @@
+// CUDA kernels of the gated DeltaNet token mixer (Qwen3.5's linear-attention layers): the
+// device counterparts of kernels/deltanet.h, which stays their test oracle.
+//
+// Every launcher enqueues its kernels on stream `s` and returns at once; all pointers are
+// device addresses. Launchers do not synchronise and do not clear CUDA's error state: a launch
+// failure stays pending (cudaPeekAtLastError) for the owning CudaStream to turn into a Status
+// at its next error check. Shapes are internal invariants (validated at model load), checked
+// with GEIST_CHECK; n_tok == 0 (or n_tokens == 0) enqueues nothing.
+//
+// Numerics:
+//   - The element-wise helpers evaluate the CPU formulas in the same order in f32, with
+//     CUDA's IEEE-rounded division and square root (no fast-math) and no contraction of
+//     the conv1d's multiply-adds into FMAs, so they differ from the CPU only through
+//     expf/log1pf (a few ulps) and through the order of the sums of squares (which the GPU
+//     accumulates in double, more exactly than the CPU's f32 running sum).
+//   - The delta rule accumulates in double, like the CPU. It keeps the state on chip in
+//     double for the whole call and rounds it to f32 once at the end (the CPU rounds it
+//     per token in the recurrent form and per chunk in the chunked form), so its results lie
+//     within the CPU's own chunked-vs-recurrent spread of the exact recurrence.
+//   - Every output element is computed by a fixed sequence of operations (fixed-shape warp
+//     reductions, no atomics), so results are deterministic run to run.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/deltanet.h"  // GatedDeltaArgs
+
+namespace geist::cuda {
+
+// For t < n_tok, h < n_heads (row t at + t * n_heads):
+//   beta = sigmoid(beta); g = a[h] * softplus(g + dt_bias[h])   (softplus_f32 semantics)
+//   beta, g: [n_tok][n_heads]; a, dt_bias: [n_heads]
+void deltanet_gates(cudaStream_t s, float* beta, float* g, int32_t n_tok, int32_t n_heads,
+                    const float* a, const float* dt_bias);
+
+// conv1d_causal over all channels (state advanced), then SiLU of every output.
+//   x:     row t at x + t * x_stride, channel c at offset c
+//   w:     [n_ch][kernel]
+//   state: [kernel-1][n_ch], time-major, oldest row first
+//   out:   row t at out + t * out_stride (must not alias x or state)
+// Two kernels: the outputs (one thread per (token, channel)), then the state advance, which
+// must not start before every output has read the old state.
+void conv1d_silu(cudaStream_t s, const float* x, int64_t x_stride, int32_t n_tok, int64_t n_ch,
+                 const float* w, int32_t kernel, float* state, float* out, int64_t out_stride);
+
+// l2_norm_inplace on each [d] head (t < n_tok, h < n_heads, at x + t*x_stride + h*d),
+// then *= scale when scale != 1. One warp per head.
+void l2_norm_heads(cudaStream_t s, float* x, int64_t x_stride, int32_t n_tok, int32_t n_heads,
+                   int32_t d, float eps, float scale);
+
+// Device scratch bytes gated_delta_rule needs for these shapes: 0 (see below), so `scratch`
+// may be nullptr. Kept in the interface so that a future chunked (tensor-core) prefill can
+// ask for scratch without changing the callers.
+size_t gated_delta_rule_scratch_bytes(const GatedDeltaArgs& a, int32_t chunk);
+
+// The gated delta rule over a.n_tokens tokens; a.state updated in place. Deterministic.
+//
+// One kernel serves decode (n_tokens == 1, where it is exactly the recurrent form) and
+// prefill: it walks the tokens in order with the state on chip, which is the recurrent form
+// evaluated without the per-token f32 rounding. `chunk` is accepted for the interface and
+// ignored. Why not the chunked (WY) form: on the GPU the recurrence is already parallel over
+// value heads x d_v columns (each column of S evolves independently given k, q, g, beta), i.e.
+// n_v_heads * d_v = 2048..6144 independent column recurrences for the real shapes, so the
+// sequential walk costs O(n d_k d_v) per head — linear in the tokens, the same flops as the
+// recurrent form and fewer than the chunked one — and needs no scratch and no triangular
+// solve. Its price is latency per token (two warp reductions), which the token tiles staged
+// in shared memory keep off global memory.
+//
+// Mapping: a warp owns kColsPerWarp consecutive columns of one value head; lane l holds rows
+// i = l + 32 r (r < rows_per_lane = ceil(d_k / 32), a template parameter, d_k <= 512) of those
+// columns in double registers. Per token, S^T k and S^T q are warp sums (xor butterfly: every
+// lane ends with the same, order-fixed value). A block of kWarps warps covers consecutive
+// columns of one head and stages k, q of a tile of tokens of its key head (h % n_k_heads,
+// the tiled V-head grouping) plus its v columns, g and beta, in shared memory.
+void gated_delta_rule(cudaStream_t s, const GatedDeltaArgs& a, int32_t chunk, void* scratch);
+
+// rms_norm_gated on n_rows rows of d (row r at r*d of x, z, out); out may alias x.
+// w: [d]. One warp per row.
+void rms_norm_gated(cudaStream_t s, const float* x, const float* z, const float* w, int32_t n_rows,
+                    int32_t d, float eps, float* out);
+
+}  // namespace geist::cuda

@@ -1,0 +1,152 @@
+// Shared helpers for the CUDA backend tests (tests/cuda).
+//
+// Every test that needs a GPU starts with GEIST_REQUIRE_CUDA(). Without a device the test is
+// skipped, and at the end of the run one loud line counts the skips, so a CI machine with nvcc
+// but no GPU shows plainly that nothing GPU-side was exercised. With GEIST_REQUIRE_CUDA=1 in
+// the environment a missing device is a test failure instead (for the GPU runner).
+#pragma once
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_backend.h"
+
+namespace geist::test {
+
+inline int& cuda_skip_counter() {
+  static int n = 0;  // test-process-wide count of GPU tests skipped for lack of a device
+  return n;
+}
+
+inline int cuda_devices() {
+  static const int n = ::geist::cuda_device_count_impl();
+  return n;
+}
+
+inline bool cuda_required() {
+  const char* v = std::getenv("GEIST_REQUIRE_CUDA");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
+// Prints the loud line after all tests ran (gtest calls TearDown at the end of RUN_ALL_TESTS).
+class CudaSkipReporter : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    if (cuda_skip_counter() > 0) {
+      std::fprintf(stderr, "\n*** SKIPPED: no CUDA device — %d CUDA test(s) skipped ***\n\n",
+                   cuda_skip_counter());
+    }
+  }
+};
+
+// Registered once per test binary (inline variable), before main runs.
+inline const bool kCudaSkipReporterRegistered =
+    (::testing::AddGlobalTestEnvironment(new CudaSkipReporter), true);
+
+// Fails the current test with the CUDA error string when st != cudaSuccess.
+#define GEIST_CUDA_OK(call)                                      \
+  do {                                                           \
+    const cudaError_t geist_cuda_err_ = (call);                  \
+    ASSERT_EQ(geist_cuda_err_, cudaSuccess)                      \
+        << #call << ": " << cudaGetErrorString(geist_cuda_err_); \
+  } while (0)
+
+// A device array of T, freed on destruction. Copies are synchronous (tests only).
+template <typename T>
+class DeviceVec {
+ public:
+  DeviceVec() = default;
+  explicit DeviceVec(size_t n) { alloc(n); }
+  explicit DeviceVec(const std::vector<T>& host) {
+    alloc(host.size());
+    upload(host);
+  }
+  ~DeviceVec() {
+    if (p_ != nullptr) cudaFree(p_);
+  }
+  DeviceVec(const DeviceVec&) = delete;
+  DeviceVec& operator=(const DeviceVec&) = delete;
+
+  // Zero-filled; records a gtest failure (and leaves ptr() null) when the allocation fails.
+  void alloc(size_t n) {
+    n_ = n;
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, n == 0 ? 1 : n * sizeof(T));
+    if (e != cudaSuccess) {
+      ADD_FAILURE() << "cudaMalloc(" << n * sizeof(T) << "): " << cudaGetErrorString(e);
+      return;
+    }
+    p_ = static_cast<T*>(p);
+    const cudaError_t z = cudaMemset(p_, 0, n == 0 ? 1 : n * sizeof(T));
+    if (z != cudaSuccess) ADD_FAILURE() << "cudaMemset: " << cudaGetErrorString(z);
+  }
+  void upload(const std::vector<T>& host) {
+    EXPECT_LE(host.size(), n_);
+    const cudaError_t e =
+        cudaMemcpy(p_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) ADD_FAILURE() << "cudaMemcpy H2D: " << cudaGetErrorString(e);
+    // A pageable cudaMemcpy may return before the DMA lands, and the backend's streams are
+    // non-blocking (not ordered after the legacy stream): wait before anyone reads it.
+    const cudaError_t s = cudaDeviceSynchronize();
+    if (s != cudaSuccess) ADD_FAILURE() << "cudaDeviceSynchronize: " << cudaGetErrorString(s);
+  }
+  // Waits for all device work first, so results of asynchronous launches are complete.
+  std::vector<T> download() const {
+    std::vector<T> host(n_);
+    const cudaError_t s = cudaDeviceSynchronize();
+    if (s != cudaSuccess) ADD_FAILURE() << "cudaDeviceSynchronize: " << cudaGetErrorString(s);
+    const cudaError_t e = cudaMemcpy(host.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost);
+    if (e != cudaSuccess) ADD_FAILURE() << "cudaMemcpy D2H: " << cudaGetErrorString(e);
+    return host;
+  }
+  T* ptr() const { return p_; }
+  size_t size() const { return n_; }
+
+ private:
+  T* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+// A CUDA backend and one stream on it; records a test failure (and leaves them null) on error.
+inline void make_cuda_backend(std::unique_ptr<Backend>* backend, std::unique_ptr<Stream>* stream) {
+  const Status st = ::geist::create_cuda_backend(backend);
+  if (!st.is_ok()) {
+    ADD_FAILURE() << "create_cuda_backend: " << st.message();
+    return;
+  }
+  const Status ss = (*backend)->new_stream(stream);
+  if (!ss.is_ok()) ADD_FAILURE() << "new_stream: " << ss.message();
+}
+
+template <typename T>
+std::vector<T> from_device(const T* dev, size_t n) {
+  std::vector<T> host(n);
+  const cudaError_t s = cudaDeviceSynchronize();
+  if (s != cudaSuccess) ADD_FAILURE() << "cudaDeviceSynchronize: " << cudaGetErrorString(s);
+  const cudaError_t e = cudaMemcpy(host.data(), dev, n * sizeof(T), cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) ADD_FAILURE() << "cudaMemcpy D2H: " << cudaGetErrorString(e);
+  return host;
+}
+
+}  // namespace geist::test
+
+// Skips the current test (counted for the loud line) when there is no CUDA device; fails it
+// instead under GEIST_REQUIRE_CUDA=1.
+#define GEIST_REQUIRE_CUDA()                                                             \
+  do {                                                                                   \
+    if (::geist::test::cuda_devices() == 0) {                                            \
+      if (::geist::test::cuda_required()) {                                              \
+        FAIL() << "a CUDA device is required (GEIST_REQUIRE_CUDA=1) but none was found"; \
+      }                                                                                  \
+      ++::geist::test::cuda_skip_counter();                                              \
+      GTEST_SKIP() << "no CUDA device";                                                  \
+    }                                                                                    \
+  } while (0)

@@ -1,0 +1,226 @@
+// The fixture models on the cuda backend: logits against the external references with the
+// CPU tests' tolerances, greedy continuations exact, snapshots bit-identical within the
+// backend, and images moving between cuda and cpu in both directions (greedy tokens equal
+// for 32 steps, logits within the backend tolerance).
+//
+// Backend tolerance: the CUDA kernels use f32 arithmetic like the CPU ones but sum in other
+// orders and keep activations in f32 where the CPU quantizes them to int16 for quantized
+// weights; on these f32 models the two backends agree to ~1e-5 relative. We allow 1e-3 on
+// logits of magnitude ~10 (stories260K vs llama.cpp, the CPU gets 1.9e-5) and the issue's
+// 5e-3 for tiny-qwen35 vs the fp64 reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "archs/test_qwen35_support.h"
+#include "cuda/cuda_test_util.h"
+#include "geist/geist.hpp"
+#include "snapshot/snapshot_util.h"
+
+namespace geist::test {
+namespace {
+
+using qwen35_test::argmax;
+using qwen35_test::compare;
+using qwen35_test::Diff;
+using qwen35_test::json_int_array;
+
+struct CudaLoaded {
+  std::unique_ptr<GgufFile> file;
+  std::unique_ptr<ArchModel> model;
+};
+
+CudaLoaded load_cuda(const std::string& name) {
+  CudaLoaded l;
+  Status st = GgufFile::open(fixture_path("models/" + name), &l.file);
+  EXPECT_TRUE(st) << st.message();
+  if (!st) return l;
+  st = load_arch_model(*l.file, BackendKind::CUDA, Logger{}, &l.model);
+  EXPECT_TRUE(st) << name << ": " << st.message();
+  if (!st) l.model.reset();
+  return l;
+}
+
+TEST(CudaModels, Stories260KMatchesLlamaCppOnAllRows) {
+  GEIST_REQUIRE_FIXTURES();
+  GEIST_REQUIRE_CUDA();
+  CudaLoaded l = load_cuda("stories260K.gguf");
+  ASSERT_TRUE(l.model);
+  const std::vector<int32_t> toks = json_int_array(
+      read_text_file(fixture_path("reference/stories260K/random200.json")), "prompt_tokens");
+  ASSERT_EQ(toks.size(), 200u);
+  const std::vector<float> ref = read_f32_file(fixture_path("reference/stories260K/random200.f32"));
+  ThreadPool pool(1);
+  const std::vector<float> got = qwen35_test::run_rows_fresh(*l.model, toks, {200}, pool);
+  const Diff d = compare(got, ref, l.model->info().n_vocab);
+  std::printf("    stories260K cuda vs llama.cpp: max %.3g mean %.3g argmax %d/200\n", d.max_abs,
+              d.mean_abs, d.argmax_equal);
+  EXPECT_LE(d.max_abs, 1e-3);
+  EXPECT_GE(d.argmax_equal, 199);  // random ids make near-ties; the CPU gets 200
+}
+
+TEST(CudaModels, Stories260KGreedyPrompt1Exact) {
+  GEIST_REQUIRE_FIXTURES();
+  GEIST_REQUIRE_CUDA();
+  CudaLoaded l = load_cuda("stories260K.gguf");
+  ASSERT_TRUE(l.model);
+  const std::string js = read_text_file(fixture_path("reference/stories260K/prompt1.json"));
+  const std::vector<int32_t> prompt = json_int_array(js, "prompt_tokens");
+  const std::vector<int32_t> want = json_int_array(js, "greedy_tokens");
+  ThreadPool pool(1);
+  std::vector<float> step_logits;
+  const std::vector<int32_t> got =
+      qwen35_test::greedy(*l.model, prompt, static_cast<int32_t>(want.size()), pool, &step_logits);
+  EXPECT_EQ(got, want);
+}
+
+TEST(CudaModels, TinyQwen35MatchesHfFp64AndGreedy) {
+  GEIST_REQUIRE_FIXTURES();
+  GEIST_REQUIRE_CUDA();
+  CudaLoaded l = load_cuda("tiny-qwen35-f32.gguf");
+  ASSERT_TRUE(l.model);
+  const std::string js = read_text_file(fixture_path("reference/tiny-qwen35/hf_reference.json"));
+  const std::vector<int32_t> toks = json_int_array(js, "tokens");
+  const std::vector<float> ref =
+      read_f32_file(fixture_path("reference/tiny-qwen35/hf_fp64_logits.f32"));
+  ThreadPool pool(1);
+  const int32_t nv = l.model->info().n_vocab;
+  const Diff d = compare(qwen35_test::run_rows_fresh(*l.model, toks, {200}, pool), ref, nv);
+  std::printf("    tiny-qwen35 cuda vs HF fp64: max %.3g mean %.3g argmax %d/200\n", d.max_abs,
+              d.mean_abs, d.argmax_equal);
+  EXPECT_LE(d.max_abs, 5e-3);
+  EXPECT_EQ(d.argmax_equal, 200);
+  // Token by token (the recurrent form) too.
+  const Diff d1 = compare(qwen35_test::run_rows_fresh(*l.model, toks, {1}, pool), ref, nv);
+  EXPECT_LE(d1.max_abs, 5e-3);
+
+  const std::vector<int32_t> prompt = json_int_array(js, "greedy_prompt");
+  const std::vector<int32_t> want = json_int_array(js, "greedy_tokens");
+  std::vector<float> step_logits;
+  EXPECT_EQ(
+      qwen35_test::greedy(*l.model, prompt, static_cast<int32_t>(want.size()), pool, &step_logits),
+      want);
+  const std::vector<float> ref_steps =
+      read_f32_file(fixture_path("reference/tiny-qwen35/hf_fp64_greedy_logits.f32"));
+  EXPECT_LE(compare(step_logits, ref_steps, nv).max_abs, 5e-3);
+}
+
+// ---- snapshots through the public API ----
+
+using Param = std::tuple<const char*, int32_t, bool>;  // model, kv mode, sampled
+
+class CudaSnapshot : public ::testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override {
+    GEIST_REQUIRE_FIXTURES();
+    GEIST_REQUIRE_CUDA();
+    cuda_ = load_model(std::get<0>(GetParam()), GEIST_BACKEND_CUDA);
+    cpu_ = load_model(std::get<0>(GetParam()), GEIST_BACKEND_CPU);
+    ASSERT_TRUE(cuda_ && cpu_);
+    nv_ = cuda_.n_vocab();
+  }
+  SessionHandle session(const ModelHandle& m) {
+    return make_session(m, std::get<1>(GetParam()), std::get<2>(GetParam()));
+  }
+  ModelHandle cuda_, cpu_;
+  int32_t nv_ = 0;
+};
+
+std::vector<int32_t> ids(int n, uint32_t seed) {
+  std::vector<int32_t> t{1};
+  uint32_t x = seed;
+  for (int i = 1; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    t.push_back(static_cast<int32_t>(3 + (x >> 8) % 500));
+  }
+  return t;
+}
+
+TEST_P(CudaSnapshot, RestoreIsBitIdenticalWithinCuda) {
+  const std::vector<int32_t> p = ids(45, 3);
+  SessionHandle ref = session(cuda_);
+  ASSERT_EQ(ref.prefill(p), GEIST_OK) << ref.last_error();
+  std::vector<uint8_t> img;
+  ASSERT_EQ(ref.snapshot(&img), GEIST_OK) << ref.last_error();
+  const Trace want = run_steps(ref, nv_, 64);
+  // Same session (after it moved on) and another session.
+  ASSERT_EQ(ref.restore(img), GEIST_OK) << ref.last_error();
+  EXPECT_TRUE(same_continuation(want, 0, run_steps(ref, nv_, 64), nv_));
+  SessionHandle other = session(cuda_);
+  ASSERT_EQ(other.restore(img), GEIST_OK) << other.last_error();
+  EXPECT_TRUE(same_continuation(want, 0, run_steps(other, nv_, 64), nv_));
+  // A corrupt image is refused and the session continues as if nothing happened.
+  SessionHandle third = session(cuda_);
+  ASSERT_EQ(third.prefill(p), GEIST_OK);
+  std::vector<uint8_t> bad = img;
+  bad[bad.size() - 9] ^= 1;
+  EXPECT_EQ(third.restore(bad), GEIST_E_FORMAT);
+  EXPECT_TRUE(same_continuation(want, 0, run_steps(third, nv_, 64), nv_));
+}
+
+// Greedy tokens equal for 32 steps and logits within the backend tolerance, both directions.
+// With an f32 KV cache the backends differ only by f32 summation order (5e-3 on these logits,
+// as against fp64). With f16 KV the two sides may round a K/V element to neighbouring halves
+// (2^-11 relative), which moves stories260K's logits (magnitude ~15) by up to ~1e-2 over 32
+// steps (measured 8.2e-3 on the H200; the CPU's own f16-vs-f32 KV shift is ~2e-3 per row).
+void expect_close(const Trace& a, const Trace& b, int32_t kv_mode) {
+  ASSERT_EQ(a.tokens.size(), b.tokens.size());
+  EXPECT_EQ(a.tokens, b.tokens);
+  double worst = 0;
+  for (size_t i = 0; i < a.logits.size(); ++i) {
+    worst = std::max(worst, std::fabs(double{a.logits[i]} - double{b.logits[i]}));
+  }
+  const double tol = kv_mode == static_cast<int32_t>(KvMode::F32) ? 5e-3 : 2e-2;
+  std::printf("    cross-backend logits: max %.3g (tolerance %.3g)\n", worst, tol);
+  EXPECT_LE(worst, tol) << "logits across backends";
+}
+
+TEST_P(CudaSnapshot, ImagesMoveBetweenCudaAndCpu) {
+  if (std::get<2>(GetParam()))
+    GTEST_SKIP() << "cross-backend: greedy only (sampling amplifies "
+                    "last-bit differences by design)";
+  const std::vector<int32_t> p = ids(40, 9);
+  SessionHandle c = session(cpu_);
+  ASSERT_EQ(c.prefill(p), GEIST_OK);
+  std::vector<uint8_t> cpu_img;
+  ASSERT_EQ(c.snapshot(&cpu_img), GEIST_OK);
+  const Trace cpu_run = run_steps(c, nv_, 32);
+  SessionHandle g = session(cuda_);
+  ASSERT_EQ(g.prefill(p), GEIST_OK);
+  std::vector<uint8_t> gpu_img;
+  ASSERT_EQ(g.snapshot(&gpu_img), GEIST_OK);
+  const Trace gpu_run = run_steps(g, nv_, 32);
+  EXPECT_EQ(gpu_img.size(), cpu_img.size());
+  expect_close(cpu_run, gpu_run, std::get<1>(GetParam()));
+
+  SessionHandle g2 = session(cuda_);  // CPU -> GPU
+  ASSERT_EQ(g2.restore(cpu_img), GEIST_OK) << g2.last_error();
+  expect_close(cpu_run, run_steps(g2, nv_, 32), std::get<1>(GetParam()));
+  SessionHandle c2 = session(cpu_);  // GPU -> CPU
+  ASSERT_EQ(c2.restore(gpu_img), GEIST_OK) << c2.last_error();
+  expect_close(cpu_run, run_steps(c2, nv_, 32), std::get<1>(GetParam()));
+}
+
+std::string param_name(const ::testing::TestParamInfo<Param>& info) {
+  std::string m = std::get<0>(info.param);
+  m = m.substr(m.find('/') + 1);
+  m = m.substr(0, m.find('.'));
+  std::string out;
+  for (char ch : m) out += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+  return out + "_" + kv_mode_name(static_cast<KvMode>(std::get<1>(info.param))) +
+         (std::get<2>(info.param) ? "_sampled" : "_greedy");
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaSnapshot,
+                         ::testing::Combine(::testing::Values("models/stories260K.gguf",
+                                                              "models/tiny-qwen35-f32.gguf",
+                                                              "models/stories-qwen35-f32.gguf"),
+                                            ::testing::Values(static_cast<int32_t>(KvMode::F32),
+                                                              static_cast<int32_t>(KvMode::F16)),
+                                            ::testing::Bool()),
+                         param_name);
+
+}  // namespace
+}  // namespace geist::test

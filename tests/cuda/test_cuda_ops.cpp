@@ -1,0 +1,352 @@
+// CUDA backend ops vs the CPU kernels (src/kernels), which are the oracle.
+//
+// Tolerances, from f32 rounding (u = 2^-24 ~ 6e-8 per operation):
+//   matmul: the GPU and an exact (double) dot of the SAME dequantized weights differ by the
+//     f32 accumulation error, bounded by ~n u sum|w x| and typically sqrt(n) u sum|w x|; we
+//     allow 1e-5 * sqrt(n_in) * sum|w x|. Weight decoding itself is checked bitwise through
+//     get_rows, which uses the same decoders as the matmul kernel.
+//   vs the CPU matmul() (which quantizes activations to int16 per block for quantized types):
+//     2e-4 * sum|w x| + 1e-6.
+//   rms_norm: the only difference is the order of the double sum of squares: 4 ulp.
+//   rope: cos/sin/pow of the device's double libm (<= 2 ulp in double) rounded to f32: 2e-6
+//     absolute for |x| <= 1.
+//   element-wise: device expf is within 2 ulp: 1e-6 relative.
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/cuda/cuda_stream.h"
+#include "base/thread_pool.h"
+#include "cuda/cuda_test_util.h"
+#include "kernels/deltanet.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "kernels/quant.h"
+
+namespace geist {
+namespace {
+
+using test::DeviceVec;
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// A random n_out x n_in matrix quantized to type t on the host (the CPU quantizers).
+struct HostWeight {
+  std::vector<uint8_t> bytes;  // [n_out][row_bytes]
+  WeightMatrix w;
+  std::vector<float> deq;  // [n_out][n_in]: what dequantize_row() makes of the bytes
+};
+
+HostWeight make_weight(GgmlType t, int64_t n_in, int64_t n_out, uint32_t seed) {
+  HostWeight h;
+  const size_t rb = ggml_row_size(t, n_in);
+  const std::vector<float> src = random_floats(static_cast<size_t>(n_in * n_out), seed);
+  h.bytes.resize(rb * static_cast<size_t>(n_out));
+  h.deq.resize(static_cast<size_t>(n_in * n_out));
+  for (int64_t o = 0; o < n_out; ++o) {
+    quantize_row(t, src.data() + o * n_in, h.bytes.data() + o * rb, n_in);
+    dequantize_row(t, h.bytes.data() + o * rb, h.deq.data() + o * n_in, n_in);
+  }
+  h.w = WeightMatrix{t, h.bytes.data(), n_in, n_out, rb};
+  return h;
+}
+
+class CudaOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    GEIST_REQUIRE_CUDA();
+    test::make_cuda_backend(&backend_, &stream_);
+    ASSERT_TRUE(backend_ && stream_);
+  }
+  void TearDown() override {
+    if (stream_) {
+      const Status st = cuda::cuda_stream_status(*stream_);
+      EXPECT_TRUE(st.is_ok()) << "stream recorded a CUDA failure: " << st.message();
+    }
+  }
+  WeightMatrix upload(const HostWeight& h) {
+    WeightMatrix dev;
+    const Status st = backend_->upload_weight(h.w, &dev);
+    EXPECT_TRUE(st.is_ok()) << st.message();
+    return dev;
+  }
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Stream> stream_;
+};
+
+struct MatmulCase {
+  GgmlType type;
+  int64_t n_in;
+};
+
+const MatmulCase kMatmulCases[] = {
+    {GgmlType::F32, 67},   {GgmlType::F32, 300},   {GgmlType::F16, 67},   {GgmlType::F16, 520},
+    {GgmlType::BF16, 75},  {GgmlType::BF16, 256},  {GgmlType::Q8_0, 96},  {GgmlType::Q8_0, 544},
+    {GgmlType::Q4_0, 32},  {GgmlType::Q4_0, 800},  {GgmlType::Q4_K, 256}, {GgmlType::Q4_K, 768},
+    {GgmlType::Q6_K, 256}, {GgmlType::Q6_K, 1280},
+};
+
+TEST_F(CudaOps, GetRowsDecodesBitwiseLikeDequantizeRow) {
+  for (const MatmulCase& c : kMatmulCases) {
+    SCOPED_TRACE(std::string(ggml_type_name(c.type)) + " n_in=" + std::to_string(c.n_in));
+    const int64_t n_out = 41;
+    const HostWeight h = make_weight(c.type, c.n_in, n_out, 7u + static_cast<uint32_t>(c.n_in));
+    const WeightMatrix dev = upload(h);
+    const std::vector<int32_t> ids = {0, 40, 3, 3, 17, 39, 1};
+    DeviceVec<float> out(ids.size() * static_cast<size_t>(c.n_in));
+    stream_->get_rows(dev, ids.data(), static_cast<int32_t>(ids.size()), out.ptr());
+    const std::vector<float> got = out.download();
+    std::vector<float> want(static_cast<size_t>(c.n_in));
+    for (size_t t = 0; t < ids.size(); ++t) {
+      get_row(h.w, ids[t], want.data());
+      for (int64_t i = 0; i < c.n_in; ++i) {
+        ASSERT_EQ(got[t * c.n_in + i], want[i])
+            << "token " << t << " (row " << ids[t] << ") element " << i;
+      }
+    }
+  }
+}
+
+TEST_F(CudaOps, MatmulMatchesExactDotAndCpuMatmul) {
+  ThreadPool pool(1);
+  for (const MatmulCase& c : kMatmulCases) {
+    for (const int32_t n_tok : {1, 3, 64, 300}) {
+      SCOPED_TRACE(std::string(ggml_type_name(c.type)) + " n_in=" + std::to_string(c.n_in) +
+                   " n_tok=" + std::to_string(n_tok));
+      const int64_t n_out = 37;  // not a multiple of the 8 rows of a block
+      const HostWeight h = make_weight(c.type, c.n_in, n_out, 11u + static_cast<uint32_t>(c.n_in));
+      const WeightMatrix dev = upload(h);
+      const int64_t x_stride = c.n_in + 5;  // strided rows
+      const int64_t y_stride = n_out + 3;
+      const std::vector<float> x = random_floats(static_cast<size_t>(x_stride * n_tok), 99);
+      DeviceVec<float> dx(x);
+      DeviceVec<float> dy(static_cast<size_t>(y_stride * n_tok));
+      stream_->matmul(dev, dx.ptr(), x_stride, n_tok, dy.ptr(), y_stride);
+      const std::vector<float> y = dy.download();
+
+      std::vector<float> cpu(static_cast<size_t>(y_stride * n_tok));
+      std::vector<float> scratch(matmul_scratch_floats(c.n_in, 1));
+      matmul(h.w, x.data(), x_stride, n_tok, cpu.data(), y_stride, scratch.data(), pool);
+      int bad = 0;
+      for (int32_t t = 0; t < n_tok && bad < 5; ++t) {
+        for (int64_t o = 0; o < n_out && bad < 5; ++o) {
+          double exact = 0, mag = 0;
+          for (int64_t i = 0; i < c.n_in; ++i) {
+            const double p = static_cast<double>(h.deq[o * c.n_in + i]) * x[t * x_stride + i];
+            exact += p;
+            mag += std::fabs(p);
+          }
+          const float g = y[t * y_stride + o];
+          const double tol_exact = 1e-5 * std::sqrt(static_cast<double>(c.n_in)) * mag + 1e-30;
+          const double tol_cpu = 2e-4 * mag + 1e-6;
+          if (std::fabs(g - exact) > tol_exact || std::fabs(g - cpu[t * y_stride + o]) > tol_cpu) {
+            ++bad;
+            ADD_FAILURE() << "y[" << t << "][" << o << "] gpu " << g << " exact " << exact
+                          << " cpu " << cpu[t * y_stride + o] << " (tol " << tol_exact << " / "
+                          << tol_cpu << ")";
+          }
+        }
+      }
+      // Untouched padding between rows: the kernel writes only n_out floats per row.
+      for (int32_t t = 0; t < n_tok; ++t) {
+        for (int64_t o = n_out; o < y_stride; ++o) ASSERT_EQ(y[t * y_stride + o], 0.0f);
+      }
+    }
+  }
+}
+
+// A token's outputs must not depend on how many tokens share the call (the engine's prefill
+// split invariance and snapshot bit-exactness rely on it).
+TEST_F(CudaOps, MatmulRowsAreBitwiseIndependentOfBatchSize) {
+  for (const GgmlType t : {GgmlType::F32, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+    SCOPED_TRACE(ggml_type_name(t));
+    const int64_t n_in = 512, n_out = 70;
+    const HostWeight h = make_weight(t, n_in, n_out, 5);
+    const WeightMatrix dev = upload(h);
+    const int32_t n_tok = 300;
+    const std::vector<float> x = random_floats(static_cast<size_t>(n_in * n_tok), 3);
+    DeviceVec<float> dx(x);
+    DeviceVec<float> all(static_cast<size_t>(n_out * n_tok));
+    stream_->matmul(dev, dx.ptr(), n_in, n_tok, all.ptr(), n_out);
+    const std::vector<float> y_all = all.download();
+    for (const int32_t tok : {0, 2, 17, 299}) {
+      for (const int32_t batch : {1, 3}) {
+        if (tok + batch > n_tok) continue;
+        DeviceVec<float> part(static_cast<size_t>(n_out * batch));
+        stream_->matmul(dev, dx.ptr() + tok * n_in, n_in, batch, part.ptr(), n_out);
+        const std::vector<float> y = part.download();
+        for (int64_t o = 0; o < n_out; ++o) {
+          ASSERT_EQ(y[o], y_all[tok * n_out + o])
+              << "token " << tok << " batch " << batch << " out " << o;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaOps, MatmulToHostWritesStridedHostRows) {
+  const int64_t n_in = 256, n_out = 45;
+  const HostWeight h = make_weight(GgmlType::Q8_0, n_in, n_out, 21);
+  const WeightMatrix dev = upload(h);
+  const int32_t n_tok = 3;
+  const std::vector<float> x = random_floats(static_cast<size_t>(n_in * n_tok), 4);
+  DeviceVec<float> dx(x);
+  DeviceVec<float> dy(static_cast<size_t>(n_out * n_tok));
+  stream_->matmul(dev, dx.ptr(), n_in, n_tok, dy.ptr(), n_out);
+  const std::vector<float> ref = dy.download();
+  const int64_t y_stride = n_out + 7;
+  std::vector<float> host(static_cast<size_t>(y_stride * n_tok), -5.0f);
+  stream_->matmul_to_host(dev, dx.ptr(), n_in, n_tok, host.data(), y_stride);
+  for (int32_t t = 0; t < n_tok; ++t) {
+    for (int64_t o = 0; o < y_stride; ++o) {
+      const float want = o < n_out ? ref[t * n_out + o] : -5.0f;
+      ASSERT_EQ(host[t * y_stride + o], want) << t << "," << o;
+    }
+  }
+}
+
+TEST_F(CudaOps, RmsNormMatchesCpu) {
+  for (const int64_t n : {1, 7, 256, 1000, 4096}) {
+    for (const bool with_w : {false, true}) {
+      SCOPED_TRACE("n=" + std::to_string(n) + (with_w ? " weighted" : ""));
+      const int32_t rows = 5;
+      const int64_t stride = n + 3;
+      const std::vector<float> x = random_floats(static_cast<size_t>(stride * rows), 8, -3, 3);
+      const std::vector<float> w = random_floats(static_cast<size_t>(n), 9);
+      DeviceVec<float> dx(x), dw(w);
+      DeviceVec<float> dy(static_cast<size_t>(stride * rows));
+      stream_->rms_norm(dx.ptr(), stride, with_w ? dw.ptr() : nullptr, dy.ptr(), stride, rows, n,
+                        1e-6f);
+      // In place too (x and y alias).
+      stream_->rms_norm(dx.ptr(), stride, with_w ? dw.ptr() : nullptr, dx.ptr(), stride, rows, n,
+                        1e-6f);
+      const std::vector<float> y = dy.download();
+      const std::vector<float> y_inplace = dx.download();
+      for (int32_t r = 0; r < rows; ++r) {
+        std::vector<float> ref(static_cast<size_t>(n));
+        rms_norm(x.data() + r * stride, with_w ? w.data() : nullptr, ref.data(), n, 1e-6f);
+        for (int64_t i = 0; i < n; ++i) {
+          const float g = y[r * stride + i];
+          ASSERT_NEAR(g, ref[i], 4.8e-7 * std::fabs(ref[i]) + 1e-30) << "row " << r << " i " << i;
+          ASSERT_EQ(y_inplace[r * stride + i], g) << "in place differs, row " << r << " i " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaOps, RopeMatchesCpu) {
+  const std::vector<float> ff = random_floats(32, 12, 1.0f, 8.0f);
+  DeviceVec<float> dff(ff);
+  struct Case {
+    RopeStyle style;
+    int32_t head_dim, n_rot;
+    float base, scale;
+    bool factors;
+    int32_t pos0;
+  };
+  const Case cases[] = {
+      {RopeStyle::NORMAL, 64, 64, 10000, 1, false, 0},
+      {RopeStyle::NEOX, 128, 128, 1e6f, 1, false, 3},
+      {RopeStyle::NEOX, 256, 64, 1e7f, 1, false, 1000},  // partial rotation (Qwen3.5)
+      {RopeStyle::NORMAL, 64, 48, 500000, 0.25f, true, 7},
+      {RopeStyle::NEOX, 64, 64, 500000, 1, true, 32000},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE("head_dim " + std::to_string(c.head_dim) + " n_rot " + std::to_string(c.n_rot) +
+                 " pos0 " + std::to_string(c.pos0));
+    const int32_t n_head = 3, n_tok = 5;
+    const int64_t stride = n_head * c.head_dim + 2;
+    const std::vector<float> x = random_floats(static_cast<size_t>(stride * n_tok), 13);
+    DeviceVec<float> dx(x);
+    RopeParams p;
+    p.style = c.style;
+    p.n_rot = c.n_rot;
+    p.freq_base = c.base;
+    p.freq_scale = c.scale;
+    p.freq_factors = c.factors ? dff.ptr() : nullptr;
+    stream_->rope(dx.ptr(), stride, n_tok, n_head, c.head_dim, c.pos0, p);
+    const std::vector<float> got = dx.download();
+    std::vector<float> ref = x;
+    p.freq_factors = c.factors ? ff.data() : nullptr;
+    for (int32_t t = 0; t < n_tok; ++t)
+      rope(ref.data() + t * stride, n_head, c.head_dim, c.pos0 + t, p);
+    for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], 2e-6) << "element " << i;
+  }
+}
+
+TEST_F(CudaOps, ElementwiseOpsMatchCpu) {
+  const int64_t n = 100003;
+  const std::vector<float> a = random_floats(static_cast<size_t>(n), 1, -8, 8);
+  const std::vector<float> b = random_floats(static_cast<size_t>(n), 2, -8, 8);
+  DeviceVec<float> da(a), db(b), dout(static_cast<size_t>(n));
+  stream_->swiglu(da.ptr(), db.ptr(), dout.ptr(), n);
+  std::vector<float> ref(static_cast<size_t>(n));
+  swiglu(a.data(), b.data(), ref.data(), n);
+  std::vector<float> got = dout.download();
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_NEAR(got[i], ref[i], 1e-6 * std::fabs(ref[i]) + 1e-30) << "swiglu " << i;
+  }
+  stream_->add(da.ptr(), db.ptr(), n);
+  got = da.download();
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], a[i] + b[i]) << "add " << i;
+
+  // sigmoid_mul on strided rows: only the first n2 of each row change.
+  const int32_t rows = 7;
+  const int64_t n2 = 301, xs = 310, gs = 305;
+  const std::vector<float> x = random_floats(static_cast<size_t>(xs * rows), 3, -4, 4);
+  const std::vector<float> g = random_floats(static_cast<size_t>(gs * rows), 4, -9, 9);
+  DeviceVec<float> dx(x), dg(g);
+  stream_->sigmoid_mul(dx.ptr(), xs, dg.ptr(), gs, rows, n2);
+  got = dx.download();
+  for (int32_t r = 0; r < rows; ++r) {
+    for (int64_t d = 0; d < xs; ++d) {
+      const float want = d < n2 ? x[r * xs + d] * sigmoid_f32(g[r * gs + d]) : x[r * xs + d];
+      ASSERT_NEAR(got[r * xs + d], want, 1e-6 * std::fabs(want) + 1e-30) << r << "," << d;
+    }
+  }
+}
+
+TEST_F(CudaOps, MemoryAllocUploadDownloadFillZero) {
+  std::unique_ptr<Buffer> buf;
+  ASSERT_TRUE(stream_->alloc(4099, &buf).is_ok());
+  ASSERT_EQ(buf->size(), 4099u);
+  std::vector<uint8_t> host(4099, 0xAB);
+  stream_->download(host.data(), buf->data(), host.size());
+  for (size_t i = 0; i < host.size(); ++i) ASSERT_EQ(host[i], 0) << "alloc not zeroed at " << i;
+  std::vector<uint8_t> src(4099);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + 1);
+  stream_->upload(buf->data(), src.data(), src.size());
+  stream_->download(host.data(), buf->data(), host.size());
+  ASSERT_EQ(host, src);
+  stream_->fill_zero(buf->data() + 100, 50);
+  stream_->download(host.data(), buf->data(), host.size());
+  for (size_t i = 0; i < host.size(); ++i) {
+    ASSERT_EQ(host[i], i >= 100 && i < 150 ? 0 : src[i]) << i;
+  }
+}
+
+TEST_F(CudaOps, UnsupportedWeightTypeAndKvModeAreReported) {
+  std::vector<uint8_t> bytes(ggml_row_size(GgmlType::Q5_K, 256) * 2);
+  const WeightMatrix host{GgmlType::Q5_K, bytes.data(), 256, 2, ggml_row_size(GgmlType::Q5_K, 256)};
+  WeightMatrix dev;
+  const Status st = backend_->upload_weight(host, &dev);
+  EXPECT_EQ(st.code(), GEIST_E_UNSUPPORTED);
+  EXPECT_NE(st.message().find(ggml_type_name(GgmlType::Q5_K)), std::string::npos) << st.message();
+  std::unique_ptr<KvStore> kv;
+  const Status kst = stream_->create_kv(KvMode::Q8, {{64, 64, 64, 64}}, 16, &kv);
+  EXPECT_EQ(kst.code(), GEIST_E_UNSUPPORTED);
+  EXPECT_NE(kst.message().find("q8"), std::string::npos) << kst.message();
+  EXPECT_NE(backend_->description().find("cuda ("), std::string::npos) << backend_->description();
+}
+
+}  // namespace
+}  // namespace geist
