@@ -25,6 +25,13 @@ geist_status geist_session_tokens(const geist_session* session, const geist_toke
  * geist_detokenize (no NUL terminator written). */
 geist_status geist_model_describe(geist_model* model, char* out, size_t cap, size_t* n_out);
 
+/* EXPERIMENTAL. Times one copy of n_bytes from host memory into the model's backend memory
+ * (*upload_s) and one back (*download_s), through the same path snapshots and restores use,
+ * in this process: memcpy on the CPU backend, cudaMemcpy to/from pageable host memory on
+ * CUDA. For benchmarks that put snapshot speed next to the raw copy speed. */
+geist_status geist_model_time_copies(geist_model* model, size_t n_bytes, double* upload_s,
+                                     double* download_s);
+
 /* EXPERIMENTAL. Writes a GGUF with random weights and exactly the tensor names, shapes and
  * metadata that llama.cpp's converter writes for the preset (so llama.cpp loads the same
  * file). Presets: "tiny-llama", "llama-1b", "tiny-qwen35", "qwen35-0.8b", "qwen35-2b".

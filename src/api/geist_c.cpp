@@ -1,7 +1,9 @@
 // C ABI: library-wide functions and models (geist.h, geist_util.h). Sessions: session_c.cpp.
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -227,6 +229,34 @@ geist_status geist_model_describe(geist_model* model, char* out, size_t cap, siz
       return Status::error(GEIST_E_INVALID_ARG, "out is NULL but cap is %zu", cap);
     }
     return geist::api::write_string(model->model->describe(), out, cap, n_out);
+  });
+}
+
+geist_status geist_model_time_copies(geist_model* model, size_t n_bytes, double* upload_s,
+                                     double* download_s) {
+  return model_call(model, [&]() -> Status {
+    if (upload_s == nullptr || download_s == nullptr) {
+      return Status::error(GEIST_E_INVALID_ARG, "upload_s or download_s is NULL");
+    }
+    std::unique_ptr<geist::Stream> stream;
+    GEIST_RETURN_IF_ERROR(model->model->arch().backend().new_stream(&stream));
+    std::unique_ptr<geist::Buffer> dev;
+    GEIST_RETURN_IF_ERROR(stream->alloc(std::max<size_t>(n_bytes, 4), &dev));
+    // Host buffers written first so page faults are not timed.
+    std::vector<uint8_t> src(n_bytes, 0x5a), dst(n_bytes, 0);
+    uint8_t tail[4];
+    using clock = std::chrono::steady_clock;
+    auto t0 = clock::now();
+    stream->upload(dev->data(), src.data(), n_bytes);
+    stream->download(tail, dev->data(), 4);  // waits for the upload on asynchronous backends
+    *upload_s = std::chrono::duration<double>(clock::now() - t0).count();
+    t0 = clock::now();
+    stream->download(dst.data(), dev->data(), n_bytes);
+    *download_s = std::chrono::duration<double>(clock::now() - t0).count();
+    if (n_bytes > 0 && dst[n_bytes - 1] != 0x5a) {
+      return Status(GEIST_E_BACKEND, "copy timing: the data did not survive the round trip");
+    }
+    return Status::ok();
   });
 }
 

@@ -1,7 +1,9 @@
 // geist bench-snapshot: what a snapshot costs and what it saves. For each KV mode and prefix
 // length: the image size; snapshot and restore times next to memcpy of the same number of
-// bytes in this process (the bandwidth ceiling of any copy); and the time to first token of
-// restore + a short suffix against a full prefill of prefix + suffix.
+// bytes in this process (the bandwidth ceiling of any host copy) and next to the backend's own
+// copy of those bytes out of / into its memory (cudaMemcpy on a GPU: the ceiling of a device
+// snapshot); and the time to first token of restore + a short suffix against a full prefill
+// of prefix + suffix.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -49,6 +51,7 @@ struct Case {
 struct Result {
   size_t image_bytes = 0;
   Stats snapshot_s, restore_s, memcpy_s;  // seconds per operation
+  Stats download_s, upload_s;             // backend copy of image_bytes out of / into it
   Stats ttft_restore_s, ttft_full_s;      // seconds to the first token
 };
 
@@ -99,7 +102,7 @@ bool run_case(geist_model* m, const Case& c, int32_t suffix, int32_t n_threads, 
   }
   // Every buffer is written once before timing so page faults are not measured.
   std::vector<unsigned char> image(out->image_bytes, 0), copy(out->image_bytes, 1);
-  std::vector<double> snap, rest, mc, ttft_r, ttft_f;
+  std::vector<double> snap, rest, mc, down, up, ttft_r, ttft_f;
   for (int32_t r = 0; r <= reps; ++r) {  // run 0 warms caches up and is not counted
     size_t written = 0;
     double t0 = now_seconds();
@@ -112,6 +115,11 @@ bool run_case(geist_model* m, const Case& c, int32_t suffix, int32_t n_threads, 
     const double t_mc = now_seconds() - t0;
     // Keeps the copy observable so it cannot be elided.
     if (copy[image.size() / 2] != image[image.size() / 2]) return false;
+    double t_up = 0, t_down = 0;
+    if (geist_model_time_copies(m, image.size(), &t_up, &t_down) != GEIST_OK) {
+      cli_error(kVerb, "timing the backend's copies failed: %s", geist_model_last_error(m));
+      return false;
+    }
     t0 = now_seconds();
     if (geist_session_restore(dst.session, image.data(), written) != GEIST_OK) {
       return session_fail(dst.session, "restore");
@@ -128,6 +136,8 @@ bool run_case(geist_model* m, const Case& c, int32_t suffix, int32_t n_threads, 
     const double t_ttft_f = now_seconds() - t0;
     snap.push_back(t_snap);
     mc.push_back(t_mc);
+    down.push_back(t_down);
+    up.push_back(t_up);
     rest.push_back(t_rest);
     ttft_r.push_back(t_ttft_r);
     ttft_f.push_back(t_ttft_f);
@@ -135,6 +145,8 @@ bool run_case(geist_model* m, const Case& c, int32_t suffix, int32_t n_threads, 
   out->snapshot_s = summarize(snap);
   out->restore_s = summarize(rest);
   out->memcpy_s = summarize(mc);
+  out->download_s = summarize(down);
+  out->upload_s = summarize(up);
   out->ttft_restore_s = summarize(ttft_r);
   out->ttft_full_s = summarize(ttft_f);
   return true;
@@ -169,12 +181,13 @@ std::string time_cell(const Stats& t) {
 
 // One Markdown table row, so the output pastes into docs/BENCHMARKS.md as it is.
 void print_table_row(const Case& c, const Result& r) {
-  std::printf("| %s | %d | %.2f | %s | %s | %s | %s | %s | %.1fx |\n", c.kv_mode.c_str(), c.prefix,
-              static_cast<double>(r.image_bytes) / 1048576.0,
-              copy_cell(r.snapshot_s, r.image_bytes).c_str(),
-              copy_cell(r.restore_s, r.image_bytes).c_str(),
-              copy_cell(r.memcpy_s, r.image_bytes).c_str(), time_cell(r.ttft_restore_s).c_str(),
-              time_cell(r.ttft_full_s).c_str(), r.ttft_full_s.median / r.ttft_restore_s.median);
+  std::printf(
+      "| %s | %d | %.2f | %s | %s | %s | %s | %s | %s | %s | %.1fx |\n", c.kv_mode.c_str(),
+      c.prefix, static_cast<double>(r.image_bytes) / 1048576.0,
+      copy_cell(r.snapshot_s, r.image_bytes).c_str(), copy_cell(r.restore_s, r.image_bytes).c_str(),
+      copy_cell(r.memcpy_s, r.image_bytes).c_str(), copy_cell(r.download_s, r.image_bytes).c_str(),
+      copy_cell(r.upload_s, r.image_bytes).c_str(), time_cell(r.ttft_restore_s).c_str(),
+      time_cell(r.ttft_full_s).c_str(), r.ttft_full_s.median / r.ttft_restore_s.median);
 }
 
 void print_json_row(const std::string& model, int32_t threads, int32_t reps, const Case& c,
@@ -189,6 +202,8 @@ void print_json_row(const std::string& model, int32_t threads, int32_t reps, con
   stats("snapshot_s", r.snapshot_s);
   stats("restore_s", r.restore_s);
   stats("memcpy_s", r.memcpy_s);
+  stats("backend_download_s", r.download_s);
+  stats("backend_upload_s", r.upload_s);
   stats("ttft_restore_s", r.ttft_restore_s);
   stats("ttft_full_s", r.ttft_full_s);
   std::printf("}\n");
@@ -201,7 +216,8 @@ const VerbSpec& bench_snapshot_spec() {
       "bench-snapshot",
       "-m FILE [--kv-mode all|M,...] [--prefix 512,2048] [--suffix 32] [-t T] [-r 5] [--json]",
       "Per KV mode and prefix length: image size; snapshot and restore time and GB/s next to\n"
-      "memcpy of the same bytes in this process; time to first token of restore + suffix vs a\n"
+      "memcpy of the same bytes in this process and the backend's own copy of them out of and\n"
+      "into its memory (cudaMemcpy on a GPU); time to first token of restore + suffix vs a\n"
       "full prefill of prefix + suffix (greedy). Medians of R runs after one warm-up.",
       {
           {"-m", "--model", "FILE", "GGUF model (required)"},
@@ -274,8 +290,9 @@ int cmd_bench_snapshot(int argc, char** argv) {
                 name.c_str(), n_threads, reps);
     std::printf(
         "| KV | prefix | image MiB | snapshot ms (GB/s) [min-max] | restore ms (GB/s) [min-max] "
-        "| memcpy ms (GB/s) [min-max] | TTFT restore + %d ms | TTFT full prefill ms | speedup "
-        "|\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| memcpy ms (GB/s) [min-max] | backend copy out ms (GB/s) | backend copy in ms (GB/s) "
+        "| TTFT restore + %d ms | TTFT full prefill ms | speedup "
+        "|\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         suffix);
   }
   for (const std::string& mode : modes) {
