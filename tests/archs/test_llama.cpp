@@ -13,6 +13,7 @@
 #include "base/thread_pool.h"
 #include "formats/gguf.h"
 #include "support/fixtures.h"
+#include "test_qwen35_support.h"
 
 namespace geist {
 namespace {
@@ -49,7 +50,7 @@ struct Stories {
 void load_stories(Stories* s) {
   Status st = GgufFile::open(test::fixture_path("models/stories260K.gguf"), &s->file);
   ASSERT_TRUE(st) << st.message();
-  st = load_arch_model(*s->file, Logger{}, &s->model);
+  st = load_arch_model(*s->file, qwen35_test::test_backend_kind(), Logger{}, &s->model);
   ASSERT_TRUE(st) << st.message();
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +37,17 @@ inline std::vector<int32_t> json_int_array(const std::string& json, const std::s
   return out;
 }
 
+// The backend the fixture model tests run on: GEIST_TEST_BACKEND=cpu (default), cuda or
+// cpu-devlocal, so the same reference checks run on a device backend where one exists.
+inline BackendKind test_backend_kind() {
+  const char* b = std::getenv("GEIST_TEST_BACKEND");
+  BackendKind k = BackendKind::CPU;
+  if (b != nullptr && !backend_kind_from_name(b, &k)) {
+    ADD_FAILURE() << "GEIST_TEST_BACKEND=" << b << " is not cpu, cuda or cpu-devlocal";
+  }
+  return k;
+}
+
 struct Loaded {
   std::unique_ptr<GgufFile> file;  // must outlive the model
   std::unique_ptr<ArchModel> model;
@@ -47,7 +59,7 @@ inline Loaded load_model(const std::string& name) {
   Status st = GgufFile::open(test::fixture_path("models/" + name), &l.file);
   EXPECT_TRUE(st.is_ok()) << st.message();
   if (!st) return l;
-  st = load_arch_model(*l.file, Logger{}, &l.model);
+  st = load_arch_model(*l.file, test_backend_kind(), Logger{}, &l.model);
   EXPECT_TRUE(st.is_ok()) << name << ": " << st.message();
   if (!st) l.model.reset();
   return l;
