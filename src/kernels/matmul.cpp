@@ -89,6 +89,67 @@ void matmul_int16(const WeightMatrix& w, const float* x, int64_t x_stride, int64
   }
 }
 
+constexpr int64_t kQ8RowsMax = 2;  // up to this many tokens: row layout and the decode kernel
+constexpr int64_t kRowUnit = 16;   // weight rows per unit of work split over the threads
+
+// Q8 path (Q8_0, Q4_0): activations quantized to int8 per 32-block, 8-bit multiply-adds. A
+// chunk of at most kQ8RowsMax tokens keeps the row layout (the decode kernel puts weight rows in
+// vector lanes); longer chunks go to panels of 16 tokens (the prefill kernel puts tokens in
+// lanes). Both compute the same per-output formula (matmul_simd.h), so the bits agree.
+void matmul_q8(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
+               int64_t y_stride, float* scratch, ThreadPool& pool) {
+  const int nt = pool.n_threads();
+  const int64_t n_in = w.n_in;
+  const int64_t nb = n_in / simd::kQ16Block;
+  const int64_t chunk = kTokPerThread * nt;  // a multiple of kQ8Panel
+  // Exactly the Q16 activation area matmul_scratch_floats reserves: 2.25 bytes per element.
+  auto* act =
+      reinterpret_cast<uint8_t*>(scratch + static_cast<size_t>(nt) * weight_buf_floats(n_in));
+  const int64_t n_units = (w.n_out + kRowUnit - 1) / kRowUnit;
+  for (int64_t t0 = 0; t0 < n_tok; t0 += chunk) {
+    const int64_t m = n_tok - t0 < chunk ? n_tok - t0 : chunk;
+    const bool row_layout = m <= kQ8RowsMax;
+    const int64_t slots =
+        row_layout ? m : (m + simd::kQ8Panel - 1) / simd::kQ8Panel * simd::kQ8Panel;
+    // rows [slots][2][n_in] or panels [slots / 16][2][nb][8][16][4]
+    int8_t* q = reinterpret_cast<int8_t*>(act);
+    float* dx =
+        reinterpret_cast<float*>(act + slots * 2 * n_in);       // [slots][nb] or [slots/16][nb][16]
+    int32_t* sx = reinterpret_cast<int32_t*>(dx + slots * nb);  // like dx
+    auto quantize = [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        const float* xt = t < m ? x + (t0 + t) * x_stride : nullptr;
+        if (row_layout) {
+          simd::quantize_row_q8(xt, n_in, q + t * 2 * n_in, dx + t * nb, sx + t * nb);
+        } else {
+          const int64_t p = t / simd::kQ8Panel;
+          simd::quantize_row_q8_panel(xt, n_in, t % simd::kQ8Panel, q + p * nb * 1024,
+                                      dx + p * nb * simd::kQ8Panel, sx + p * nb * simd::kQ8Panel);
+        }
+      }
+    };
+    if (slots <= kInlineQuantRows) {
+      quantize(0, slots);
+    } else {
+      pool.parallel_for(slots, quantize);
+    }
+    pool.run([&](int ti, int n_threads) {
+      const int64_t o0 = n_units * ti / n_threads * kRowUnit;
+      const int64_t o1_unit = n_units * (ti + 1) / n_threads * kRowUnit;
+      const int64_t o1 = o1_unit < w.n_out ? o1_unit : w.n_out;
+      if (o1 <= o0) return;
+      const uint8_t* rows = w.data + static_cast<size_t>(o0) * w.row_bytes;
+      const int count = static_cast<int>(o1 - o0);
+      float* out = y + t0 * y_stride + o0;
+      if (row_layout) {
+        simd::dot_q8_rows(w.type, rows, w.row_bytes, count, n_in, q, dx, sx, m, out, y_stride);
+      } else {
+        simd::dot_q8_panels(w.type, rows, w.row_bytes, count, n_in, q, dx, sx, m, out, y_stride);
+      }
+    });
+  }
+}
+
 // Float path (F32, F16, BF16 and the types without an int16 unpacker): weight rows as f32,
 // dotted with the f32 activations.
 void matmul_f32(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
@@ -133,8 +194,12 @@ size_t matmul_scratch_floats(int64_t n_in, int n_threads) {
 void matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
             int64_t y_stride, float* scratch, ThreadPool& pool) {
   GEIST_CHECK(w.row_bytes == ggml_row_size(w.type, w.n_in), "matmul: row_bytes mismatch");
-  // The path depends on the weight type alone, so a row's result never depends on the batch.
-  if (simd::int16_path_supported(w.type) && w.n_in % simd::kQ16Block == 0) {
+  // The path depends on the weight type and the CPU alone, so a row's result never depends on
+  // the batch. The 8-bit path only where it has its VNNI kernels: elsewhere (AVX2) its
+  // portable loops would be slower than the int16 SIMD path.
+  if (simd::q8_path_supported(w.type) && simd::q8_panels_fast() && w.n_in % simd::kQ16Block == 0) {
+    matmul_q8(w, x, x_stride, n_tok, y, y_stride, scratch, pool);
+  } else if (simd::int16_path_supported(w.type) && w.n_in % simd::kQ16Block == 0) {
     matmul_int16(w, x, x_stride, n_tok, y, y_stride, scratch, pool);
   } else {
     matmul_f32(w, x, x_stride, n_tok, y, y_stride, scratch, pool);

@@ -112,8 +112,8 @@ struct Shape {
 };
 
 // matmul on every target against sum_i deq[o][i] * x[t][i] in double. The bound: f32
-// accumulation (n_in * eps * sum|terms|) plus, on the int16 path, half a quantization step of
-// each activation times |w| (x is rounded to 1/32767 of its block's max).
+// accumulation (n_in * eps * sum|terms|) plus, on the integer paths, half a quantization step of
+// each activation times |w| (x is rounded to 1/(127 * 254) or 1/32767 of its block's max).
 TEST(SimdMatmul, MatchesDoubleReferenceOnAllTypesAndTargets) {
   std::mt19937 rng(2024);
   const Shape shapes[] = {
@@ -140,6 +140,9 @@ TEST(SimdMatmul, MatchesDoubleReferenceOnAllTypesAndTargets) {
       std::vector<float> y(static_cast<size_t>(s.n_tok * ys), -3.0f);
       matmul(w, x.data(), xs, s.n_tok, y.data(), ys, scratch.data(), pool);
       const bool int_path = simd::int16_path_supported(s.type);
+      // Q8_0 / Q4_0: steps of max / (127 * kQ8Fine) (+ residual rounding); others max / 32767.
+      const double act_levels =
+          simd::q8_path_supported(s.type) ? 127.0 * simd::kQ8Fine / 1.02 : 32767.0;
       for (int64_t t = 0; t < s.n_tok; ++t) {
         for (int64_t o = 0; o < s.n_out; ++o) {
           double ref = 0, mag = 0, qerr = 0;
@@ -153,7 +156,7 @@ TEST(SimdMatmul, MatchesDoubleReferenceOnAllTypesAndTargets) {
               const double p = wv * x[static_cast<size_t>(t * xs + i)];
               ref += p;
               mag += std::fabs(p);
-              qerr += std::fabs(wv) * 0.5 * amax / 32767.0;
+              qerr += std::fabs(wv) * 0.5 * amax / act_levels;
             }
           }
           const double tol = 1e-6 + 2.0 * s.n_in * 6e-8 * mag + (int_path ? 1.01 * qerr : 0.0);
@@ -308,6 +311,145 @@ TEST(SimdMatmul, TiledBatchEqualsOneTokenDotBitwise) {
           ASSERT_NEAR(one[r], ref, 1e-4 * mag + 1e-6) << "t=" << t << " r=" << r;
         }
         for (int64_t r = count; r < ys; ++r) ASSERT_EQ(y[static_cast<size_t>(t * ys + r)], -3.0f);
+      }
+    }
+  });
+}
+
+}  // namespace
+}  // namespace geist
+
+namespace geist {
+namespace {
+
+// The Q8 path's contract, written out independently of the kernels: exact int32 block sums of
+// the signed weight codes with the two int8 activation planes (q [2][n_in]), then one std::fma
+// per block in order.
+float q8_contract(GgmlType type, const uint8_t* row, const int8_t* q, const float* dx,
+                  int64_t n_in) {
+  const bool q4 = type == GgmlType::Q4_0;
+  const size_t bb = q4 ? 18 : 34;
+  float acc = 0.0f;
+  for (int64_t b = 0; b < n_in / 32; ++b) {
+    const uint8_t* blk = row + static_cast<size_t>(b) * bb;
+    const float dw = fp16_to_fp32(static_cast<uint16_t>(blk[0] | (blk[1] << 8)));
+    int32_t i1 = 0, i2 = 0;
+    for (int i = 0; i < 32; ++i) {
+      const int32_t wv = q4 ? ((i < 16 ? blk[2 + i] & 15 : blk[2 + i - 16] >> 4) - 8)
+                            : static_cast<int8_t>(blk[2 + i]);
+      i1 += wv * q[b * 32 + i];
+      i2 += wv * q[n_in + b * 32 + i];
+    }
+    const int32_t isum = simd::kQ8Fine * i1 + i2;
+    acc = std::fma(static_cast<float>(isum), dw * dx[b], acc);
+  }
+  return acc;
+}
+
+TEST(SimdMatmul, Q8QuantizationIsWithinHalfAStepAndPanelsHoldTheSameCodes) {
+  std::mt19937 rng(31);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t n_in = 256, nb = 8;
+  std::vector<float> x(n_in);
+  for (float& f : x) f = nd(rng);
+  for (int i = 96; i < 128; ++i) x[static_cast<size_t>(i)] = 0.0f;  // an all-zero block
+  std::vector<int8_t> q(2 * n_in);
+  std::vector<float> dx(nb);
+  std::vector<int32_t> sx(nb);
+  simd::quantize_row_q8(x.data(), n_in, q.data(), dx.data(), sx.data());
+  for (int64_t b = 0; b < nb; ++b) {
+    float amax = 0.0f;
+    int32_t sum = 0;
+    auto code = [&](int64_t i) {
+      return simd::kQ8Fine * q[static_cast<size_t>(i)] + q[static_cast<size_t>(n_in + i)];
+    };
+    for (int64_t i = b * 32; i < b * 32 + 32; ++i) {
+      amax = std::fmax(amax, std::fabs(x[static_cast<size_t>(i)]));
+      sum += code(i);
+      EXPECT_LE(std::abs(q[static_cast<size_t>(i)]), 127);
+      EXPECT_LE(std::abs(q[static_cast<size_t>(n_in + i)]), 127);
+    }
+    EXPECT_FLOAT_EQ(dx[static_cast<size_t>(b)], amax / 127.0f / simd::kQ8Fine);
+    EXPECT_EQ(sx[static_cast<size_t>(b)], sum);
+    for (int64_t i = b * 32; i < b * 32 + 32; ++i) {
+      const size_t k = static_cast<size_t>(i);
+      // Half a fine step, plus the f32 rounding of the residual x - d * q1.
+      EXPECT_LE(std::fabs(x[k] - dx[static_cast<size_t>(b)] * code(i)),
+                0.51f * dx[static_cast<size_t>(b)] + 1e-30f)
+          << i;
+    }
+  }
+  std::vector<int8_t> pq(static_cast<size_t>(nb * 1024), 99);
+  std::vector<float> pdx(static_cast<size_t>(nb * 16));
+  std::vector<int32_t> psx(pdx.size());
+  simd::quantize_row_q8_panel(x.data(), n_in, 5, pq.data(), pdx.data(), psx.data());
+  for (int64_t i = 0; i < n_in; ++i) {
+    const size_t at = static_cast<size_t>(((i / 32 * 8 + i % 32 / 4) * 16 + 5) * 4 + i % 4);
+    ASSERT_EQ(pq[at], q[static_cast<size_t>(i)]) << i;
+    ASSERT_EQ(pq[at + nb * 512], q[static_cast<size_t>(n_in + i)]) << i;
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    EXPECT_EQ(pdx[static_cast<size_t>(b * 16 + 5)], dx[static_cast<size_t>(b)]);
+    EXPECT_EQ(psx[static_cast<size_t>(b * 16 + 5)], sx[static_cast<size_t>(b)]);
+  }
+}
+
+// Decode (row layout, weight rows in lanes) and prefill (panels, tokens in lanes) against the
+// contract, bitwise, on every target: odd row counts, partial panels, Q8_0 and Q4_0.
+TEST(SimdMatmul, Q8KernelsEqualTheScalarContractBitwise) {
+  std::mt19937 rng(77);
+  for_each_target([&] {
+    for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0}) {
+      for (int rep = 0; rep < 3; ++rep) {
+        SCOPED_TRACE(::testing::Message() << ggml_type_name(type) << " rep " << rep);
+        ASSERT_TRUE(simd::q8_path_supported(type));
+        const int64_t n_in = 32 * (1 + static_cast<int64_t>(rng() % 24));
+        const int count = 1 + static_cast<int>(rng() % 21);
+        const int64_t n_tok = 1 + static_cast<int64_t>(rng() % 40);
+        const int64_t nb = n_in / 32, ys = count + 3;
+        std::vector<float> deq;
+        const std::vector<uint8_t> bytes = random_rows(type, n_in, count, &rng, &deq);
+        const size_t rb = ggml_row_size(type, n_in);
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        std::vector<float> x(static_cast<size_t>(n_tok * n_in));
+        for (float& f : x) f = 3.0f * nd(rng);
+        std::vector<int8_t> q(2 * x.size());
+        std::vector<float> dx(static_cast<size_t>(n_tok * nb));
+        std::vector<int32_t> sx(dx.size());
+        const int64_t n_panels = (n_tok + 15) / 16;
+        std::vector<int8_t> pq(static_cast<size_t>(n_panels * nb * 1024));
+        std::vector<float> pdx(static_cast<size_t>(n_panels * nb * 16));
+        std::vector<int32_t> psx(pdx.size());
+        for (int64_t t = 0; t < n_panels * 16; ++t) {
+          const float* xt = t < n_tok ? x.data() + t * n_in : nullptr;
+          if (xt) {
+            simd::quantize_row_q8(xt, n_in, q.data() + t * 2 * n_in, dx.data() + t * nb,
+                                  sx.data() + t * nb);
+          }
+          const int64_t p = t / 16;
+          simd::quantize_row_q8_panel(xt, n_in, t % 16, pq.data() + p * nb * 1024,
+                                      pdx.data() + p * nb * 16, psx.data() + p * nb * 16);
+        }
+        std::vector<float> y_rows(static_cast<size_t>(n_tok * ys), -3.0f), y_pan(y_rows);
+        simd::dot_q8_rows(type, bytes.data(), rb, count, n_in, q.data(), dx.data(), sx.data(),
+                          n_tok, y_rows.data(), ys);
+        simd::dot_q8_panels(type, bytes.data(), rb, count, n_in, pq.data(), pdx.data(), psx.data(),
+                            n_tok, y_pan.data(), ys);
+        for (int64_t t = 0; t < n_tok; ++t) {
+          for (int r = 0; r < count; ++r) {
+            const float ref = q8_contract(type, bytes.data() + r * rb, q.data() + t * 2 * n_in,
+                                          dx.data() + t * nb, n_in);
+            const size_t k = static_cast<size_t>(t * ys + r);
+            ASSERT_EQ(std::bit_cast<uint32_t>(y_rows[k]), std::bit_cast<uint32_t>(ref))
+                << "rows t=" << t << " r=" << r;
+            ASSERT_EQ(std::bit_cast<uint32_t>(y_pan[k]), std::bit_cast<uint32_t>(ref))
+                << "panels t=" << t << " r=" << r;
+          }
+          for (int64_t r = count; r < ys; ++r) {
+            ASSERT_EQ(y_rows[static_cast<size_t>(t * ys + r)], -3.0f);
+            ASSERT_EQ(y_pan[static_cast<size_t>(t * ys + r)], -3.0f);
+          }
+        }
       }
     }
   });
