@@ -421,15 +421,18 @@ Status LlamaModel::forward(ArchState& state, const int32_t* tokens, int32_t n, i
   float* xn = st->xn->f32();
   for (int32_t done = 0; done < n; done += st->n_batch) {
     const int32_t mb = std::min(st->n_batch, n - done);
-    run_batch(*st, tokens + done, mb, pos + done);
-    const bool last = done + mb == n;
-    if (!all_logits && !last) continue;
-    // Logits for every row of this micro-batch, or for the final row only.
-    const int32_t first = all_logits ? 0 : mb - 1;
-    const int32_t rows = mb - first;
-    s.rms_norm(x + first * n_embd, n_embd, output_norm_, xn, n_embd, rows, n_embd, cfg_.rms_eps);
-    float* dst = all_logits ? logits + static_cast<int64_t>(done) * cfg_.n_vocab : logits;
-    s.matmul_to_host(output_, xn, n_embd, rows, dst, cfg_.n_vocab);
+    do {  // a backend may record the step and ask for it again (Stream::end_forward)
+      s.begin_forward(tokens + done, mb, pos + done);
+      run_batch(*st, tokens + done, mb, pos + done);
+      const bool last = done + mb == n;
+      if (!all_logits && !last) continue;
+      // Logits for every row of this micro-batch, or for the final row only.
+      const int32_t first = all_logits ? 0 : mb - 1;
+      const int32_t rows = mb - first;
+      s.rms_norm(x + first * n_embd, n_embd, output_norm_, xn, n_embd, rows, n_embd, cfg_.rms_eps);
+      float* dst = all_logits ? logits + static_cast<int64_t>(done) * cfg_.n_vocab : logits;
+      s.matmul_to_host(output_, xn, n_embd, rows, dst, cfg_.n_vocab);
+    } while (!s.end_forward());
   }
   return Status::ok();
 }

@@ -160,26 +160,31 @@ void Qwen35Model::forward_ubatch(Qwen35State& st, const int32_t* tokens, int32_t
   float* x = st.s.x->f32();      // [n][n_embd]
   float* xn = st.s.xn->f32();    // [n][n_embd]
   float* mix = st.s.mix->f32();  // [n][n_embd]
-  s.get_rows(tok_embd_, tokens, n, x);
-
-  for (int32_t il = 0; il < c.n_layer; ++il) {
-    const Qwen35Layer& L = layers_[static_cast<size_t>(il)];
-    s.rms_norm(x, e, L.d.attn_norm, xn, e, n, e, c.norm_eps);
-    if (L.recurrent) {
-      deltanet_layer(st, il, n);
-    } else {
-      attention_layer(st, il, n, pos);
+  // The step's ops; a backend may record them and ask for them again (Stream::end_forward).
+  auto ops = [&] {
+    s.get_rows(tok_embd_, tokens, n, x);
+    for (int32_t il = 0; il < c.n_layer; ++il) {
+      const Qwen35Layer& L = layers_[static_cast<size_t>(il)];
+      s.rms_norm(x, e, L.d.attn_norm, xn, e, n, e, c.norm_eps);
+      if (L.recurrent) {
+        deltanet_layer(st, il, n);
+      } else {
+        attention_layer(st, il, n, pos);
+      }
+      s.add(x, mix, n * e);
+      s.rms_norm(x, e, L.d.post_norm, xn, e, n, e, c.norm_eps);
+      ffn(st, il, n);
+      s.add(x, mix, n * e);
     }
-    s.add(x, mix, n * e);
-    s.rms_norm(x, e, L.d.post_norm, xn, e, n, e, c.norm_eps);
-    ffn(st, il, n);
-    s.add(x, mix, n * e);
-  }
-
-  if (!logits) return;
-  const int32_t r0 = all_logits ? 0 : n - 1;
-  s.rms_norm(x + r0 * e, e, d_output_norm_, xn + r0 * e, e, n - r0, e, c.norm_eps);
-  s.matmul_to_host(output_, xn + r0 * e, e, n - r0, logits, c.n_vocab);
+    if (!logits) return;
+    const int32_t r0 = all_logits ? 0 : n - 1;
+    s.rms_norm(x + r0 * e, e, d_output_norm_, xn + r0 * e, e, n - r0, e, c.norm_eps);
+    s.matmul_to_host(output_, xn + r0 * e, e, n - r0, logits, c.n_vocab);
+  };
+  do {
+    s.begin_forward(tokens, n, pos);
+    ops();
+  } while (!s.end_forward());
 }
 
 void Qwen35Model::deltanet_layer(Qwen35State& st, int32_t il, int32_t n) const {

@@ -93,6 +93,16 @@ class Stream {
   // readable inside the span only). Nested calls are counted. Use StreamScope.
   virtual void begin() {}
   virtual void end() {}
+  // Bracket the ops of one forward step of n tokens at positions [pos, pos + n) (tokens are
+  // host ids, the ones the step's get_rows will name). A device backend may record a step's
+  // ops once and replay the recording for later steps of the same shape (CUDA graphs for
+  // decode); the ops must then be issued in the same order with the same arguments at every
+  // step of that shape, except the token ids and the positions. end_forward() returns false
+  // when the backend ran none of the step's ops (a recording could not be made or did not
+  // match): the caller issues the same step again, which then runs plainly. Use:
+  //   do { s.begin_forward(tokens, n, pos); ...ops... } while (!s.end_forward());
+  virtual void begin_forward(const int32_t* /*tokens*/, int32_t /*n*/, int32_t /*pos*/) {}
+  virtual bool end_forward() { return true; }
 
   // ---- memory ----
   // Zero-filled state or scratch memory. GEIST_E_OOM on failure.

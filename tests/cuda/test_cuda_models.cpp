@@ -172,7 +172,12 @@ void expect_close(const Trace& a, const Trace& b, int32_t kv_mode) {
   for (size_t i = 0; i < a.logits.size(); ++i) {
     worst = std::max(worst, std::fabs(double{a.logits[i]} - double{b.logits[i]}));
   }
-  const double tol = kv_mode == static_cast<int32_t>(KvMode::F32) ? 5e-3 : 2e-2;
+  // Quantized modes: f32 noise can move a K/V element across a rounding boundary, which
+  // changes it by one quantization step (1/127 of its block's range for q8, more for 4 and 2
+  // bits); on stories260K q8 that moved logits by 0.051 over 32 steps (H200).
+  const double tol = kv_mode == static_cast<int32_t>(KvMode::F32)   ? 5e-3
+                     : kv_mode == static_cast<int32_t>(KvMode::F16) ? 2e-2
+                                                                    : 0.15;
   std::printf("    cross-backend logits: max %.3g (tolerance %.3g)\n", worst, tol);
   EXPECT_LE(worst, tol) << "logits across backends";
 }
@@ -217,9 +222,7 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaSnapshot,
                          ::testing::Combine(::testing::Values("models/stories260K.gguf",
                                                               "models/tiny-qwen35-f32.gguf",
                                                               "models/stories-qwen35-f32.gguf"),
-                                            ::testing::Values(static_cast<int32_t>(KvMode::F32),
-                                                              static_cast<int32_t>(KvMode::F16)),
-                                            ::testing::Bool()),
+                                            ::testing::Range(0, kKvModeCount), ::testing::Bool()),
                          param_name);
 
 }  // namespace

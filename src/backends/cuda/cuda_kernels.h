@@ -1,5 +1,6 @@
-// Launchers of the CUDA backend's kernels (matmul_cuda.cu, ops_cuda.cu, kv_cuda.cu), callable
-// from host C++. Every pointer is a device address; shapes as in the named CPU kernel.
+// Launchers of the CUDA backend's kernels (matmul_cuda.cu, ops_cuda.cu, kv_cuda.cu,
+// kv_attn_cuda.cu), callable from host C++. Every pointer is a device address; shapes as in
+// the named CPU kernel.
 // Each launcher enqueues on stream s and returns the launch status (cudaGetLastError), so a
 // bad configuration is reported where it happens; execution errors surface at the next
 // synchronizing call.
@@ -11,10 +12,12 @@
 
 #include <cuda_runtime.h>
 
+#include <climits>
 #include <cstdint>
 
 #include "formats/ggml_type.h"
 #include "kernels/attention.h"
+#include "kernels/attention_kv.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 
@@ -24,8 +27,10 @@ namespace geist::cuda {
 bool weight_type_supported(GgmlType t);
 
 // y[t][o] = sum_i x[t][i] * W[o][i] (kernels/matmul.h matmul()), W in its GGUF blocks on the
-// device. Accumulation per output: lane l of a warp sums elements [256c + 8l, 256c + 8l + 8)
-// of each 256-chunk c in index order with FMAs, then the 32 lanes combine by a xor tree.
+// device. F32 weights: lane l of a warp sums elements [256c + 8l, 256c + 8l + 8) of each
+// 256-chunk c in index order with FMAs, then the 32 lanes combine by a xor tree. Other types:
+// tensor cores (bf16 mma, weights and activations each split into bf16 hi + lo, f32
+// accumulation) in a k order fixed by n_in alone; matmul_cuda.cu says how.
 cudaError_t matmul(cudaStream_t s, const WeightMatrix& w, const float* x, int64_t x_stride,
                    int32_t n_tok, float* y, int64_t y_stride);
 
@@ -39,6 +44,12 @@ cudaError_t get_rows(cudaStream_t s, const WeightMatrix& w, const int32_t* ids, 
 cudaError_t rms_norm(cudaStream_t s, const float* x, int64_t x_stride, const float* w, float* y,
                      int64_t y_stride, int32_t n_rows, int64_t n, float eps);
 
+// The same, fused with the residual add before it: x[r][i] += res[r][i] (x rows contiguous,
+// row r at x + r * n, res likewise), then y[r] = rms_norm(x[r]) * w. Bitwise equal to add()
+// followed by rms_norm(). y may alias x or res row for row.
+cudaError_t add_rms_norm(cudaStream_t s, float* x, const float* res, const float* w, float* y,
+                         int64_t y_stride, int32_t n_rows, int64_t n, float eps);
+
 // rope() for n_tok tokens at positions pos0 + t; angles in double. p.freq_factors is a device
 // address or nullptr.
 cudaError_t rope(cudaStream_t s, float* x, int64_t x_stride, int32_t n_tok, int32_t n_head,
@@ -49,17 +60,53 @@ cudaError_t swiglu(cudaStream_t s, const float* gate, const float* up, float* ou
 cudaError_t sigmoid_mul(cudaStream_t s, float* x, int64_t x_stride, const float* gate,
                         int64_t gate_stride, int32_t n_rows, int64_t n);
 
-// Stores n rows of n_embd floats (row i at src + i * src_stride) as rows of dst (row i at
-// dst + i * n_embd elements), f32 or f16 (round to nearest even).
-cudaError_t kv_store_rows(cudaStream_t s, bool f16, const float* src, int64_t src_stride, int32_t n,
-                          int32_t n_embd, void* dst);
+// ---- KV cache (kv_cuda.cu, kv_attn_cuda.cu): KvCache's encodings (kernels/attention_kv.h) ----
 
-// attention_kv() over K/V rows stored contiguously from position 0 (row p of K at
-// k + p * n_embd_k elements, f32 or f16), causal for the queries at pos0 + t, t < n_tok.
-// Online softmax over tiles of 128 positions in position order (max subtraction, f32).
-cudaError_t kv_attention(cudaStream_t s, bool f16, const AttentionShape& sh, const float* q,
-                         int64_t q_stride, int32_t n_tok, int32_t pos0, const void* k,
-                         int32_t n_embd_k, const void* v, int32_t n_embd_v, float* out,
-                         int64_t out_stride);
+// A run of positions in one encoding in device memory, as KvSegment: position p (>= first) is
+// row r = p - first, bytes [r * row_bytes, ...) for row encodings; for CH4 / CH2 group
+// r / kKvBlock (row_bytes = bytes per group) and entry r % kKvBlock of each channel's block.
+struct KvDevSeg {
+  KvEnc enc = KvEnc::F32;
+  const uint8_t* data = nullptr;
+  int64_t row_bytes = 0;
+  int32_t block = kKvBlock;  // Q8 / Q8A / Q4 / A4 / A2: values per block along the row
+  int32_t first = 0;
+};
+
+// K or V for positions [0, kv_len): positions < split from lo, the rest from hi.
+struct KvDevSrc {
+  KvDevSeg lo;
+  KvDevSeg hi;
+  int32_t split = INT32_MAX;
+};
+
+// kv_quantize_row() of n rows of n_embd floats (row i at src + i * src_stride) into dst
+// (row i at dst + i * dst_row_bytes) in a row encoding with blocks of `block` values, bitwise
+// the CPU's bytes. ref: nullptr, or n_embd device halves subtracted from every row first
+// (Q8 / Q4 keys relative to position 0's key: x - float(ref), as KvCache::write).
+cudaError_t kv_encode_rows(cudaStream_t s, KvEnc enc, int32_t block, const float* src,
+                           int64_t src_stride, int32_t n, int32_t n_embd, const uint16_t* ref,
+                           uint8_t* dst, int64_t dst_row_bytes);
+
+// KIVI: quantizes one full group from its f16 residual rows, as KvCache's quantize_group:
+// keys per channel (kv_quantize_group, k_enc CH4 / CH2) into k_dst (one group), values per row
+// (kv_quantize_row of the widened row, v_enc A4 / A2, blocks of v_block) into the kKvBlock rows
+// at v_dst (stride v_row_bytes). k_resid: [kKvBlock][nk] halves; v_resid: [kKvBlock][nv].
+cudaError_t kv_quantize_group(cudaStream_t s, KvEnc k_enc, KvEnc v_enc, int32_t v_block,
+                              const uint16_t* k_resid, int32_t nk, const uint16_t* v_resid,
+                              int32_t nv, uint8_t* k_dst, uint8_t* v_dst, int64_t v_row_bytes);
+
+// Once per process before kv_attention is captured or launched (raises the kernels' shared
+// memory limit; not a stream operation, so it must not happen inside a graph capture).
+cudaError_t kv_attention_setup();
+
+// attention_kv() over K and V read through KvDevSrc (dequantized in the kernel), causal for the
+// queries at pos0 + t, t < n_tok. Rotated encodings (Q8 / Q8A / Q4) need head dims that are
+// multiples of their block (cudaErrorInvalidValue otherwise); head_dim_v <= 256.
+// A row's bits depend only on its query, its position and the KV bytes it reads, never on
+// n_tok or pos0 (kv_attn_cuda.cu says how).
+cudaError_t kv_attention(cudaStream_t s, const AttentionShape& sh, const float* q, int64_t q_stride,
+                         int32_t n_tok, int32_t pos0, const KvDevSrc& k, const KvDevSrc& v,
+                         float* out, int64_t out_stride);
 
 }  // namespace geist::cuda

@@ -1,7 +1,16 @@
-// CudaKvStore: the F32 / F16 KV cache in device memory, with KvCache's byte layout and
-// regions (src/kv/kv_cache.h), so snapshot images move between the CPU and CUDA backends.
-//   layer il: K [max_seq_len][n_embd_k], V [max_seq_len][n_embd_v], elements f32 or f16,
-//   position-major from offset 0; region KV_PART_K of n_pos = the first n_pos K rows.
+// CudaKvStore: the KV cache in device memory in every KvMode, with KvCache's regions, byte
+// layouts and write semantics (src/kv/kv_cache.h), so snapshot images move between the CPU and
+// CUDA backends. Per attention layer (device buffers):
+//   row modes (F32, F16, Q8, Q4): K [max_seq_len][k_row], V [max_seq_len][v_row] in the mode's
+//     row encoding; Q8 / Q4 also K_REF [n_embd_k] f16, position 0's key, which K rows are
+//     relative to.
+//   KIVI4 / KIVI2: K [max_seq_len / G][k_row] key groups (CH4 / CH2), V [max_seq_len][v_row]
+//     (A4 / A2, full groups only), K_RESID [G][n_embd_k] and V_RESID [G][n_embd_v] f16, row
+//     p % G holding position p of the group being filled.
+// Rows are quantized on the device (kv_cuda.cu, bitwise the CPU quantizer), and attention reads
+// the encoded bytes (kv_attn_cuda.cu). KIVI's attend runs in pieces split where a group fills,
+// as KvCache::attend does, so every query sees the cache as it is right after its own position
+// was written, whatever the split into calls.
 #include <new>
 
 #include "backends/cuda/cuda_kernels.h"
@@ -12,33 +21,64 @@ namespace geist::cuda {
 
 namespace {
 
+constexpr int32_t kGroup = kKvBlock;  // KIVI tokens per key group, as kv_cache.cpp
+
+// Encodings of K rows (KIVI: full key groups) and V rows per mode: kv_cache.cpp's table.
+struct ModeEnc {
+  KvEnc k, v;
+};
+ModeEnc mode_enc(KvMode m) {
+  switch (m) {
+    case KvMode::F16:
+      return {KvEnc::F16, KvEnc::F16};
+    case KvMode::Q8:
+      return {KvEnc::Q8A, KvEnc::Q8};
+    case KvMode::Q4:
+      return {KvEnc::Q4, KvEnc::Q4};
+    case KvMode::KIVI4:
+      return {KvEnc::CH4, KvEnc::A4};
+    case KvMode::KIVI2:
+      return {KvEnc::CH2, KvEnc::A2};
+    default:
+      return {KvEnc::F32, KvEnc::F32};
+  }
+}
+
 class CudaKvStore final : public KvStore {
  public:
   struct Layer {
     KvLayerSpec spec;
-    void* k = nullptr;  // device [max_seq_len][n_embd_k] f32 / f16
-    void* v = nullptr;  // device [max_seq_len][n_embd_v] f32 / f16
-    int64_t k_row = 0;  // bytes per K row
-    int64_t v_row = 0;  // bytes per V row
+    uint8_t* k = nullptr;        // row modes: [max_seq_len][k_row]; KIVI: [max_seq_len / G][k_row]
+    uint8_t* v = nullptr;        // [max_seq_len][v_row]
+    uint8_t* k_resid = nullptr;  // KIVI: [G][n_embd_k] f16
+    uint8_t* v_resid = nullptr;  // KIVI: [G][n_embd_v] f16
+    uint8_t* k_ref = nullptr;    // Q8 / Q4: [n_embd_k] f16
+    int64_t k_row = 0;           // bytes per K row (KIVI: per key group)
+    int64_t v_row = 0;           // bytes per V row
+    int32_t k_block = 0;         // values per block of K rows
+    int32_t v_block = 0;         // values per block of V rows
+    int32_t written_end = 0;     // one past the last position written
   };
 
   CudaKvStore(std::shared_ptr<StreamCore> core, KvMode mode, int32_t max_seq_len)
-      : core_(std::move(core)), mode_(mode), max_seq_len_(max_seq_len) {}
+      : core_(std::move(core)), mode_(mode), enc_(mode_enc(mode)), max_seq_len_(max_seq_len) {}
   ~CudaKvStore() override {
     cudaStreamSynchronize(core_->stream);
     for (Layer& l : layers_) {
-      if (l.k != nullptr) cudaFree(l.k);
-      if (l.v != nullptr) cudaFree(l.v);
+      for (uint8_t* p : {l.k, l.v, l.k_resid, l.v_resid, l.k_ref}) {
+        if (p != nullptr) cudaFree(p);
+      }
     }
   }
 
   Status init(const std::vector<KvLayerSpec>& specs) {
-    const int64_t esize = mode_ == KvMode::F16 ? 2 : 4;
+    GEIST_CUDA_RETURN_IF_ERROR(kv_attention_setup());
     try {
       layers_.resize(specs.size());
     } catch (const std::bad_alloc&) {
       return Status(GEIST_E_OOM, "cuda kv: out of host memory");
     }
+    const size_t n_pos = static_cast<size_t>(max_seq_len_);
     for (size_t il = 0; il < specs.size(); ++il) {
       const KvLayerSpec& s = specs[il];
       if (s.n_embd_k < 0 || s.n_embd_v < 0 || (s.n_embd_k == 0) != (s.n_embd_v == 0)) {
@@ -52,12 +92,20 @@ class CudaKvStore final : public KvStore {
       Layer& l = layers_[il];
       l.spec = s;
       if (s.n_embd_k == 0) continue;
-      l.k_row = esize * s.n_embd_k;
-      l.v_row = esize * s.n_embd_v;
-      const size_t kb = static_cast<size_t>(l.k_row) * static_cast<size_t>(max_seq_len_);
-      const size_t vb = static_cast<size_t>(l.v_row) * static_cast<size_t>(max_seq_len_);
-      GEIST_RETURN_IF_ERROR(alloc_zeroed(kb, &l.k));
-      GEIST_RETURN_IF_ERROR(alloc_zeroed(vb, &l.v));
+      l.k_block = kv_block_for_head_dim(s.head_dim_k);
+      l.v_block = kv_block_for_head_dim(s.head_dim_v);
+      l.v_row = kv_row_bytes(enc_.v, s.n_embd_v, l.v_block);
+      GEIST_RETURN_IF_ERROR(alloc_zeroed(n_pos * static_cast<size_t>(l.v_row), &l.v));
+      if (kivi()) {
+        l.k_row = kv_group_bytes(enc_.k, s.n_embd_k);
+        GEIST_RETURN_IF_ERROR(alloc_zeroed(n_pos / kGroup * static_cast<size_t>(l.k_row), &l.k));
+        GEIST_RETURN_IF_ERROR(alloc_zeroed(size_t{kGroup} * s.n_embd_k * 2, &l.k_resid));
+        GEIST_RETURN_IF_ERROR(alloc_zeroed(size_t{kGroup} * s.n_embd_v * 2, &l.v_resid));
+      } else {
+        l.k_row = kv_row_bytes(enc_.k, s.n_embd_k, l.k_block);
+        GEIST_RETURN_IF_ERROR(alloc_zeroed(n_pos * static_cast<size_t>(l.k_row), &l.k));
+        if (centered()) GEIST_RETURN_IF_ERROR(alloc_zeroed(size_t{2} * s.n_embd_k, &l.k_ref));
+      }
     }
     return Status::ok();
   }
@@ -71,68 +119,185 @@ class CudaKvStore final : public KvStore {
     GEIST_CHECK(has_layer(il), "cuda kv attend: layer has no KV");
     GEIST_CHECK(pos >= 0 && n >= 0 && pos + n <= max_seq_len_,
                 "cuda kv attend: positions out of range");
-    if (n == 0) return;
-    const Layer& l = layers_[static_cast<size_t>(il)];
-    const bool f16 = mode_ == KvMode::F16;
-    auto* kdst = static_cast<uint8_t*>(l.k) + static_cast<int64_t>(pos) * l.k_row;
-    auto* vdst = static_cast<uint8_t*>(l.v) + static_cast<int64_t>(pos) * l.v_row;
-    if (!core_->ok(kv_store_rows(core_->stream, f16, k, k_stride, n, l.spec.n_embd_k, kdst),
-                   "kv store K kernel launch") ||
-        !core_->ok(kv_store_rows(core_->stream, f16, v, v_stride, n, l.spec.n_embd_v, vdst),
-                   "kv store V kernel launch")) {
-      return;
+    core_->flush();  // a held-back op of the stream goes first, as for every op
+    const int32_t end = pos + n;
+    for (int32_t a = pos; a < end;) {
+      int32_t b = end;
+      if (kivi()) {
+        // The position that fills a's group gets a piece of its own (KvCache::attend).
+        const int32_t fill = a - a % kGroup + kGroup - 1;
+        if (fill < end) b = a < fill ? fill : fill + 1;
+      }
+      const int64_t i = a - pos;
+      if (!write(il, a, b - a, k + i * k_stride, k_stride, v + i * v_stride, v_stride)) return;
+      KvDevSrc ks, vs;
+      view(il, b, &ks, &vs);
+      if (!core_->ok(kv_attention(core_->stream, s, q + i * q_stride, q_stride, b - a, a, ks, vs,
+                                  out + i * out_stride, out_stride),
+                     "kv attention kernel launch")) {
+        return;
+      }
+      a = b;
     }
-    core_->ok(kv_attention(core_->stream, f16, s, q, q_stride, n, pos, l.k, l.spec.n_embd_k, l.v,
-                           l.spec.n_embd_v, out, out_stride),
-              "kv attention kernel launch");
   }
 
-  bool can_resume_at(int32_t) const override { return true; }  // row modes only
+  bool can_resume_at(int32_t pos) const override {
+    if (!kivi() || pos % kGroup == 0) return true;
+    for (const Layer& l : layers_) {
+      if (l.spec.n_embd_k == 0) continue;
+      if (l.written_end <= 0 || pos > l.written_end ||
+          pos / kGroup != (l.written_end - 1) / kGroup) {
+        return false;
+      }
+    }
+    return true;
+  }
 
   int64_t bytes_per_token() const override {
     int64_t total = 0;
-    for (const Layer& l : layers_) total += l.k_row + l.v_row;
+    for (const Layer& l : layers_) {
+      if (l.spec.n_embd_k > 0) total += (kivi() ? l.k_row / kGroup : l.k_row) + l.v_row;
+    }
     return total;
   }
 
-  // KvCache::regions for a row mode: per attention layer, K then V, the first n_pos rows.
+  // KvCache::regions: per attention layer, its parts in ascending order.
   void regions(int32_t n_pos, std::vector<KvRegion>* out) const override {
     GEIST_CHECK(n_pos >= 0 && n_pos <= max_seq_len_, "cuda kv regions: n_pos out of range");
     out->clear();
+    const uint32_t n_parts = kivi() ? 4 : centered() ? 3 : 2;
     for (int32_t il = 0; il < static_cast<int32_t>(layers_.size()); ++il) {
       if (!has_layer(il)) continue;
-      out->push_back({il, KV_PART_K, part_bytes(il, KV_PART_K, n_pos)});
-      out->push_back({il, KV_PART_V, part_bytes(il, KV_PART_V, n_pos)});
+      for (uint32_t part = 0; part < n_parts; ++part) {
+        out->push_back({il, part, part_bytes(il, part, n_pos)});
+      }
     }
   }
 
   void download_region(const KvRegion& r, int32_t n_pos, uint8_t* host_dst) const override {
-    core_->download(host_dst, region_ptr(r, n_pos), r.nbytes);
+    const uint8_t* p = region_ptr(r, n_pos);
+    if (r.nbytes > 0) core_->download(host_dst, p, r.nbytes);
   }
   void upload_region(const KvRegion& r, int32_t n_pos, const uint8_t* host_src) override {
-    core_->upload(region_ptr(r, n_pos), host_src, r.nbytes);
+    uint8_t* p = region_ptr(r, n_pos);
+    if (r.nbytes > 0) core_->upload(p, host_src, r.nbytes);
+    layers_[static_cast<size_t>(r.layer)].written_end = n_pos;
   }
 
  private:
+  bool kivi() const { return mode_ == KvMode::KIVI4 || mode_ == KvMode::KIVI2; }
+  bool centered() const { return mode_ == KvMode::Q8 || mode_ == KvMode::Q4; }
   bool has_layer(int32_t il) const {
     return il >= 0 && il < static_cast<int32_t>(layers_.size()) &&
            layers_[static_cast<size_t>(il)].spec.n_embd_k > 0;
   }
+
+  // Positions [pos, pos + n) of layer il into the store (KvCache::write); within one KIVI group
+  // (attend's pieces never cross one). False when a launch failed (recorded on the stream).
+  bool write(int32_t il, int32_t pos, int32_t n, const float* k, int64_t k_stride, const float* v,
+             int64_t v_stride) {
+    Layer& l = layers_[static_cast<size_t>(il)];
+    const int32_t nk = l.spec.n_embd_k, nv = l.spec.n_embd_v;
+    cudaStream_t st = core_->stream;
+    if (kivi()) {
+      const int64_t r = pos % kGroup;
+      GEIST_CHECK(r + n <= kGroup, "cuda kv write: a KIVI piece crosses a group");
+      if (!core_->ok(kv_encode_rows(st, KvEnc::F16, kKvBlock, k, k_stride, n, nk, nullptr,
+                                    l.k_resid + r * nk * 2, int64_t{nk} * 2),
+                     "kv residual K kernel launch") ||
+          !core_->ok(kv_encode_rows(st, KvEnc::F16, kKvBlock, v, v_stride, n, nv, nullptr,
+                                    l.v_resid + r * nv * 2, int64_t{nv} * 2),
+                     "kv residual V kernel launch")) {
+        return false;
+      }
+      if (r + n == kGroup) {
+        const int64_t g = (pos + n - 1) / kGroup;
+        if (!core_->ok(kv_quantize_group(st, enc_.k, enc_.v, l.v_block,
+                                         reinterpret_cast<const uint16_t*>(l.k_resid), nk,
+                                         reinterpret_cast<const uint16_t*>(l.v_resid), nv,
+                                         l.k + g * l.k_row, l.v + g * kGroup * l.v_row, l.v_row),
+                       "kv group quantize kernel launch")) {
+          return false;
+        }
+      }
+    } else {
+      const uint16_t* ref = nullptr;
+      if (centered()) {
+        // Position 0 sets the reference, rounded to f16 as stored (KvCache::write).
+        if (pos == 0 && n > 0 &&
+            !core_->ok(kv_encode_rows(st, KvEnc::F16, kKvBlock, k, k_stride, 1, nk, nullptr,
+                                      l.k_ref, int64_t{nk} * 2),
+                       "kv K_REF kernel launch")) {
+          return false;
+        }
+        ref = reinterpret_cast<const uint16_t*>(l.k_ref);
+      }
+      if (!core_->ok(kv_encode_rows(st, enc_.k, l.k_block, k, k_stride, n, nk, ref,
+                                    l.k + int64_t{pos} * l.k_row, l.k_row),
+                     "kv store K kernel launch") ||
+          !core_->ok(kv_encode_rows(st, enc_.v, l.v_block, v, v_stride, n, nv, nullptr,
+                                    l.v + int64_t{pos} * l.v_row, l.v_row),
+                     "kv store V kernel launch")) {
+        return false;
+      }
+    }
+    if (n > 0) l.written_end = pos + n;
+    return true;
+  }
+
+  // KvCache::view: K and V for queries whose last key is at n_pos - 1.
+  void view(int32_t il, int32_t n_pos, KvDevSrc* k, KvDevSrc* v) const {
+    const Layer& l = layers_[static_cast<size_t>(il)];
+    *k = KvDevSrc{};
+    *v = KvDevSrc{};
+    k->lo = KvDevSeg{enc_.k, l.k, l.k_row, l.k_block, 0};
+    v->lo = KvDevSeg{enc_.v, l.v, l.v_row, l.v_block, 0};
+    if (!kivi()) return;
+    k->lo.block = kKvBlock;
+    const int32_t split = n_pos / kGroup * kGroup;
+    k->split = v->split = split;
+    k->hi = KvDevSeg{KvEnc::F16, l.k_resid, int64_t{l.spec.n_embd_k} * 2, kKvBlock, split};
+    v->hi = KvDevSeg{KvEnc::F16, l.v_resid, int64_t{l.spec.n_embd_v} * 2, kKvBlock, split};
+  }
+
   uint64_t part_bytes(int32_t il, uint32_t part, int32_t n_pos) const {
     const Layer& l = layers_[static_cast<size_t>(il)];
-    const int64_t row = part == KV_PART_K ? l.k_row : l.v_row;
-    return static_cast<uint64_t>(row) * static_cast<uint64_t>(n_pos);
+    const uint64_t n = static_cast<uint64_t>(n_pos);
+    const uint64_t full = n / kGroup;
+    switch (part) {
+      case KV_PART_K:
+        return static_cast<uint64_t>(l.k_row) * (kivi() ? full : n);
+      case KV_PART_V:
+        return static_cast<uint64_t>(l.v_row) * (kivi() ? full * kGroup : n);
+      case KV_PART_K_RESID:  // == KV_PART_K_REF
+        if (centered()) return n > 0 ? static_cast<uint64_t>(l.spec.n_embd_k) * 2 : 0;
+        return (n % kGroup) * static_cast<uint64_t>(l.spec.n_embd_k) * 2;
+      default:
+        return (n % kGroup) * static_cast<uint64_t>(l.spec.n_embd_v) * 2;
+    }
   }
-  void* region_ptr(const KvRegion& r, int32_t n_pos) const {
+
+  uint8_t* region_ptr(const KvRegion& r, int32_t n_pos) const {
     GEIST_CHECK(has_layer(r.layer), "cuda kv region: layer has no KV");
     GEIST_CHECK(n_pos >= 0 && n_pos <= max_seq_len_, "cuda kv region: n_pos out of range");
-    GEIST_CHECK(r.part == KV_PART_K || r.part == KV_PART_V, "cuda kv region: unknown part");
+    const uint32_t n_parts = kivi() ? 4 : centered() ? 3 : 2;
+    GEIST_CHECK(r.part < n_parts, "cuda kv region: unknown part");
     GEIST_CHECK(r.nbytes == part_bytes(r.layer, r.part, n_pos),
                 "cuda kv region: size differs from regions()");
     const Layer& l = layers_[static_cast<size_t>(r.layer)];
-    return r.part == KV_PART_K ? l.k : l.v;
+    switch (r.part) {
+      case KV_PART_K:
+        return l.k;
+      case KV_PART_V:
+        return l.v;
+      case KV_PART_K_RESID:  // == KV_PART_K_REF
+        return centered() ? l.k_ref : l.k_resid;
+      default:
+        return l.v_resid;
+    }
   }
-  Status alloc_zeroed(size_t bytes, void** out) {
+
+  Status alloc_zeroed(size_t bytes, uint8_t** out) {
     void* p = nullptr;
     const cudaError_t e = cudaMalloc(&p, bytes == 0 ? 1 : bytes);
     if (e != cudaSuccess) {
@@ -141,13 +306,14 @@ class CudaKvStore final : public KvStore {
                            "cuda kv: cudaMalloc(%zu bytes) for %d positions failed: %s", bytes,
                            max_seq_len_, cudaGetErrorString(e));
     }
-    *out = p;  // owned by the layer from here on, freed by the destructor
+    *out = static_cast<uint8_t*>(p);  // owned by the layer from here on, freed by the destructor
     GEIST_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(p, 0, bytes == 0 ? 1 : bytes, core_->stream));
     return Status::ok();
   }
 
   std::shared_ptr<StreamCore> core_;
   KvMode mode_;
+  ModeEnc enc_;
   int32_t max_seq_len_;
   std::vector<Layer> layers_;  // [n_layer]; null buffers for layers without attention
 };
@@ -164,10 +330,6 @@ Status create_cuda_kv_store(std::shared_ptr<StreamCore> core, KvMode mode,
   if (!kv_mode_valid(static_cast<int32_t>(mode))) {
     return Status::error(GEIST_E_INVALID_ARG, "kv cache: unknown kv mode %d",
                          static_cast<int32_t>(mode));
-  }
-  if (mode != KvMode::F32 && mode != KvMode::F16) {
-    return Status::error(GEIST_E_UNSUPPORTED, "KV mode %s is not yet supported on the cuda backend",
-                         kv_mode_name(mode));
   }
   std::unique_ptr<CudaKvStore> kv(new (std::nothrow)
                                       CudaKvStore(std::move(core), mode, max_seq_len));

@@ -1,6 +1,7 @@
 #include "backends/cuda/cuda_stream.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -12,6 +13,7 @@ namespace geist::cuda {
 
 StreamCore::~StreamCore() {
   if (stream != nullptr) {
+    flush();
     cudaStreamSynchronize(stream);  // buffers freed after this may still be in use otherwise
     cudaStreamDestroy(stream);
   }
@@ -19,6 +21,11 @@ StreamCore::~StreamCore() {
 
 bool StreamCore::ok(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return true;
+  if (mode == StepMode::CAPTURE) {
+    // Not an error of the session: the step is issued again and runs plainly.
+    step_failed = true;
+    return false;
+  }
   if (error.is_ok()) {
     error = status_from(e, what);
     std::fprintf(stderr, "geist: %s\n", error.message().c_str());
@@ -26,8 +33,23 @@ bool StreamCore::ok(cudaError_t e, const char* what) {
   return false;
 }
 
+void StreamCore::flush() {
+  if (pending.n == 0) return;
+  const PendingAdd p = pending;
+  pending = PendingAdd{};
+  ok(cuda::add(stream, p.y, p.x, p.n), "add kernel launch");
+}
+
+bool StreamCore::plain_only() {
+  if (mode == StepMode::PLAIN) return true;
+  step_failed = true;
+  return false;
+}
+
 void StreamCore::download(void* host_dst, const void* device_src, size_t n) {
   if (n == 0) return;
+  flush();
+  if (!plain_only()) return;
   const bool good = ok(cudaMemcpyAsync(host_dst, device_src, n, cudaMemcpyDeviceToHost, stream),
                        "cudaMemcpyAsync(device to host)") &&
                     ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize(after download)");
@@ -36,6 +58,8 @@ void StreamCore::download(void* host_dst, const void* device_src, size_t n) {
 
 void StreamCore::upload(void* device_dst, const void* host_src, size_t n) {
   if (n == 0) return;
+  flush();
+  if (!plain_only()) return;
   if (ok(cudaMemcpyAsync(device_dst, host_src, n, cudaMemcpyHostToDevice, stream),
          "cudaMemcpyAsync(host to device)")) {
     ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize(after upload)");
@@ -43,6 +67,19 @@ void StreamCore::upload(void* device_dst, const void* host_src, size_t n) {
 }
 
 namespace {
+
+// A failed capture costs one step issued twice; after this many a stream stops trying.
+constexpr int kMaxCaptureFailures = 2;
+
+bool env_is_zero(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::strcmp(v, "0") == 0;
+}
+
+// [a, a + na) and [b, b + nb) (floats) share no element.
+bool disjoint(const float* a, int64_t na, const float* b, int64_t nb) {
+  return a + na <= b || b + nb <= a;
+}
 
 class CudaBuffer final : public Buffer {
  public:
@@ -57,7 +94,8 @@ class CudaBuffer final : public Buffer {
 };
 
 // A device scratch allocation that only grows. Growing waits for the stream first, because
-// queued ops may still read the old allocation.
+// queued ops may still read the old allocation; it cannot happen while a step is captured
+// (the capture then fails and the step runs plainly, growing it).
 class Scratch {
  public:
   ~Scratch() {
@@ -65,6 +103,7 @@ class Scratch {
   }
   void* get(StreamCore& core, size_t bytes, const char* what) {
     if (bytes <= cap_ && p_ != nullptr) return p_;
+    if (!core.plain_only()) return nullptr;
     if (!core.ok(cudaStreamSynchronize(core.stream), what)) return nullptr;
     if (p_ != nullptr) cudaFree(p_);
     p_ = nullptr;
@@ -82,15 +121,118 @@ class Scratch {
   size_t cap_ = 0;
 };
 
+// Page-locked host memory that only grows: the staging of token ids and logits, so their
+// copies are true asynchronous DMA (and can be nodes of a graph). The caller makes sure no
+// queued copy still uses it before it grows or is rewritten.
+class Pinned {
+ public:
+  ~Pinned() {
+    if (p_ != nullptr) cudaFreeHost(p_);
+  }
+  // False (and nothing allocated) when page-locked memory is not available.
+  bool reserve(size_t bytes) {
+    if (bytes <= cap_ && p_ != nullptr) return true;
+    if (p_ != nullptr) cudaFreeHost(p_);
+    p_ = nullptr;
+    cap_ = 0;
+    void* p = nullptr;
+    if (cudaHostAlloc(&p, bytes, cudaHostAllocDefault) != cudaSuccess) {
+      cudaGetLastError();  // not sticky; callers fall back to pageable copies
+      return false;
+    }
+    p_ = p;
+    cap_ = bytes;
+    return true;
+  }
+  bool has(size_t bytes) const { return p_ != nullptr && bytes <= cap_; }
+  void* get() const { return p_; }
+
+ private:
+  void* p_ = nullptr;  // host bytes [cap_]
+  size_t cap_ = 0;
+};
+
+// Decode steps (forwards of one token) run as CUDA graphs: the step's ops are captured with
+// exactly the launches and arguments a plain step makes, the graph is instantiated once and
+// later captures only update its parameters (cudaGraphExecUpdate), and one cudaGraphLaunch
+// runs the step, so the device executes the ~20 kernels per layer back to back instead of
+// waiting for the host to launch each. Being the same kernels with the same arguments, a
+// graph step is bitwise a plain one. The first one-token step after the stream is created
+// runs plainly, sizing the scratch and staging buffers that a capture cannot allocate.
+// Every step is captured anew because positions are kernel arguments (rope, the KV store's
+// kernels); that costs host time per launch, which reading the position from a device step
+// block in those kernels would save (one capture could then serve every step).
 class CudaStream final : public Stream {
  public:
-  explicit CudaStream(std::shared_ptr<StreamCore> core) : core_(std::move(core)) {}
+  CudaStream(std::shared_ptr<StreamCore> core, cudaEvent_t staged, bool graphs, bool fuse)
+      : core_(std::move(core)), staged_(staged), graphs_(graphs), fuse_(fuse) {}
+  ~CudaStream() override {
+    cudaStreamSynchronize(core_->stream);  // the staging buffers may still be read
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+    cudaEventDestroy(staged_);
+  }
 
   StreamCore& core() { return *core_; }
+  const CudaStepStats& stats() const { return stats_; }
 
   void set_pool(ThreadPool*) override {}
 
+  void begin_forward(const int32_t* /*tokens*/, int32_t n, int32_t /*pos*/) override {
+    core_->flush();
+    core_->mode = StepMode::PLAIN;
+    core_->step_failed = false;
+    logits_dst_ = nullptr;
+    step_n_ = n;
+    in_step_ = true;
+    if (!graphs_ || n != 1 || !warm_ || retry_plain_ || !core_->error.is_ok()) return;
+    // The staging buffers are rewritten by this step: the last step's copies must be done.
+    if (!core_->ok(cudaEventSynchronize(staged_), "cudaEventSynchronize(staging)")) return;
+    if (cudaStreamBeginCapture(core_->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+      cudaGetLastError();
+      graphs_ = false;  // capture is not possible here: plain launches from now on
+      return;
+    }
+    core_->mode = StepMode::CAPTURE;
+  }
+
+  bool end_forward() override {
+    core_->flush();
+    in_step_ = false;
+    if (core_->mode == StepMode::PLAIN) {
+      ++stats_.plain_steps;
+      if (step_n_ == 1 && core_->error.is_ok()) warm_ = true;
+      retry_plain_ = false;
+      return true;
+    }
+    core_->mode = StepMode::PLAIN;
+    cudaGraph_t g = nullptr;
+    const cudaError_t e = cudaStreamEndCapture(core_->stream, &g);
+    bool good = e == cudaSuccess && g != nullptr && !core_->step_failed && instantiate(g);
+    if (g != nullptr) cudaGraphDestroy(g);
+    if (!good) {
+      cudaGetLastError();  // capture failures are not errors of the session
+      if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+      exec_ = nullptr;
+      if (++stats_.capture_failures >= kMaxCaptureFailures) {
+        graphs_ = false;
+        std::fprintf(stderr, "geist: cuda: decode steps of this session run without graphs\n");
+      }
+      retry_plain_ = true;  // nothing ran: the caller issues the step again, plainly
+      return false;
+    }
+    ++stats_.graph_steps;
+    bool ran = core_->ok(cudaGraphLaunch(exec_, core_->stream), "cudaGraphLaunch") &&
+               core_->ok(cudaEventRecord(staged_, core_->stream), "cudaEventRecord(staging)");
+    if (logits_dst_ != nullptr) {
+      ran = ran && core_->ok(cudaStreamSynchronize(core_->stream), "cudaStreamSynchronize(logits)");
+      copy_logits_out(ran);
+    }
+    return true;
+  }
+
   Status alloc(size_t nbytes, std::unique_ptr<Buffer>* out) override {
+    GEIST_CHECK(core_->mode == StepMode::PLAIN, "cuda: alloc inside a forward step");
+    core_->flush();
     void* p = nullptr;
     const cudaError_t e = cudaMalloc(&p, nbytes == 0 ? 1 : nbytes);
     if (e != cudaSuccess) {
@@ -114,62 +256,141 @@ class CudaStream final : public Stream {
     core_->download(host_dst, device_src, n);
   }
   void fill_zero(void* device_dst, size_t n) override {
+    core_->flush();
     if (n > 0) core_->ok(cudaMemsetAsync(device_dst, 0, n, core_->stream), "cudaMemsetAsync");
   }
   Status create_kv(KvMode mode, const std::vector<KvLayerSpec>& layers, int32_t max_seq_len,
                    std::unique_ptr<KvStore>* out) override {
+    core_->flush();
     return create_cuda_kv_store(core_, mode, layers, max_seq_len, out);
   }
 
+  // The ids go through page-locked staging with an asynchronous copy: no wait for the device
+  // (except for the previous step's copy out of the same staging, long done by then).
   void get_rows(const WeightMatrix& w, const int32_t* ids, int32_t n, float* out) override {
+    core_->flush();
     if (n <= 0) return;
     const size_t bytes = static_cast<size_t>(n) * sizeof(int32_t);
     auto* dev_ids = static_cast<int32_t*>(ids_.get(*core_, bytes, "get_rows scratch"));
     if (dev_ids == nullptr) return;
-    core_->upload(dev_ids, ids, bytes);  // waits: the ids may be reused by the caller at once
-    core_->ok(cuda::get_rows(core_->stream, w, dev_ids, n, out), "get_rows kernel launch");
+    if (core_->mode == StepMode::PLAIN) {
+      if (!core_->ok(cudaEventSynchronize(staged_), "cudaEventSynchronize(staging)")) return;
+      if (!ids_host_.reserve(bytes)) {
+        core_->upload(dev_ids, ids, bytes);  // pageable: a synchronous upload
+        core_->ok(cuda::get_rows(core_->stream, w, dev_ids, n, out), "get_rows kernel launch");
+        return;
+      }
+    } else if (!ids_host_.has(bytes)) {
+      core_->step_failed = true;  // cannot allocate while capturing
+      return;
+    }
+    std::memcpy(ids_host_.get(), ids, bytes);
+    const bool good = core_->ok(
+        cudaMemcpyAsync(dev_ids, ids_host_.get(), bytes, cudaMemcpyHostToDevice, core_->stream),
+        "cudaMemcpyAsync(token ids)");
+    // A graph step records the event after its launch (end_forward).
+    if (good && core_->mode == StepMode::PLAIN) {
+      core_->ok(cudaEventRecord(staged_, core_->stream), "cudaEventRecord(staging)");
+    }
+    if (good) {
+      core_->ok(cuda::get_rows(core_->stream, w, dev_ids, n, out), "get_rows kernel launch");
+    }
   }
   void matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int32_t n_tok, float* y,
               int64_t y_stride) override {
+    core_->flush();
     core_->ok(cuda::matmul(core_->stream, w, x, x_stride, n_tok, y, y_stride),
               "matmul kernel launch");
   }
+  // One-token steps go through page-locked staging (a graph can copy only there); longer
+  // ones copy straight into host_y.
   void matmul_to_host(const WeightMatrix& w, const float* x, int64_t x_stride, int32_t n_tok,
                       float* host_y, int64_t y_stride) override {
+    core_->flush();
     if (n_tok <= 0 || w.n_out <= 0) return;
     const size_t row = static_cast<size_t>(w.n_out) * sizeof(float);
-    auto* tmp = static_cast<float*>(  // [n_tok][n_out]
-        y_tmp_.get(*core_, row * static_cast<size_t>(n_tok), "matmul_to_host scratch"));
+    const size_t total = row * static_cast<size_t>(n_tok);
+    auto* tmp =
+        static_cast<float*>(y_tmp_.get(*core_, total, "matmul_to_host scratch"));  // [n_tok][n_out]
     bool good = tmp != nullptr &&
                 core_->ok(cuda::matmul(core_->stream, w, x, x_stride, n_tok, tmp, w.n_out),
-                          "matmul kernel launch") &&
-                core_->ok(cudaMemcpy2DAsync(host_y, static_cast<size_t>(y_stride) * sizeof(float),
-                                            tmp, row, row, static_cast<size_t>(n_tok),
-                                            cudaMemcpyDeviceToHost, core_->stream),
-                          "cudaMemcpy2DAsync(logits to host)") &&
-                core_->ok(cudaStreamSynchronize(core_->stream), "cudaStreamSynchronize(logits)");
-    if (!good) {
-      for (int32_t t = 0; t < n_tok; ++t) std::memset(host_y + t * y_stride, 0xFF, row);
+                          "matmul kernel launch");
+    const bool staged =
+        n_tok == 1 &&
+        (core_->mode == StepMode::CAPTURE ? logits_host_.has(total) : logits_host_.reserve(total));
+    if (core_->mode == StepMode::CAPTURE) {
+      if (!staged) core_->step_failed = true;
+      if (!good || !staged) return;
+      core_->ok(
+          cudaMemcpyAsync(logits_host_.get(), tmp, total, cudaMemcpyDeviceToHost, core_->stream),
+          "cudaMemcpyAsync(logits to staging)");
+      logits_dst_ = host_y;  // end_forward copies the staged rows out after the launch
+      logits_stride_ = y_stride;
+      logits_rows_ = n_tok;
+      logits_row_bytes_ = row;
+      return;
     }
+    logits_dst_ = host_y;
+    logits_stride_ = y_stride;
+    logits_rows_ = n_tok;
+    logits_row_bytes_ = row;
+    if (staged) {
+      good = good && core_->ok(cudaMemcpyAsync(logits_host_.get(), tmp, total,
+                                               cudaMemcpyDeviceToHost, core_->stream),
+                               "cudaMemcpyAsync(logits to staging)");
+    } else {
+      good =
+          good && core_->ok(cudaMemcpy2DAsync(host_y, static_cast<size_t>(y_stride) * sizeof(float),
+                                              tmp, row, row, static_cast<size_t>(n_tok),
+                                              cudaMemcpyDeviceToHost, core_->stream),
+                            "cudaMemcpy2DAsync(logits to host)");
+    }
+    good = good && core_->ok(cudaStreamSynchronize(core_->stream), "cudaStreamSynchronize(logits)");
+    if (staged || !good) copy_logits_out(good);
+    logits_dst_ = nullptr;
   }
+  // A residual add is held back (StreamCore::pending) when fusing: the rms_norm that usually
+  // follows it takes it in (add_rms_norm), saving a launch and a pass over the rows.
   void rms_norm(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride,
                 int32_t n_rows, int64_t n, float eps) override {
+    const StreamCore::PendingAdd p = core_->pending;
+    const int64_t rows_len = n_rows > 0 ? (n_rows - 1) * y_stride + n : 0;  // floats y spans
+    const bool fuse = p.n > 0 && p.y == x && x_stride == n && p.n == n_rows * n &&
+                      (y == p.y ? y_stride == n : disjoint(y, rows_len, p.y, p.n)) &&
+                      (y == p.x ? y_stride == n : disjoint(y, rows_len, p.x, p.n));
+    if (fuse) {
+      core_->pending = StreamCore::PendingAdd{};
+      core_->ok(cuda::add_rms_norm(core_->stream, p.y, p.x, w, y, y_stride, n_rows, n, eps),
+                "add_rms_norm kernel launch");
+      return;
+    }
+    core_->flush();
     core_->ok(cuda::rms_norm(core_->stream, x, x_stride, w, y, y_stride, n_rows, n, eps),
               "rms_norm kernel launch");
   }
   void rope(float* x, int64_t x_stride, int32_t n_tok, int32_t n_head, int32_t head_dim,
             int32_t pos0, const RopeParams& p) override {
+    core_->flush();
     core_->ok(cuda::rope(core_->stream, x, x_stride, n_tok, n_head, head_dim, pos0, p),
               "rope kernel launch");
   }
   void add(float* y, const float* x, int64_t n) override {
+    core_->flush();
+    // Only inside a forward step: there every later access to y goes through this stream
+    // (outside one, a caller may read y by other means right after).
+    if (fuse_ && in_step_ && n > 0) {
+      core_->pending = StreamCore::PendingAdd{y, x, n};
+      return;
+    }
     core_->ok(cuda::add(core_->stream, y, x, n), "add kernel launch");
   }
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override {
+    core_->flush();
     core_->ok(cuda::swiglu(core_->stream, gate, up, out, n), "swiglu kernel launch");
   }
   void sigmoid_mul(float* x, int64_t x_stride, const float* gate, int64_t gate_stride,
                    int32_t n_rows, int64_t n) override {
+    core_->flush();
     core_->ok(cuda::sigmoid_mul(core_->stream, x, x_stride, gate, gate_stride, n_rows, n),
               "sigmoid_mul kernel launch");
   }
@@ -178,20 +399,24 @@ class CudaStream final : public Stream {
   // state; it is collected right after each call.
   void deltanet_gates(float* beta, float* g, int32_t n_tok, int32_t n_heads, const float* a,
                       const float* dt_bias) override {
+    core_->flush();
     cuda::deltanet_gates(core_->stream, beta, g, n_tok, n_heads, a, dt_bias);
     core_->ok(cudaGetLastError(), "deltanet_gates kernel launch");
   }
   void conv1d_silu(const float* x, int64_t x_stride, int32_t n_tok, int64_t n_ch, const float* w,
                    int32_t kernel, float* state, float* out, int64_t out_stride) override {
+    core_->flush();
     cuda::conv1d_silu(core_->stream, x, x_stride, n_tok, n_ch, w, kernel, state, out, out_stride);
     core_->ok(cudaGetLastError(), "conv1d_silu kernel launch");
   }
   void l2_norm_heads(float* x, int64_t x_stride, int32_t n_tok, int32_t n_heads, int32_t d,
                      float eps, float scale) override {
+    core_->flush();
     cuda::l2_norm_heads(core_->stream, x, x_stride, n_tok, n_heads, d, eps, scale);
     core_->ok(cudaGetLastError(), "l2_norm_heads kernel launch");
   }
   void gated_delta_rule(const GatedDeltaArgs& a, int32_t chunk) override {
+    core_->flush();
     const size_t bytes = cuda::gated_delta_rule_scratch_bytes(a, chunk);
     void* scratch = nullptr;
     if (bytes > 0) {
@@ -203,15 +428,63 @@ class CudaStream final : public Stream {
   }
   void rms_norm_gated(const float* x, const float* z, const float* w, int32_t n_rows, int32_t d,
                       float eps, float* out) override {
+    core_->flush();
     cuda::rms_norm_gated(core_->stream, x, z, w, n_rows, d, eps, out);
     core_->ok(cudaGetLastError(), "rms_norm_gated kernel launch");
   }
 
  private:
+  // Makes exec_ run graph g: updates the parameters of the existing instance when the
+  // topology is unchanged (the usual case: only positions differ), else instantiates anew.
+  bool instantiate(cudaGraph_t g) {
+    if (exec_ != nullptr) {
+      cudaGraphExecUpdateResultInfo info{};
+      if (cudaGraphExecUpdate(exec_, g, &info) == cudaSuccess) return true;
+      cudaGetLastError();
+      cudaGraphExecDestroy(exec_);
+      exec_ = nullptr;
+    }
+    if (cudaGraphInstantiate(&exec_, g, 0) != cudaSuccess) {
+      cudaGetLastError();
+      exec_ = nullptr;
+      return false;
+    }
+    return true;
+  }
+  // Copies the staged logits rows to their host destination (0xFF bytes when !good).
+  void copy_logits_out(bool good) {
+    for (int32_t t = 0; t < logits_rows_; ++t) {
+      float* dst = logits_dst_ + static_cast<int64_t>(t) * logits_stride_;
+      if (good) {
+        std::memcpy(dst, static_cast<const uint8_t*>(logits_host_.get()) + t * logits_row_bytes_,
+                    logits_row_bytes_);
+      } else {
+        std::memset(dst, 0xFF, logits_row_bytes_);
+      }
+    }
+    logits_dst_ = nullptr;
+  }
+
   std::shared_ptr<StreamCore> core_;
+  cudaEvent_t staged_;  // recorded after the last copy out of the staging buffers
+  bool graphs_;         // decode steps may run as graphs
+  bool fuse_;           // residual adds may fuse into the next rms_norm
   Scratch ids_;         // int32 [n] token ids of get_rows
   Scratch y_tmp_;       // float [n_tok][n_out] of matmul_to_host
   Scratch dn_scratch_;  // gated_delta_rule's device scratch
+  Pinned ids_host_;     // int32 [n] staged token ids
+  Pinned logits_host_;  // float [1][n_out] staged logits of a one-token step
+
+  cudaGraphExec_t exec_ = nullptr;  // the decode step's graph, updated at every capture
+  int32_t step_n_ = 0;              // tokens of the current step
+  bool in_step_ = false;            // between begin_forward and end_forward
+  bool warm_ = false;               // a plain one-token step has sized the buffers
+  bool retry_plain_ = false;        // the last capture failed: the repeat runs plainly
+  CudaStepStats stats_;
+  float* logits_dst_ = nullptr;  // host rows of the step's logits (copied at the end)
+  int64_t logits_stride_ = 0;    // floats between rows of logits_dst_
+  int32_t logits_rows_ = 0;
+  size_t logits_row_bytes_ = 0;
 };
 
 }  // namespace
@@ -222,9 +495,22 @@ Status create_cuda_stream(std::unique_ptr<Stream>* out) {
   // Non-blocking: the legacy default stream (used by plain cudaMemcpy) never serializes with
   // the session's work.
   GEIST_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&core->stream, cudaStreamNonBlocking));
-  std::unique_ptr<Stream> s(new (std::nothrow) CudaStream(std::move(core)));
-  if (!s) return Status(GEIST_E_OOM, "cuda: out of host memory");
+  cudaEvent_t staged = nullptr;
+  GEIST_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&staged, cudaEventDisableTiming));
+  std::unique_ptr<Stream> s(new (std::nothrow) CudaStream(
+      std::move(core), staged, !env_is_zero("GEIST_CUDA_GRAPHS"), !env_is_zero("GEIST_CUDA_FUSE")));
+  if (!s) {
+    cudaEventDestroy(staged);
+    return Status(GEIST_E_OOM, "cuda: out of host memory");
+  }
   *out = std::move(s);
+  return Status::ok();
+}
+
+Status cuda_stream_stats(Stream& s, CudaStepStats* out) {
+  auto* cs = dynamic_cast<CudaStream*>(&s);
+  if (cs == nullptr) return Status(GEIST_E_INVALID_ARG, "cuda: not a CUDA stream");
+  *out = cs->stats();
   return Status::ok();
 }
 
@@ -232,6 +518,7 @@ Status cuda_stream_status(Stream& s) {
   auto* cs = dynamic_cast<CudaStream*>(&s);
   if (cs == nullptr) return Status(GEIST_E_INVALID_ARG, "cuda: not a CUDA stream");
   StreamCore& core = cs->core();
+  core.flush();
   core.ok(cudaStreamSynchronize(core.stream), "cudaStreamSynchronize");
   return core.error;
 }

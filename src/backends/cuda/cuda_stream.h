@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -11,6 +12,12 @@
 
 namespace geist::cuda {
 
+// How the ops of the current forward step reach the device (CudaStream::begin_forward):
+//   PLAIN    launched one by one as they are issued.
+//   CAPTURE  recorded into a CUDA graph with the same launches and arguments (nothing runs
+//            yet); end_forward() launches the graph.
+enum class StepMode { PLAIN, CAPTURE };
+
 // One cudaStream_t and the first CUDA failure seen on it. Shared (shared_ptr) by the
 // CudaStream and the KvStore it creates, so neither outlives the stream they enqueue on,
 // whatever order the session destroys them in.
@@ -18,10 +25,23 @@ namespace geist::cuda {
 // Why a recorded error: Stream ops return void (they are asynchronous on a device), so a
 // failed launch or copy is recorded here, printed once to stderr, and readable through
 // cuda_stream_status(); downloads after a failure fill their destination with 0xFF bytes
-// (NaN floats), so results are never silently stale.
+// (NaN floats), so results are never silently stale. While a step is captured, failures
+// only mark the capture as failed (the step is then issued again and runs plainly).
 struct StreamCore {
   cudaStream_t stream = nullptr;
   Status error;
+
+  StepMode mode = StepMode::PLAIN;
+  bool step_failed = false;  // an op of the step being captured could not be recorded
+
+  // A residual add held back so that the rms_norm after it can run fused with it
+  // (CudaStream::add; only inside a forward step); flush() enqueues it before anything else
+  // is enqueued, and end_forward() at the latest.
+  struct PendingAdd {
+    float* y = nullptr;        // [n] accumulates
+    const float* x = nullptr;  // [n]
+    int64_t n = 0;             // 0: nothing pending
+  } pending;
 
   StreamCore() = default;
   StreamCore(const StreamCore&) = delete;
@@ -30,20 +50,37 @@ struct StreamCore {
 
   // Records a failure of `what` (the first one wins); true when e == cudaSuccess.
   bool ok(cudaError_t e, const char* what);
+  // Enqueues the pending add, if any.
+  void flush();
+  // For an op that cannot be recorded in a graph (a host copy): fails the step being
+  // captured. True when the op may run (PLAIN).
+  bool plain_only();
+
   // cudaMemcpyAsync device -> host, then waits for the stream; on failure fills dst with 0xFF.
   void download(void* host_dst, const void* device_src, size_t n);
   // cudaMemcpyAsync host -> device, then waits (the caller may reuse host_src at once).
   void upload(void* device_dst, const void* host_src, size_t n);
 };
 
-// A new stream on the current device.
+// A new stream on the current device. Environment (read here, once per stream):
+// GEIST_CUDA_GRAPHS=0 turns off decode-step graphs, GEIST_CUDA_FUSE=0 the add + rms_norm
+// fusion (for measurements, and for the tests that compare them with plain launches).
 Status create_cuda_stream(std::unique_ptr<Stream>* out);
 
-// GEIST_E_UNSUPPORTED for modes other than F32 / F16; GEIST_E_INVALID_ARG for bad sizes (as
-// KvCache::create); GEIST_E_OOM when device memory runs out.
+// Every KV mode, with KvCache's regions and byte layouts; GEIST_E_INVALID_ARG for bad sizes
+// (as KvCache::create); GEIST_E_OOM when device memory runs out.
 Status create_cuda_kv_store(std::shared_ptr<StreamCore> core, KvMode mode,
                             const std::vector<KvLayerSpec>& layers, int32_t max_seq_len,
                             std::unique_ptr<KvStore>* out);
+
+// How a stream's forward steps ran (for tests and measurements).
+struct CudaStepStats {
+  int64_t graph_steps = 0;       // steps that ran as a CUDA graph
+  int64_t plain_steps = 0;       // steps launched op by op (includes the repeats below)
+  int64_t capture_failures = 0;  // captures that failed (the step was then run plainly)
+};
+// GEIST_E_INVALID_ARG for a stream of another backend.
+Status cuda_stream_stats(Stream& s, CudaStepStats* out);
 
 // The first CUDA failure of a stream from create_cuda_stream (OK when none); GEIST_E_INVALID_ARG
 // for a stream of another backend. Waits for the stream's queued work first, so execution

@@ -11,16 +11,25 @@ namespace {
 constexpr int kNormThreads = 256;
 constexpr int kEwThreads = 256;
 
+// RES: x[r] += res[r] first (the residual add fused in front; rows contiguous). Each thread
+// adds, squares and later rewrites only its own elements, so x, y and res may alias row for
+// row, and the result is bitwise that of add_kernel followed by the plain kernel.
+template <bool RES>
 __global__ void __launch_bounds__(kNormThreads)
-    rms_norm_kernel(const float* x, int64_t x_stride, const float* __restrict__ w, float* y,
-                    int64_t y_stride, int64_t n, float eps) {
+    rms_norm_kernel(float* x, int64_t x_stride, const float* res, const float* __restrict__ w,
+                    float* y, int64_t y_stride, int64_t n, float eps) {
   __shared__ double part[kNormThreads];
-  const float* xr = x + static_cast<int64_t>(blockIdx.x) * x_stride;
+  float* xr = x + static_cast<int64_t>(blockIdx.x) * x_stride;
   float* yr = y + static_cast<int64_t>(blockIdx.x) * y_stride;
   // x * x of two floats is exact in double, so only the additions round (in this order).
   double s = 0;
   for (int64_t i = threadIdx.x; i < n; i += kNormThreads) {
-    const double v = xr[i];
+    float xv = xr[i];
+    if constexpr (RES) {
+      xv = __fadd_rn(xv, res[static_cast<int64_t>(blockIdx.x) * n + i]);
+      xr[i] = xv;
+    }
+    const double v = xv;
     s = __dadd_rn(s, __dmul_rn(v, v));
   }
   part[threadIdx.x] = s;
@@ -112,7 +121,16 @@ unsigned ew_blocks(int64_t n) {
 cudaError_t rms_norm(cudaStream_t s, const float* x, int64_t x_stride, const float* w, float* y,
                      int64_t y_stride, int32_t n_rows, int64_t n, float eps) {
   if (n_rows <= 0 || n <= 0) return cudaSuccess;
-  rms_norm_kernel<<<n_rows, kNormThreads, 0, s>>>(x, x_stride, w, y, y_stride, n, eps);
+  // x is only read here; the kernel's pointer is non-const for the fused variant.
+  rms_norm_kernel<false><<<n_rows, kNormThreads, 0, s>>>(const_cast<float*>(x), x_stride, nullptr,
+                                                         w, y, y_stride, n, eps);
+  return cudaGetLastError();
+}
+
+cudaError_t add_rms_norm(cudaStream_t s, float* x, const float* res, const float* w, float* y,
+                         int64_t y_stride, int32_t n_rows, int64_t n, float eps) {
+  if (n_rows <= 0 || n <= 0) return cudaSuccess;
+  rms_norm_kernel<true><<<n_rows, kNormThreads, 0, s>>>(x, n, res, w, y, y_stride, n, eps);
   return cudaGetLastError();
 }
 

@@ -1,0 +1,320 @@
+// Causal grouped-query attention over KV bytes in any KvCache encoding, tiled (flash-attention
+// style): a block takes kRows query rows (up to kRows / group tokens times the query heads of
+// one kv head) and walks the keys in tiles of kKeys positions, each tile decoded once into
+// shared memory (coalesced: consecutive threads read consecutive bytes of a row) and used by
+// all the block's rows.
+//
+// Per-row arithmetic, the same whatever block, n_tok or pos0 the row is computed in:
+//   for each key tile [j0, j0 + kKeys), j0 = 0, kKeys, ... (absolute positions):
+//     s_j  = (sum over d in index order of q_d * k_jd, FMAs from 0) * scale, -inf past the
+//            row's position (causal) -- q and k in the rotated domain for Q8 / Q8A / Q4 keys
+//     m'   = max(m, max_j s_j);  alpha = exp(m - m');  p_j = exp(s_j - m')
+//     l    = l * alpha + (sum over j in order of p_j)       (one FMA)
+//     acc  = acc * alpha, then acc = fma(p_j, v_j, acc) for j in order
+//   out = acc / l (rotated V: acc rotated back per block first).
+// A tile wholly past the row's position changes nothing bitwise (alpha = 1, p_j = 0), so the
+// extra tiles a block walks for its later rows leave its earlier rows as a shorter walk would.
+#include <cuda_runtime.h>
+
+#include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/kv_codec_cuda.cuh"
+
+namespace geist::cuda {
+
+namespace {
+
+using namespace kvdev;
+
+constexpr int kThreads = 128;
+constexpr int kRows = 32;  // query rows per block
+constexpr int kKeys = 32;  // key positions per tile
+constexpr int kMaxHd = 256;
+constexpr size_t kMaxSmem = 160 * 1024;
+
+struct AttnArgs {
+  int32_t n_head_kv, group, hd_k, hd_v;
+  float scale;
+  const float* q;
+  int64_t q_stride;
+  int32_t n_tok, pos0;
+  int32_t nq;     // query heads of one kv head per block (<= kRows)
+  int32_t qt;     // tokens per block (kRows / nq)
+  int32_t rot_k;  // rotation block of K (0: not rotated)
+  int32_t rot_v;  // rotation block of V (0: not rotated)
+  int32_t wk;     // widest K slice read over all kv heads (shared-memory row length)
+  int32_t wv;     // likewise for V
+  KvDevSrc k, v;
+  float* out;
+  int64_t out_stride;
+};
+
+size_t smem_floats(int32_t wk, int32_t wv) {
+  const int32_t ldq = wk + 1;
+  const int32_t ldk = ldq > wv ? ldq : wv;  // the K tile area is reused for the output
+  return static_cast<size_t>(kRows) * ldq + static_cast<size_t>(kKeys) * ldk +
+         static_cast<size_t>(kKeys) * wv + static_cast<size_t>(kRows) * (kKeys + 1) + 2 * kRows;
+}
+
+// The channels kv head g reads: its slice [g * hd, (g + 1) * hd), widened to whole blocks of
+// `block` when rows are rotated (block 0: the slice itself). skip: slice start in the cover.
+struct Cover {
+  int32_t c0, width, skip;
+};
+__host__ __device__ inline Cover cover_of(int32_t g, int32_t hd, int32_t block) {
+  const int32_t b = block > 0 ? block : 1;
+  const int32_t lo = g * hd / b * b, hi = (g * hd + hd + b - 1) / b * b;
+  return {lo, hi - lo, g * hd - lo};
+}
+
+// NDV: output dims per lane (hd_v <= 32 * NDV).
+template <int NDV>
+__global__ void __launch_bounds__(kThreads) flash_kernel(const AttnArgs a) {
+  extern __shared__ float smem[];
+  const int32_t ldq = a.wk + 1;  // odd stride: the rows a warp reads sit in distinct banks
+  const int32_t ldk = ldq > a.wv ? ldq : a.wv;
+  const int32_t ldv = a.wv;
+  float* sQ = smem;                          // [kRows][ldq] queries (rotated for rotated K)
+  float* sK = sQ + kRows * ldq;              // [kKeys][ldq] key tile; at the end [kRows][ldv] out
+  float* sV = sK + kKeys * ldk;              // [kKeys][ldv] value tile
+  float* sP = sV + kKeys * ldv;              // [kRows][kKeys + 1] scores, then probabilities
+  float* sAlpha = sP + kRows * (kKeys + 1);  // [kRows]
+  float* sL = sAlpha + kRows;                // [kRows]
+  const int tid = threadIdx.x;
+  const int32_t g = static_cast<int32_t>(blockIdx.y);
+  const int32_t h0 = static_cast<int32_t>(blockIdx.z) * a.nq;  // first head of the chunk
+  const int32_t h_first = g * a.group + h0;  // query head of the rows with r % nq == 0
+  const int32_t t0 = static_cast<int32_t>(blockIdx.x) * a.qt;
+  const int32_t n_tok_blk = a.n_tok - t0 < a.qt ? a.n_tok - t0 : a.qt;
+  const int32_t nq_blk = a.group - h0 < a.nq ? a.group - h0 : a.nq;
+  const int32_t last_pos = a.pos0 + t0 + n_tok_blk - 1;
+  const auto row_ok = [&](int r) { return r / a.nq < n_tok_blk && r % a.nq < nq_blk; };
+  const auto row_pos = [&](int r) { return a.pos0 + t0 + r / a.nq; };
+  // Rotated rows are read in whole blocks: the query is zero outside its slice, so the extra
+  // channels (another head's) add nothing to a score, and the output takes the slice back out.
+  const Cover ck = cover_of(g, a.hd_k, a.rot_k), cv = cover_of(g, a.hd_v, a.rot_v);
+
+  for (int e = tid; e < kRows * ck.width; e += kThreads) {
+    const int r = e / ck.width, d = e % ck.width - ck.skip;
+    float x = 0.0f;
+    if (row_ok(r) && d >= 0 && d < a.hd_k) {
+      const int64_t t = t0 + r / a.nq;
+      x = a.q[t * a.q_stride + static_cast<int64_t>(h_first + r % a.nq) * a.hd_k + d];
+    }
+    sQ[r * ldq + e % ck.width] = x;
+  }
+  __syncthreads();
+  if (a.rot_k > 0) {
+    const int nb = ck.width / a.rot_k;
+    for (int e = tid; e < kRows * nb; e += kThreads) {
+      fwht(sQ + (e / nb) * ldq + (e % nb) * a.rot_k, a.rot_k);
+    }
+  }
+  float m = -INFINITY, l = 0.0f;  // row tid's running max and sum (threads < kRows)
+  const int lane = tid % 32, warp = tid / 32;
+  float acc[8][NDV];  // rows warp * 8 + i, dims lane + 32 * j
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+#pragma unroll
+    for (int j = 0; j < NDV; ++j) acc[i][j] = 0.0f;
+  }
+  const int rg = tid / 8, kg = tid % 8;  // scores: rows 2rg, 2rg + 1; keys kg + 8i
+
+  for (int32_t j0 = 0; j0 <= last_pos; j0 += kKeys) {
+    __syncthreads();  // previous tile fully used (and sQ rotated)
+    for (int e = tid; e < kKeys * ck.width; e += kThreads) {
+      const int j = e / ck.width, d = e % ck.width;
+      const int32_t p = j0 + j;
+      sK[j * ldq + d] = p <= last_pos ? src_elem(a.k, p, ck.c0 + d) : 0.0f;
+    }
+    for (int e = tid; e < kKeys * cv.width; e += kThreads) {
+      const int j = e / cv.width, d = e % cv.width;
+      const int32_t p = j0 + j;
+      sV[j * ldv + d] = p <= last_pos ? src_elem(a.v, p, cv.c0 + d) : 0.0f;
+    }
+    __syncthreads();
+    {
+      float s[2][4];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) s[i][c] = 0.0f;
+      }
+      const float* q0 = sQ + (2 * rg) * ldq;
+      const float* q1 = q0 + ldq;
+      for (int d = 0; d < ck.width; ++d) {
+        const float x0 = q0[d], x1 = q1[d];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const float kv = sK[(kg + 8 * c) * ldq + d];
+          s[0][c] = __fmaf_rn(x0, kv, s[0][c]);
+          s[1][c] = __fmaf_rn(x1, kv, s[1][c]);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int r = 2 * rg + i;
+        const bool ok = row_ok(r);
+        const int32_t pr = row_pos(r);
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int j = kg + 8 * c;
+          sP[r * (kKeys + 1) + j] = ok && j0 + j <= pr ? __fmul_rn(s[i][c], a.scale) : -INFINITY;
+        }
+      }
+    }
+    __syncthreads();
+    if (tid < kRows) {
+      float* pr = sP + tid * (kKeys + 1);
+      if (row_ok(tid)) {
+        float mt = -INFINITY;
+        for (int j = 0; j < kKeys; ++j) mt = fmaxf(mt, pr[j]);
+        const float m_new = fmaxf(m, mt);
+        const float alpha = expf(__fsub_rn(m, m_new));  // 0 on the first tile (m = -inf)
+        float sum = 0.0f;
+        for (int j = 0; j < kKeys; ++j) {
+          const float e = expf(__fsub_rn(pr[j], m_new));
+          pr[j] = e;
+          sum = __fadd_rn(sum, e);
+        }
+        l = __fmaf_rn(l, alpha, sum);
+        m = m_new;
+        sAlpha[tid] = alpha;
+      } else {
+        for (int j = 0; j < kKeys; ++j) pr[j] = 0.0f;
+        sAlpha[tid] = 1.0f;
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float al = sAlpha[warp * 8 + i];
+#pragma unroll
+      for (int j = 0; j < NDV; ++j) acc[i][j] = __fmul_rn(acc[i][j], al);
+    }
+    for (int jj = 0; jj < kKeys; ++jj) {
+      float vv[NDV];
+#pragma unroll
+      for (int j = 0; j < NDV; ++j) {
+        const int d = lane + 32 * j;
+        vv[j] = d < cv.width ? sV[jj * ldv + d] : 0.0f;
+      }
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const float p = sP[(warp * 8 + i) * (kKeys + 1) + jj];
+#pragma unroll
+        for (int j = 0; j < NDV; ++j) acc[i][j] = __fmaf_rn(p, vv[j], acc[i][j]);
+      }
+    }
+  }
+  if (tid < kRows) sL[tid] = l;
+  __syncthreads();  // every thread is past its last read of sK
+  float* sO = sK;   // [kRows][ldv]
+  if (a.rot_v > 0) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+#pragma unroll
+      for (int j = 0; j < NDV; ++j) {
+        const int d = lane + 32 * j;
+        if (d < cv.width) sO[(warp * 8 + i) * ldv + d] = acc[i][j];
+      }
+    }
+    __syncthreads();
+    const int nb = cv.width / a.rot_v;
+    for (int e = tid; e < kRows * nb; e += kThreads) {
+      fwht(sO + (e / nb) * ldv + (e % nb) * a.rot_v, a.rot_v);
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int r = warp * 8 + i;
+    if (!row_ok(r)) continue;
+    float* orow = a.out + static_cast<int64_t>(t0 + r / a.nq) * a.out_stride +
+                  static_cast<int64_t>(h_first + r % a.nq) * a.hd_v;
+#pragma unroll
+    for (int j = 0; j < NDV; ++j) {
+      const int d = lane + 32 * j;
+      if (d < a.hd_v) {
+        const float x = a.rot_v > 0 ? sO[r * ldv + cv.skip + d] : acc[i][j];
+        orow[d] = __fdiv_rn(x, sL[r]);
+      }
+    }
+  }
+}
+
+template <int NDV>
+cudaError_t launch(cudaStream_t s, const AttnArgs& a, dim3 grid, size_t smem) {
+  flash_kernel<NDV><<<grid, kThreads, smem, s>>>(a);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t kv_attention_setup() {
+  const int bytes = static_cast<int>(kMaxSmem);
+  cudaError_t e =
+      cudaFuncSetAttribute(flash_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e == cudaSuccess) {
+    e = cudaFuncSetAttribute(flash_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  }
+  if (e == cudaSuccess) {
+    e = cudaFuncSetAttribute(flash_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  }
+  if (e == cudaSuccess) {
+    e = cudaFuncSetAttribute(flash_kernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  }
+  return e;
+}
+
+cudaError_t kv_attention(cudaStream_t s, const AttentionShape& sh, const float* q, int64_t q_stride,
+                         int32_t n_tok, int32_t pos0, const KvDevSrc& k, const KvDevSrc& v,
+                         float* out, int64_t out_stride) {
+  if (n_tok <= 0) return cudaSuccess;
+  if (sh.n_head <= 0 || sh.n_head_kv <= 0 || sh.n_head % sh.n_head_kv != 0 || sh.head_dim_k <= 0 ||
+      sh.head_dim_v <= 0 || sh.head_dim_k > kMaxHd || sh.head_dim_v > kMaxHd || pos0 < 0) {
+    return cudaErrorInvalidValue;
+  }
+  AttnArgs a;
+  a.n_head_kv = sh.n_head_kv;
+  a.group = sh.n_head / sh.n_head_kv;
+  a.hd_k = sh.head_dim_k;
+  a.hd_v = sh.head_dim_v;
+  a.scale = sh.scale;
+  a.q = q;
+  a.q_stride = q_stride;
+  a.n_tok = n_tok;
+  a.pos0 = pos0;
+  a.nq = a.group < kRows ? a.group : kRows;
+  a.qt = kRows / a.nq;
+  // Rotated K / V (Q8, Q8A, Q4 rows) are read in the rotated domain over the whole blocks
+  // covering a head slice (one block structure per source).
+  a.rot_k = is_rotated(k.lo.enc) ? k.lo.block : 0;
+  a.rot_v = is_rotated(v.lo.enc) ? v.lo.block : 0;
+  if ((k.split < INT32_MAX && is_rotated(k.hi.enc)) ||
+      (v.split < INT32_MAX && is_rotated(v.hi.enc))) {
+    return cudaErrorInvalidValue;
+  }
+  a.wk = a.wv = 0;
+  for (int32_t g = 0; g < sh.n_head_kv; ++g) {
+    const int32_t wk = cover_of(g, sh.head_dim_k, a.rot_k).width;
+    const int32_t wv = cover_of(g, sh.head_dim_v, a.rot_v).width;
+    a.wk = wk > a.wk ? wk : a.wk;
+    a.wv = wv > a.wv ? wv : a.wv;
+  }
+  if (a.wv > 32 * 8) return cudaErrorInvalidValue;
+  a.k = k;
+  a.v = v;
+  a.out = out;
+  a.out_stride = out_stride;
+  const size_t smem = smem_floats(a.wk, a.wv) * sizeof(float);
+  if (smem > kMaxSmem) return cudaErrorInvalidValue;
+  const int32_t n_chunks = (a.group + a.nq - 1) / a.nq;
+  const dim3 grid(static_cast<unsigned>((n_tok + a.qt - 1) / a.qt),
+                  static_cast<unsigned>(sh.n_head_kv), static_cast<unsigned>(n_chunks));
+  if (a.wv <= 32) return launch<1>(s, a, grid, smem);
+  if (a.wv <= 64) return launch<2>(s, a, grid, smem);
+  if (a.wv <= 128) return launch<4>(s, a, grid, smem);
+  return launch<8>(s, a, grid, smem);
+}
+
+}  // namespace geist::cuda

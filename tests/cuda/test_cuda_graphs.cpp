@@ -1,0 +1,149 @@
+// Decode steps as CUDA graphs (cuda_stream.cpp): a session whose one-token steps run as
+// graphs, with residual adds fused into the next rms_norm, must produce bitwise the logits
+// of a session launching every op plainly (GEIST_CUDA_GRAPHS=0, GEIST_CUDA_FUSE=0), which
+// the other CUDA tests hold against the CPU oracle and the external references. The
+// schedule crosses the cases that change what a step captures: a long prefill between
+// decode steps (scratch regrows), a restart at position 0 (Qwen3.5 resets its state).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "archs/qwen35.h"
+#include "archs/test_qwen35_support.h"
+#include "backends/cuda/cuda_stream.h"
+#include "cuda/cuda_test_util.h"
+
+namespace geist::test {
+namespace {
+
+constexpr int32_t kLongPrefill = 300;  // > the archs' 256-token micro-batch
+
+// Sets or clears the two switches for the streams created while it lives.
+class PlainLaunches {
+ public:
+  explicit PlainLaunches(bool plain) {
+    if (plain) {
+      setenv("GEIST_CUDA_GRAPHS", "0", 1);
+      setenv("GEIST_CUDA_FUSE", "0", 1);
+    } else {
+      unsetenv("GEIST_CUDA_GRAPHS");
+      unsetenv("GEIST_CUDA_FUSE");
+    }
+  }
+  ~PlainLaunches() {
+    unsetenv("GEIST_CUDA_GRAPHS");
+    unsetenv("GEIST_CUDA_FUSE");
+  }
+};
+
+struct ScheduleResult {
+  std::vector<float> logits;  // [steps][n_vocab], every forward's logits in order
+  std::vector<int32_t> tokens;
+  cuda::CudaStepStats stats;  // qwen35 only (its state exposes the stream)
+};
+
+// prompt, 20 greedy steps, a long prefill of fixed pseudo-random ids, 12 greedy steps, then
+// one token at position 0 and 8 greedy steps.
+ScheduleResult run_schedule(const ArchModel& m, bool plain, const std::vector<int32_t>& prompt) {
+  ScheduleResult r;
+  const int32_t nv = m.info().n_vocab;
+  std::unique_ptr<ArchState> state;
+  {
+    PlainLaunches env(plain);
+    const Status st = m.create_state(512, &state);
+    EXPECT_TRUE(st.is_ok()) << st.message();
+    if (!st) return r;
+  }
+  ThreadPool pool(1);
+  std::vector<float> logits(static_cast<size_t>(nv));
+  int32_t pos = 0;
+  bool good = true;
+  auto forward = [&](const std::vector<int32_t>& toks) {
+    if (!good) return;
+    const Status st = m.forward(*state, toks.data(), static_cast<int32_t>(toks.size()), pos, false,
+                                logits.data(), pool);
+    EXPECT_TRUE(st.is_ok()) << st.message();
+    good = st.is_ok();
+    pos += static_cast<int32_t>(toks.size());
+    r.logits.insert(r.logits.end(), logits.begin(), logits.end());
+  };
+  auto decode = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      const int32_t tok = qwen35_test::argmax(logits.data(), nv);
+      r.tokens.push_back(tok);
+      forward({tok});
+    }
+  };
+  forward(prompt);
+  decode(20);
+  std::vector<int32_t> lng(static_cast<size_t>(kLongPrefill));
+  uint32_t x = 12345;
+  for (int32_t& t : lng) {
+    x = x * 1664525u + 1013904223u;
+    t = static_cast<int32_t>((x >> 8) % static_cast<uint32_t>(nv));
+  }
+  forward(lng);
+  decode(12);
+  pos = 0;
+  forward({prompt[0]});
+  decode(8);
+  if (auto* q = dynamic_cast<Qwen35State*>(state.get())) {
+    EXPECT_TRUE(cuda::cuda_stream_stats(*q->stream, &r.stats).is_ok());
+  }
+  return r;
+}
+
+void expect_bitwise(const std::string& name, bool expect_stats) {
+  qwen35_test::Loaded l;
+  {
+    Status st = GgufFile::open(fixture_path("models/" + name), &l.file);
+    ASSERT_TRUE(st.is_ok()) << st.message();
+    st = load_arch_model(*l.file, BackendKind::CUDA, Logger{}, &l.model);
+    ASSERT_TRUE(st.is_ok()) << name << ": " << st.message();
+  }
+  const std::vector<int32_t> prompt = qwen35_test::json_int_array(
+      read_text_file(fixture_path("reference/stories260K/prompt1.json")), "prompt_tokens");
+  ASSERT_GE(prompt.size(), 2u);
+  const ScheduleResult plain = run_schedule(*l.model, true, prompt);
+  const ScheduleResult graph = run_schedule(*l.model, false, prompt);
+  ASSERT_EQ(plain.logits.size(), graph.logits.size());
+  const size_t nv = static_cast<size_t>(l.model->info().n_vocab);
+  int first_diff = -1;
+  for (size_t s = 0; s * nv < plain.logits.size(); ++s) {
+    if (std::memcmp(plain.logits.data() + s * nv, graph.logits.data() + s * nv,
+                    nv * sizeof(float)) != 0) {
+      first_diff = static_cast<int>(s);
+      break;
+    }
+  }
+  EXPECT_EQ(first_diff, -1) << name << ": logits of forward " << first_diff << " differ";
+  EXPECT_EQ(plain.tokens, graph.tokens);
+  if (expect_stats) {
+    std::printf("    %s: graph steps %lld, plain steps %lld, capture failures %lld\n", name.c_str(),
+                static_cast<long long>(graph.stats.graph_steps),
+                static_cast<long long>(graph.stats.plain_steps),
+                static_cast<long long>(graph.stats.capture_failures));
+    // 40 one-token steps; the first, and the first after the restart's warm-up, run plainly.
+    EXPECT_GE(graph.stats.graph_steps, 35);
+    EXPECT_EQ(graph.stats.capture_failures, 0);
+    EXPECT_EQ(plain.stats.graph_steps, 0);
+  }
+}
+
+TEST(CudaGraphs, LlamaGraphStepsBitwiseEqualPlainLaunches) {
+  GEIST_REQUIRE_FIXTURES();
+  GEIST_REQUIRE_CUDA();
+  expect_bitwise("stories260K.gguf", false);
+}
+
+TEST(CudaGraphs, Qwen35GraphStepsBitwiseEqualPlainLaunches) {
+  GEIST_REQUIRE_FIXTURES();
+  GEIST_REQUIRE_CUDA();
+  expect_bitwise("stories-qwen35-f32.gguf", true);
+}
+
+}  // namespace
+}  // namespace geist::test
