@@ -98,11 +98,12 @@ class LlamaModel : public ArchModel {
   std::unique_ptr<Backend> backend_;
   ModelInfo info_;
   LlamaConfig cfg_;
-  RopeParams rope_;                     // freq_factors: device address after upload_weights
-  WeightMatrix tok_embd_;               // [n_vocab][n_embd]
-  const float* output_norm_ = nullptr;  // [n_embd]
-  WeightMatrix output_;                 // [n_vocab][n_embd]; token_embd when tied
-  std::vector<LlamaLayer> layers_;      // [n_layer]
+  RopeParams rope_;                            // freq_factors: device address after upload_weights
+  std::vector<float> rope_freq_factors_host_;  // [n_rot / 2] or empty: for the KV cache's spec
+  WeightMatrix tok_embd_;                      // [n_vocab][n_embd]
+  const float* output_norm_ = nullptr;         // [n_embd]
+  WeightMatrix output_;                        // [n_vocab][n_embd]; token_embd when tied
+  std::vector<LlamaLayer> layers_;             // [n_layer]
 
  private:
   void run_batch(LlamaState& st, const int32_t* tokens, int32_t n, int32_t pos) const;
@@ -266,6 +267,7 @@ Status load_weights(const GgufFile& f, LlamaModel* m) {
   }
   if (f.find_tensor("rope_freqs.weight")) {
     GEIST_RETURN_IF_ERROR(load_vector(f, "rope_freqs.weight", c.n_rot / 2, &m->rope_.freq_factors));
+    m->rope_freq_factors_host_.assign(m->rope_.freq_factors, m->rope_.freq_factors + c.n_rot / 2);
   }
   const int64_t n_q = static_cast<int64_t>(c.n_head) * c.head_dim_k;
   const int64_t n_k = static_cast<int64_t>(c.n_head_kv) * c.head_dim_k;
@@ -327,9 +329,11 @@ Status LlamaModel::create_state(int32_t max_seq_len, KvMode kv_mode,
   Stream& s = *st->stream;
   st->max_seq_len_ = max_seq_len;
   st->n_batch = std::min(kMaxMicroBatch, max_seq_len);
+  RopeParams kv_rope = rope_;  // q4 keys are relative to the RoPE-turned key of position 0
+  kv_rope.freq_factors = rope_freq_factors_host_.empty() ? nullptr : rope_freq_factors_host_.data();
   std::vector<KvLayerSpec> specs(static_cast<size_t>(c.n_layer),
                                  KvLayerSpec{c.n_head_kv * c.head_dim_k, c.n_head_kv * c.head_dim_v,
-                                             c.head_dim_k, c.head_dim_v});
+                                             c.head_dim_k, c.head_dim_v, kv_rope});
   GEIST_RETURN_IF_ERROR(s.create_kv(kv_mode, specs, max_seq_len, &st->kv));
   const size_t nb = static_cast<size_t>(st->n_batch) * sizeof(float);
   const size_t n_q = static_cast<size_t>(c.n_head) * static_cast<size_t>(c.head_dim_k);

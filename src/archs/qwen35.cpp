@@ -71,6 +71,10 @@ Status Qwen35Model::create_state(int32_t max_seq_len, KvMode kv_mode,
       specs[static_cast<size_t>(il)].n_embd_v = c.n_head_kv * c.head_dim;
       specs[static_cast<size_t>(il)].head_dim_k = c.head_dim;
       specs[static_cast<size_t>(il)].head_dim_v = c.head_dim;
+      // As attention() ropes its keys (q4 keys are relative to position 0's key turned by it).
+      specs[static_cast<size_t>(il)].rope.style = RopeStyle::NEOX;
+      specs[static_cast<size_t>(il)].rope.n_rot = c.n_rot;
+      specs[static_cast<size_t>(il)].rope.freq_base = c.rope_base;
     }
   }
   std::unique_ptr<Qwen35State> st(new (std::nothrow) Qwen35State());

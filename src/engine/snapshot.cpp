@@ -90,7 +90,7 @@ void sections_of(const SnapshotSource& s, const std::vector<StateRegion>& region
 }
 
 bool kind_is_state(uint32_t k) {
-  return (k >= kStateKvPart0 && k < kStateKvPart0 + 4) || k == kStateConv || k == kStateRecurrent;
+  return (k >= kStateKvPart0 && k < kStateKvPart0 + 5) || k == kStateConv || k == kStateRecurrent;
 }
 
 // A GEIST_E_FORMAT status naming the image kind and the failed check.

@@ -221,6 +221,12 @@ const KvSegment& segment_of(const KvSource& src, int32_t p) {
   return p < src.split ? src.lo : src.hi;
 }
 
+// Row of position p in a segment (ring buffers wrap).
+int64_t seg_row(const KvSegment& s, int32_t p) {
+  const int64_t r = p - s.first;
+  return s.ring > 0 ? r % s.ring : r;
+}
+
 // Pointer to f32 values [off, ...) of position p when stored as F32, else nullptr.
 // An f32 row slice as a float pointer: in place when aligned, else copied into buf (rows
 // inside a byte buffer, e.g. a mixed source, may be unaligned; the values are the same).
@@ -235,8 +241,8 @@ const float* f32_span(const uint8_t* row, int32_t off, int32_t n, float* buf) {
 
 const float* direct_f32(const KvSource& src, int32_t p, int32_t off) {
   const KvSegment& s = segment_of(src, p);
-  if (s.enc != KvEnc::F32) return nullptr;
-  const uint8_t* row = s.data + (p - s.first) * s.row_bytes + static_cast<int64_t>(off) * 4;
+  if (s.enc != KvEnc::F32 || (src.ref.c != nullptr && p < src.split)) return nullptr;
+  const uint8_t* row = s.data + seg_row(s, p) * s.row_bytes + static_cast<int64_t>(off) * 4;
   // Rows inside a byte buffer may be unaligned; then the caller copies them (same values).
   if (reinterpret_cast<uintptr_t>(row) % alignof(float) != 0) return nullptr;
   return reinterpret_cast<const float*>(row);
@@ -308,13 +314,58 @@ struct Item {
   int32_t width;  // cover_width
 };
 
+// The item's q_j . R_p c for keys relative to a KvKeyRef, as uw[j] . cs_p + cst[j]:
+// uw[j] = (q_a c_a + q_b c_b, q_b c_a - q_a c_b) per rotated pair (a, b) of the head, cst[j]
+// = q_j . c over the head's channels RoPE leaves alone.
+struct RefDots {
+  const float* cs = nullptr;  // [positions][n_rot]
+  int32_t n_rot = 0;
+  const float* uw = nullptr;  // [nq][n_rot]
+  float cst[kMaxNq] = {};
+};
+
+// Fills rd for the item's queries over channels [off, off + n) (one head). uw: [kMaxNq][n_rot].
+void ref_prepare(const KvKeyRef& ref, int32_t off, int32_t n, const Item& it, float* uw,
+                 RefDots* rd) {
+  GEIST_CHECK(ref.n_rot == 0 || (ref.head_dim == n && off % n == 0 && ref.n_rot <= n),
+              "attention_kv: a key reference needs whole heads");
+  rd->cs = ref.cs;
+  rd->n_rot = ref.n_rot;
+  rd->uw = uw;
+  const int32_t half = ref.n_rot / 2;
+  const int32_t stride_pair = ref.neox ? 1 : 2, second = ref.neox ? half : 1;
+  for (int j = 0; j < it.nq; ++j) {
+    const float* q = it.q + j * n;
+    for (int32_t i = 0; i < half; ++i) {
+      const int32_t a = i * stride_pair, b = a + second;
+      const float ca = fp16_to_fp32(load_u16(ref.c + (off + a) * 2));
+      const float cb = fp16_to_fp32(load_u16(ref.c + (off + b) * 2));
+      uw[j * ref.n_rot + 2 * i] = q[a] * ca + q[b] * cb;
+      uw[j * ref.n_rot + 2 * i + 1] = q[b] * ca - q[a] * cb;
+    }
+    float cst = 0;
+    for (int32_t d = ref.n_rot; d < n; ++d)
+      cst += q[d] * fp16_to_fp32(load_u16(ref.c + (off + d) * 2));
+    rd->cst[j] = cst;
+  }
+}
+
 // Scores of positions [pa, pb) of one segment against the item's queries over channels
-// [off, off + n): scores[j][p] = scale * q_j . k_p.
+// [off, off + n): scores[j][p] = scale * q_j . k_p (rd: keys relative to a reference, whose
+// q_j . R_p c is added).
 void segment_scores(const KvSource& src, const KvSegment& s, int32_t pa, int32_t pb, int32_t off,
-                    int32_t n, float scale, const Item& it) {
+                    int32_t n, float scale, const Item& it, const RefDots* rd) {
   if (pa >= pb) return;
   float dots[kMaxNq];
   const auto put = [&](int32_t p) {
+    if (rd != nullptr) {
+      float cd[kMaxNq] = {};
+      if (rd->n_rot > 0) {
+        simd::attn_dot_rows(rd->uw, rd->n_rot, it.nq, rd->cs + int64_t{p} * rd->n_rot, rd->n_rot,
+                            cd);
+      }
+      for (int j = 0; j < it.nq; ++j) dots[j] += cd[j] + rd->cst[j];
+    }
     for (int j = 0; j < it.nq; ++j) it.scores[j * it.kv_len + p] = dots[j] * scale;
   };
   const int bits = decode_bits(s.enc);
@@ -345,7 +396,7 @@ void segment_scores(const KvSource& src, const KvSegment& s, int32_t pa, int32_t
       for (int32_t b = 0; b < len; b += B) fwht(qr + b, B);
     }
     for (int32_t p = pa; p < pb; ++p) {
-      const uint8_t* row = s.data + (p - s.first) * s.row_bytes;
+      const uint8_t* row = s.data + seg_row(s, p) * s.row_bytes;
       simd::attn_decode_blocks(bits, row + cv.first * bb, cv.nb, B, it.buf);
       simd::attn_dot_rows(it.qrot, it.width, it.nq, it.buf, len, dots);
       put(p);
@@ -353,7 +404,7 @@ void segment_scores(const KvSource& src, const KvSegment& s, int32_t pa, int32_t
     return;
   }
   for (int32_t p = pa; p < pb; ++p) {
-    const uint8_t* row = s.data + (p - s.first) * s.row_bytes;
+    const uint8_t* row = s.data + seg_row(s, p) * s.row_bytes;
     const float* x = it.buf;
     if (s.enc == KvEnc::F32) {
       x = f32_span(row, off, n, it.buf);
@@ -385,7 +436,7 @@ bool segment_values(const KvSource& src, const KvSegment& s, int32_t pa, int32_t
   const bool rot = is_rotated(s.enc);
   for (int32_t p = pa; p < pb; ++p) {
     weights(p);
-    const uint8_t* row = s.data + (p - s.first) * s.row_bytes;
+    const uint8_t* row = s.data + seg_row(s, p) * s.row_bytes;
     if (rot) {
       const Cover cv = cover_of(off, n, s.block);
       simd::attn_decode_blocks(bits, row + cv.first * block_bytes(s.enc, s.block), cv.nb, s.block,
@@ -495,7 +546,49 @@ void kv_quantize_group(KvEnc e, const float* x, int64_t x_stride, int32_t n_chan
 
 void kv_dequantize(const KvSource& src, int32_t p, int32_t off, int32_t n, float* dst) {
   const KvSegment& s = segment_of(src, p);
-  dequant_segment(s, p - s.first, off, n, dst);
+  dequant_segment(s, static_cast<int32_t>(seg_row(s, p)), off, n, dst);
+  if (src.ref.c == nullptr || p >= src.split) return;
+  float rc[2 * kKvBlock];
+  for (int32_t i = 0; i < n; i += 2 * kKvBlock) {
+    const int32_t m = std::min(n - i, 2 * kKvBlock);
+    kv_ref_row(src.ref, p, off + i, m, rc);
+    for (int32_t j = 0; j < m; ++j) dst[i + j] += rc[j];
+  }
+}
+
+void kv_rope_table(const RopeParams& p, int32_t n_pos, float* out) {
+  const int32_t half = p.n_rot / 2;
+  for (int32_t pos = 0; pos < n_pos; ++pos) {
+    for (int32_t i = 0; i < half; ++i) {
+      // rope()'s expression, term for term, so the floats are its own.
+      double theta = static_cast<double>(pos) * p.freq_scale *
+                     std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.n_rot);
+      if (p.freq_factors) theta /= p.freq_factors[i];
+      out[(int64_t{pos} * half + i) * 2] = static_cast<float>(std::cos(theta));
+      out[(int64_t{pos} * half + i) * 2 + 1] = static_cast<float>(std::sin(theta));
+    }
+  }
+}
+
+void kv_ref_row(const KvKeyRef& ref, int32_t p, int32_t off, int32_t n, float* dst) {
+  const int32_t half = ref.n_rot / 2;
+  for (int32_t i = 0; i < n; ++i) {
+    const int32_t ch = off + i;
+    const float x = fp16_to_fp32(load_u16(ref.c + ch * 2));
+    const int32_t d = ref.n_rot > 0 ? ch % ref.head_dim : ch;
+    if (d >= ref.n_rot) {
+      dst[i] = x;
+      continue;
+    }
+    // d's pair: NORMAL (2j, 2j + 1), NEOX (j, j + half); partner at ch + dp.
+    const bool first = ref.neox ? d < half : d % 2 == 0;
+    const int32_t j = ref.neox ? (first ? d : d - half) : d / 2;
+    const int32_t dp = ref.neox ? (first ? half : -half) : (first ? 1 : -1);
+    const float y = fp16_to_fp32(load_u16(ref.c + (ch + dp) * 2));
+    const float co = ref.cs[(int64_t{p} * half + j) * 2];
+    const float si = ref.cs[(int64_t{p} * half + j) * 2 + 1];
+    dst[i] = first ? x * co - y * si : y * si + x * co;
+  }
 }
 
 size_t attention_kv_scratch_floats(const AttentionShape& s, int32_t kv_len, int n_threads) {
@@ -577,6 +670,7 @@ void attention_kv(const AttentionShape& s, const float* q, int64_t q_stride, int
     it.qrot = it.scores + kMaxNq * kv_len;  // [kMaxNq][width]
     it.buf = it.qrot + kMaxNq * width;      // [width]
     float* acc_rot = it.buf + width;        // [kMaxNq][width]
+    float* uw = acc_rot + kMaxNq * width;   // [kMaxNq][n_rot <= head_dim_k] (RefDots)
     it.width = width;
     const int64_t begin = n_items * ti / nt;
     const int64_t end = n_items * (ti + 1) / nt;
@@ -589,10 +683,13 @@ void attention_kv(const AttentionShape& s, const float* q, int64_t q_stride, int
       it.n_pos = pos0 + t + 1;  // causal: keys [0, pos0 + t]
       it.q = q + t * q_stride + static_cast<int64_t>(h0) * s.head_dim_k;
       const int32_t koff = g * s.head_dim_k, voff = g * s.head_dim_v;
+      RefDots rd;
+      if (k.ref.c != nullptr) ref_prepare(k.ref, koff, s.head_dim_k, it, uw, &rd);
       for (int hi = 0; hi < 2; ++hi) {
         int32_t pa, pb;
         seg_range(k, hi != 0, it.n_pos, &pa, &pb);
-        segment_scores(k, hi ? k.hi : k.lo, pa, pb, koff, s.head_dim_k, s.scale, it);
+        segment_scores(k, hi ? k.hi : k.lo, pa, pb, koff, s.head_dim_k, s.scale, it,
+                       !hi && k.ref.c != nullptr ? &rd : nullptr);
       }
       for (int j = 0; j < it.nq; ++j) softmax(it.scores + j * kv_len, it.n_pos);
       float* oh = out + t * out_stride + static_cast<int64_t>(h0) * s.head_dim_v;  // [nq][hd_v]

@@ -10,6 +10,7 @@
 
 #include "base/thread_pool.h"
 #include "kernels/attention.h"
+#include "kernels/ops.h"
 
 namespace geist {
 
@@ -59,7 +60,8 @@ void kv_quantize_row(KvEnc e, const float* x, int32_t n, uint8_t* dst, int32_t b
 // CH4 / CH2. dst receives kv_group_bytes(e, n_chan) bytes.
 void kv_quantize_group(KvEnc e, const float* x, int64_t x_stride, int32_t n_chan, uint8_t* dst);
 
-// A run of positions stored in one encoding. Position p (>= first) is row r = p - first:
+// A run of positions stored in one encoding. Position p (>= first) is row r = p - first
+// (ring > 0: r = (p - first) % ring, a ring buffer of row encodings):
 //   row encodings: bytes [r * row_bytes, (r + 1) * row_bytes) of data
 //   CH encodings:  group r / kKvBlock, entry r % kKvBlock of each channel's block
 struct KvSegment {
@@ -69,16 +71,42 @@ struct KvSegment {
   int32_t n_chan = 0;        // CH encodings: channels per position (the whole row width)
   int32_t first = 0;         // first position the segment holds
   int32_t block = kKvBlock;  // Q8/Q4/A4/A2: values per block along the row (8, 16 or 32)
+  int32_t ring = 0;          // row encodings: > 0, rows of a ring buffer of this many rows
+};
+
+// Keys stored relative to a reference row turned by RoPE to their position (q4 keys, see
+// kv/kv_cache.h): the key of position p is the decoded row plus R_p c, R_p the rotation RoPE
+// applies at position p, to each head's first n_rot channels (the rest pass through):
+//   NORMAL pairs (2i, 2i + 1), NEOX pairs (i, i + n_rot / 2) of a head; pair i of position p
+//   turns by the angle whose cos and sin are cs[(p * n_rot / 2 + i) * 2 + {0, 1}]:
+//   (a, b) -> (a cos - b sin, a sin + b cos), each product and sum rounded to f32.
+// On a GPU backend the pointers are device addresses.
+struct KvKeyRef {
+  const uint8_t* c = nullptr;  // [n_chan] f16, c; nullptr: the keys are stored as they are
+  const float* cs = nullptr;   // [positions][n_rot / 2][2] cos, sin (kv_rope_table)
+  int32_t n_rot = 0;           // rotated channels per head (even; 0: R_p is the identity)
+  int32_t head_dim = 0;        // channels per head (> 0 when n_rot > 0)
+  bool neox = false;           // NEOX pairing
 };
 
 // K or V for positions [0, kv_len): positions < split come from lo, the rest from hi.
+// ref (K only): lo's keys are relative to ref (the kernels add q . R_p c to their scores).
 struct KvSource {
   KvSegment lo;
   KvSegment hi;
   int32_t split = INT32_MAX;
+  KvKeyRef ref;
 };
 
-// Writes values [off, off + n) of the row at position p into dst[n].
+// cs of KvKeyRef for positions [0, n_pos): the cos and sin rope() (kernels/ops.h) uses, so
+// R_p c equals rope(c, p) bitwise. out: [n_pos][p.n_rot / 2][2]; p.freq_factors read here only.
+void kv_rope_table(const RopeParams& p, int32_t n_pos, float* out);
+
+// Channels [off, off + n) of R_p c (the row ref says; n_chan channels in all) into dst[n].
+void kv_ref_row(const KvKeyRef& ref, int32_t p, int32_t off, int32_t n, float* dst);
+
+// Writes values [off, off + n) of the row at position p into dst[n] (with R_p c added for
+// lo positions of a source with a key reference).
 void kv_dequantize(const KvSource& src, int32_t p, int32_t off, int32_t n, float* dst);
 
 // Floats of scratch attention_kv() needs for kv_len key positions on n_threads threads.
@@ -92,7 +120,9 @@ size_t attention_kv_scratch_floats(const AttentionShape& s, int32_t kv_len, int 
 // SIMD (kernels/simd/attention_simd.h): work is split over (token, kv head, chunk of up to 4
 // of its query heads), each K/V row slice decoded once per chunk. Q8/Q4 keys are scored
 // against the block-rotated query and Q8/Q4 values accumulated rotated, then rotated back
-// once; KIVI key groups are scored 32 positions at a time.
+// once; KIVI key groups are scored 32 positions at a time. Relative keys (src.ref) get
+// q . R_p c as a dot of (q_a c_a + q_b c_b, q_b c_a - q_a c_b) per pair with (cos, sin) per pair,
+// plus q . c over the channels RoPE leaves alone.
 //   scratch: >= attention_kv_scratch_floats(s, pos0 + n_tok, pool.n_threads()) floats
 void attention_kv(const AttentionShape& s, const float* q, int64_t q_stride, int32_t n_tok,
                   int32_t pos0, const KvSource& k, const KvSource& v, float* out,

@@ -32,6 +32,23 @@ const ModeEntry& entry(KvMode m) { return kModes[static_cast<int32_t>(m)]; }
 
 void to_f16_row(const float* x, int32_t n, uint8_t* dst) { kv_quantize_row(KvEnc::F16, x, n, dst); }
 
+// The Q4 window rows (row_bytes each) of positions [kv_q4_window_start(n_pos), n_pos), between
+// a ring (position p at row p % kQ4Window) and a buffer in position order.
+void window_out(const uint8_t* ring, int64_t row_bytes, int32_t n_pos, uint8_t* buf) {
+  const int32_t start = kv_q4_window_start(n_pos);
+  for (int32_t p = start; p < n_pos; ++p) {
+    std::memcpy(buf + (p - start) * row_bytes, ring + (p % kQ4Window) * row_bytes,
+                static_cast<size_t>(row_bytes));
+  }
+}
+void window_in(const uint8_t* buf, int64_t row_bytes, int32_t n_pos, uint8_t* ring) {
+  const int32_t start = kv_q4_window_start(n_pos);
+  for (int32_t p = start; p < n_pos; ++p) {
+    std::memcpy(ring + (p % kQ4Window) * row_bytes, buf + (p - start) * row_bytes,
+                static_cast<size_t>(row_bytes));
+  }
+}
+
 }  // namespace
 
 const char* kv_mode_name(KvMode m) {
@@ -85,6 +102,8 @@ Status KvCache::create(KvMode mode, const std::vector<KvLayerSpec>& layers, int3
       l.k_resid = StateBytes(alloc);
       l.v_resid = StateBytes(alloc);
       l.k_ref = StateBytes(alloc);
+      l.k_win = StateBytes(alloc);
+      l.v_win = StateBytes(alloc);
       if (s.n_embd_k == 0) continue;
       widest = std::max({widest, s.n_embd_k, s.n_embd_v});
       if (s.head_dim_k < 0 || s.head_dim_v < 0) {
@@ -105,6 +124,21 @@ Status KvCache::create(KvMode mode, const std::vector<KvLayerSpec>& layers, int3
         l.k.resize(n_pos * static_cast<size_t>(l.k_row));
         if (c->centered()) l.k_ref.resize(static_cast<size_t>(s.n_embd_k) * 2);
       }
+      if (c->windowed()) {
+        const RopeParams& rp = s.rope;
+        if (rp.n_rot < 0 || rp.n_rot % 2 != 0 ||
+            (rp.n_rot > 0 &&
+             (s.head_dim_k <= 0 || rp.n_rot > s.head_dim_k || s.n_embd_k % s.head_dim_k != 0))) {
+          return Status::error(GEIST_E_INVALID_ARG,
+                               "kv cache: layer %zu has RoPE dims %d for heads of %d", il, rp.n_rot,
+                               s.head_dim_k);
+        }
+        l.k_win.resize(size_t{kQ4Window} * static_cast<size_t>(s.n_embd_k) * 2);
+        l.v_win.resize(size_t{kQ4Window} * static_cast<size_t>(s.n_embd_v) * 2);
+        l.rope_cs.resize(n_pos * static_cast<size_t>(rp.n_rot));
+        kv_rope_table(rp, max_seq_len, l.rope_cs.data());
+        l.spec.rope.freq_factors = nullptr;  // the caller's memory: not kept
+      }
     }
     if (kivi) c->group_tmp_.resize(static_cast<size_t>(kGroup) * static_cast<size_t>(widest));
     if (c->centered()) c->group_tmp_.resize(static_cast<size_t>(widest));
@@ -120,6 +154,15 @@ bool KvCache::has_layer(int32_t il) const {
 }
 
 bool KvCache::can_resume_at(int32_t pos) const {
+  if (windowed()) {
+    // The window positions pos's query reads, [start, pos), are intact unless a later
+    // position took their ring rows.
+    const int32_t start = kv_q4_window_start(pos + 1);
+    for (const Layer& l : layers_) {
+      if (l.spec.n_embd_k > 0 && start < pos && l.written_end > start + kQ4Window) return false;
+    }
+    return true;
+  }
   if (!kivi() || pos % kGroup == 0) return true;
   for (const Layer& l : layers_) {
     if (l.spec.n_embd_k == 0) continue;
@@ -169,10 +212,19 @@ void KvCache::write(int32_t il, int32_t pos, int32_t n, const float* k, int64_t 
       // from its regions subtracts the same numbers).
       if (p == 0) to_f16_row(k + i * k_stride, nk, l.k_ref.data());
       float* rel = group_tmp_.data();  // [nk]
-      for (int32_t c = 0; c < nk; ++c) {
-        uint16_t h;
-        std::memcpy(&h, l.k_ref.data() + static_cast<size_t>(c) * 2, 2);
-        rel[c] = k[i * k_stride + c] - fp16_to_fp32(h);
+      if (windowed()) {
+        // Q4: minus the reference turned to p (R_0 = identity); the f16 window rows too.
+        kv_ref_row(key_ref(l), static_cast<int32_t>(p), 0, nk, rel);
+        for (int32_t c = 0; c < nk; ++c) rel[c] = k[i * k_stride + c] - rel[c];
+        const int64_t w = p % kQ4Window;
+        to_f16_row(k + i * k_stride, nk, l.k_win.data() + w * nk * 2);
+        to_f16_row(v + i * v_stride, nv, l.v_win.data() + w * nv * 2);
+      } else {
+        for (int32_t c = 0; c < nk; ++c) {
+          uint16_t h;
+          std::memcpy(&h, l.k_ref.data() + static_cast<size_t>(c) * 2, 2);
+          rel[c] = k[i * k_stride + c] - fp16_to_fp32(h);
+        }
       }
       kv_quantize_row(k_enc_, rel, nk, l.k.data() + p * l.k_row, l.k_block);
       kv_quantize_row(v_enc_, v + i * v_stride, nv, l.v.data() + p * l.v_row, l.v_block);
@@ -206,6 +258,15 @@ void KvCache::view(int32_t il, int32_t n_pos, KvSource* k, KvSource* v) const {
   if (!kivi()) {
     k->lo.row_bytes = l.k_row;
     k->lo.block = l.k_block;
+    if (windowed()) {
+      const int32_t split = kv_q4_window_start(n_pos);
+      k->split = v->split = split;
+      k->ref = key_ref(l);
+      k->hi = KvSegment{KvEnc::F16, l.k_win.data(), int64_t{l.spec.n_embd_k} * 2, 0, 0,
+                        kKvBlock,   kQ4Window};
+      v->hi = KvSegment{KvEnc::F16, l.v_win.data(), int64_t{l.spec.n_embd_v} * 2, 0, 0,
+                        kKvBlock,   kQ4Window};
+    }
     return;
   }
   k->lo.n_chan = l.spec.n_embd_k;
@@ -227,6 +288,10 @@ void KvCache::attend(int32_t il, const AttentionShape& s, const float* q, int64_
       // see the group quantized; the queries before it see the group's f16 residual rows.
       const int32_t fill = a - a % kGroup + kGroup - 1;
       if (fill < end) b = a < fill ? fill : fill + 1;
+    } else if (windowed()) {
+      // The queries of a piece share their window start: it moves for the query at t where
+      // t + 1 is a multiple of 32 and at least 64.
+      b = std::min(end, std::max(63, (a + 1) / 32 * 32 + 31));
     }
     const int32_t i = a - pos;
     write(il, a, b - a, k + i * k_stride, k_stride, v + i * v_stride, v_stride);
@@ -262,15 +327,37 @@ uint64_t KvCache::part_bytes(int32_t il, uint32_t part, int32_t n_pos) const {
     case KV_PART_K_RESID:  // == KV_PART_K_REF
       if (centered()) return n > 0 ? static_cast<uint64_t>(l.spec.n_embd_k) * 2 : 0;
       return (n % kGroup) * static_cast<uint64_t>(l.spec.n_embd_k) * 2;
-    default:
+    case KV_PART_V_RESID:  // == KV_PART_K_WIN
+      if (windowed()) {
+        return (n - static_cast<uint64_t>(kv_q4_window_start(n_pos))) *
+               static_cast<uint64_t>(l.spec.n_embd_k) * 2;
+      }
       return (n % kGroup) * static_cast<uint64_t>(l.spec.n_embd_v) * 2;
+    default:  // KV_PART_V_WIN
+      return (n - static_cast<uint64_t>(kv_q4_window_start(n_pos))) *
+             static_cast<uint64_t>(l.spec.n_embd_v) * 2;
   }
+}
+
+int64_t KvCache::win_row_bytes(const KvRegion& r) const {
+  const KvLayerSpec& s = layers_[static_cast<size_t>(r.layer)].spec;
+  return int64_t{r.part == KV_PART_K_WIN ? s.n_embd_k : s.n_embd_v} * 2;
+}
+
+KvKeyRef KvCache::key_ref(const Layer& l) const {
+  KvKeyRef r;
+  r.c = l.k_ref.data();
+  r.cs = l.rope_cs.data();
+  r.n_rot = l.spec.rope.n_rot;
+  r.head_dim = l.spec.head_dim_k;
+  r.neox = l.spec.rope.style == RopeStyle::NEOX;
+  return r;
 }
 
 void KvCache::regions(int32_t n_pos, std::vector<KvRegion>* out) const {
   GEIST_CHECK(n_pos >= 0 && n_pos <= max_seq_len_, "kv regions: n_pos out of range");
   out->clear();
-  const uint32_t n_parts = kivi() ? 4 : centered() ? 3 : 2;
+  const uint32_t n_parts = kivi() ? 4 : windowed() ? 5 : centered() ? 3 : 2;
   for (int32_t il = 0; il < n_layer(); ++il) {
     if (!has_layer(il)) continue;
     for (uint32_t part = 0; part < n_parts; ++part) {
@@ -294,15 +381,18 @@ uint8_t* KvCache::region_ptr(const KvRegion& r, int32_t n_pos, uint64_t* nbytes)
     case KV_PART_K_RESID:  // == KV_PART_K_REF
       buf = centered() ? &l.k_ref : &l.k_resid;
       break;
-    case KV_PART_V_RESID:
-      buf = &l.v_resid;
+    case KV_PART_V_RESID:  // == KV_PART_K_WIN
+      buf = windowed() ? &l.k_win : &l.v_resid;
+      break;
+    case KV_PART_V_WIN:
+      buf = windowed() ? &l.v_win : nullptr;
       break;
     default:
       break;
   }
-  GEIST_CHECK(
-      buf != nullptr && (r.part <= KV_PART_V || kivi() || (centered() && r.part == KV_PART_K_REF)),
-      "kv region: unknown part");
+  GEIST_CHECK(buf != nullptr && (r.part <= KV_PART_V || kivi() ||
+                                 (centered() && r.part == KV_PART_K_REF) || windowed()),
+              "kv region: unknown part");
   GEIST_CHECK(r.nbytes == part_bytes(r.layer, r.part, n_pos),
               "kv region: size differs from regions()");
   *nbytes = r.nbytes;
@@ -312,20 +402,29 @@ uint8_t* KvCache::region_ptr(const KvRegion& r, int32_t n_pos, uint64_t* nbytes)
 void KvCache::read_region(const KvRegion& r, int32_t n_pos, uint8_t* dst) const {
   uint64_t nb = 0;
   const uint8_t* p = const_cast<KvCache*>(this)->region_ptr(r, n_pos, &nb);
-  if (nb > 0) std::memcpy(dst, p, nb);  // an empty region may come with a null buffer
+  if (windowed() && r.part >= KV_PART_K_WIN) {
+    window_out(p, win_row_bytes(r), n_pos, dst);
+  } else if (nb > 0) {
+    std::memcpy(dst, p, nb);  // an empty region may come with a null buffer
+  }
 }
 
 void KvCache::write_region(const KvRegion& r, int32_t n_pos, const uint8_t* src) {
   uint64_t nb = 0;
   uint8_t* p = region_ptr(r, n_pos, &nb);
-  if (nb > 0) std::memcpy(p, src, nb);
+  if (windowed() && r.part >= KV_PART_K_WIN) {
+    window_in(src, win_row_bytes(r), n_pos, p);
+  } else if (nb > 0) {
+    std::memcpy(p, src, nb);
+  }
   layers_[static_cast<size_t>(r.layer)].written_end = n_pos;
 }
 
 size_t KvCache::size_bytes() const {
   size_t total = 0;
   for (const Layer& l : layers_) {
-    total += l.k.size() + l.v.size() + l.k_resid.size() + l.v_resid.size() + l.k_ref.size();
+    total += l.k.size() + l.v.size() + l.k_resid.size() + l.v_resid.size() + l.k_ref.size() +
+             l.k_win.size() + l.v_win.size() + l.rope_cs.size() * sizeof(float);
   }
   return total;
 }

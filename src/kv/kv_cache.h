@@ -10,12 +10,23 @@
 //             min, 36 B per 32 values), Q8 values Q8 (f16 scale, 34 B), Q4 keys and values
 //             Q4 (f16 scale, 18 B). B = kKvBlock = 32, or the head width for heads narrower
 //             than 32 (kv_block_for_head_dim), so that a block never mixes two heads' channels.
-//             Keys are stored relative to the key of position 0 (K_REF, f16, one row per
+//             Q8 keys are stored relative to the key of position 0 (K_REF, f16, one row per
 //             layer): k_p - k_0 for every p. Softmax is invariant to adding q . k_0 to every
 //             score of a query, so attention over the relative keys equals attention over the
 //             keys, while a channel's constant offset (stories260K's outlier channels) no
 //             longer sets the block scales. k_0 is fixed once position 0 is written, so the
 //             bytes of a position still depend only on the tokens.
+//             Q4 keys are stored relative to c = K_REF turned by RoPE to their position:
+//             k_p - R_p c (R_p the layer's RoPE at p, KvLayerSpec::rope; RoPE at position 0 is
+//             the identity, so c is also the pre-RoPE key of position 0). An offset channel
+//             rotates with p, which a plain k_0 reference misses; R_p c varies with p, so the
+//             kernel adds q . R_p c back to the score of every quantized position (KvKeyRef).
+//             Q4 also keeps the newest positions in f16 (K_WIN, V_WIN: rings of kQ4Window rows,
+//             absolute keys): queries at n positions read q4 rows for [0, Qend(n)) and f16
+//             rows for [Qend(n), n), Qend(n) = max(0, floor((n - 32) / 32)) * 32, so 32 to 63
+//             recent positions (all of them below 64) are exact to f16. Every position's q4
+//             rows are written at once, so they never change; attend() splits a call where
+//             Qend changes, so a query's result does not depend on the split either.
 //   KIVI4, KIVI2 (Liu et al. 2024): keys quantized per channel over groups of G = kKvBlock
 //             positions, values per token in blocks of B channels, asymmetric (scale
 //             and min in f16) with 4 or 2 bits. The positions of the group being filled are
@@ -69,7 +80,16 @@ struct KvLayerSpec {
   // (kv_block_for_head_dim: blocks never span heads); 0: unknown, blocks of kKvBlock.
   int32_t head_dim_k = 0;
   int32_t head_dim_v = 0;
+  // The RoPE the layer applies to its keys (per head of head_dim_k; n_rot 0: none). Q4 keys
+  // are relative to position 0's key turned by it. freq_factors: host memory, read only by
+  // KvCache::create (and the backends' create_kv).
+  RopeParams rope = {};
 };
+
+// Q4's f16 window (kv_cache.h top): rows per layer for K and for V.
+constexpr int32_t kQ4Window = 64;
+// First position a query at n positions reads from the Q4 window.
+constexpr int32_t kv_q4_window_start(int32_t n) { return n < 64 ? 0 : (n - 32) / 32 * 32; }
 
 // What a region of a layer holds. F32/F16/Q8/Q4 have K and V; KIVI has all four.
 enum KvPart : uint32_t {
@@ -80,6 +100,9 @@ enum KvPart : uint32_t {
   // Q8/Q4: the f16 key row of position 0 that K rows are relative to; n_embd_k * 2 bytes
   // once n_pos > 0 (the same part number as KIVI's K_RESID: parts are per mode).
   KV_PART_K_REF = 2,
+  // Q4: f16 key / value rows of positions [kv_q4_window_start(n_pos), n_pos), position order.
+  KV_PART_K_WIN = 3,
+  KV_PART_V_WIN = 4,
 };
 
 struct KvRegion {
@@ -104,7 +127,8 @@ class KvCache {
   // Stores rows for positions [pos, pos + n) of attention layer il.
   //   k: [n][k_stride], the first n_embd_k floats of each row; v likewise with n_embd_v.
   // Caller guarantees has_layer(il), 0 <= pos, pos + n <= max_seq_len() (checked), and that
-  // can_resume_at(pos) (KIVI needs the residual positions before pos of pos's group).
+  // can_resume_at(pos) (KIVI needs the residual positions before pos of pos's group). The Q4
+  // window then holds the last kQ4Window positions written.
   void write(int32_t il, int32_t pos, int32_t n, const float* k, int64_t k_stride, const float* v,
              int64_t v_stride);
 
@@ -125,9 +149,10 @@ class KvCache {
     return attention_kv_scratch_floats(s, kv_len, n_threads);
   }
 
-  // Whether writing can continue at pos given what was last written: always for row modes;
-  // KIVI needs pos on a group boundary or in the group of the last written position (whose
-  // residual rows it still holds).
+  // Whether writing can continue at pos given what was last written: always for F32 / F16 /
+  // Q8; KIVI needs pos on a group boundary or in the group of the last written position (whose
+  // residual rows it still holds); Q4 needs its window to still hold the positions
+  // [kv_q4_window_start(pos + 1), pos).
   bool can_resume_at(int32_t pos) const;
 
   // Bytes per position of the quantized state, all layers (KIVI: full groups; the residual
@@ -137,10 +162,12 @@ class KvCache {
 
   // Snapshot contract. The regions that determine attention over positions [0, n_pos), in a
   // fixed order (layer ascending, then part ascending), each with its used byte count. For
-  // n_pos a multiple of G (any n_pos in row modes) the sizes sum to bytes_per_token() * n_pos.
+  // n_pos a multiple of G (any n_pos in row modes) the sizes sum to bytes_per_token() * n_pos,
+  // plus Q8/Q4's K_REF row and Q4's window rows.
   void regions(int32_t n_pos, std::vector<KvRegion>* out) const;
   // Copies region r's nbytes bytes out of / into the cache. r must come from regions(n_pos) of
-  // a cache with the same mode and layer sizes. After write_region of every region of n_pos
+  // a cache with the same mode and layer sizes (Q4: and RoPE). After write_region of every
+  // region of n_pos
   // into a fresh cache, attention over [0, n_pos) is bitwise that of the source.
   void read_region(const KvRegion& r, int32_t n_pos, uint8_t* dst) const;
   void write_region(const KvRegion& r, int32_t n_pos, const uint8_t* src);
@@ -151,21 +178,28 @@ class KvCache {
  private:
   struct Layer {
     KvLayerSpec spec;
-    int64_t k_row = 0;        // bytes per K row (row modes) / per key group (KIVI)
-    int64_t v_row = 0;        // bytes per V row (quantized in KIVI)
-    int32_t k_block = 0;      // values per block of quantized K rows (row modes)
-    int32_t v_block = 0;      // values per block of quantized V rows
-    StateBytes k;             // row modes: [max_seq_len][k_row]; KIVI: [max_seq_len / G][k_row]
-    StateBytes v;             // [max_seq_len][v_row] (KIVI: only full groups used)
-    StateBytes k_resid;       // KIVI: [G][n_embd_k] f16, row p % G holds position p
-    StateBytes v_resid;       // KIVI: [G][n_embd_v] f16, likewise
-    StateBytes k_ref;         // Q8/Q4: [n_embd_k] f16, the key of position 0
-    int32_t written_end = 0;  // one past the last position written
+    int64_t k_row = 0;           // bytes per K row (row modes) / per key group (KIVI)
+    int64_t v_row = 0;           // bytes per V row (quantized in KIVI)
+    int32_t k_block = 0;         // values per block of quantized K rows (row modes)
+    int32_t v_block = 0;         // values per block of quantized V rows
+    StateBytes k;                // row modes: [max_seq_len][k_row]; KIVI: [max_seq_len / G][k_row]
+    StateBytes v;                // [max_seq_len][v_row] (KIVI: only full groups used)
+    StateBytes k_resid;          // KIVI: [G][n_embd_k] f16, row p % G holds position p
+    StateBytes v_resid;          // KIVI: [G][n_embd_v] f16, likewise
+    StateBytes k_ref;            // Q8/Q4: [n_embd_k] f16, the key of position 0
+    StateBytes k_win;            // Q4: [kQ4Window][n_embd_k] f16, row p % kQ4Window: position p
+    StateBytes v_win;            // Q4: [kQ4Window][n_embd_v] f16, likewise
+    std::vector<float> rope_cs;  // Q4: [max_seq_len][rope.n_rot / 2][2] (kv_rope_table)
+    int32_t written_end = 0;     // one past the last position written
   };
   KvCache() = default;
   bool kivi() const { return mode_ == KvMode::KIVI4 || mode_ == KvMode::KIVI2; }
   // Q8/Q4: keys stored relative to position 0's (K_REF).
   bool centered() const { return mode_ == KvMode::Q8 || mode_ == KvMode::Q4; }
+  // Q4: keys relative to K_REF turned by RoPE, and the f16 window.
+  bool windowed() const { return mode_ == KvMode::Q4; }
+  KvKeyRef key_ref(const Layer& l) const;
+  int64_t win_row_bytes(const KvRegion& r) const;  // bytes of one row of a K_WIN / V_WIN part
   void quantize_group(Layer& l, int32_t g);
   uint64_t part_bytes(int32_t il, uint32_t part, int32_t n_pos) const;
   uint8_t* region_ptr(const KvRegion& r, int32_t n_pos, uint64_t* nbytes);

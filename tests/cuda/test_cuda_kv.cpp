@@ -11,6 +11,7 @@
 // quantization) and each route's error is a few hundred ulp at most: 2e-5 absolute for F32 /
 // F16 (as before), 1e-4 for the quantized modes, whose rotated values reach sqrt(32) times the
 // inputs. A row that read a wrong position, head or block is off by 1e-2 or more.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -78,17 +79,32 @@ class CudaKv : public ::testing::Test {
   std::unique_ptr<Stream> stream_;
 };
 
+// Llama-3-style per-pair frequency divisors (32 pairs).
+const float kFreqFactors[32] = {1, 1, 1, 1, 1, 1, 1, 1, 1.5f, 2, 2.5f, 3, 4, 5, 6, 7,
+                                8, 8, 8, 8, 8, 8, 8, 8, 8,    8, 8,    8, 8, 8, 8, 8};
+
+// A layer of n_head_kv heads of hd with RoPE on its keys (q4 keys are relative to position 0's
+// key turned by it): all channels NORMAL up to 64, half of them NEOX above (Qwen3.5-like).
+KvLayerSpec roped_layer(int32_t n_head_kv, int32_t hd) {
+  KvLayerSpec s{n_head_kv * hd, n_head_kv * hd, hd, hd};
+  s.rope.n_rot = hd <= 64 ? hd : hd / 2;
+  s.rope.style = hd <= 64 ? RopeStyle::NORMAL : RopeStyle::NEOX;
+  s.rope.freq_base = hd <= 64 ? 10000.0f : 1e6f;
+  s.rope.freq_factors = hd == 64 ? kFreqFactors : nullptr;
+  return s;
+}
+
 // Layer 1 has no attention (a DeltaNet layer of a hybrid); layer 2 has different head sizes;
 // layer 3 has stories260K's 8-wide heads (blocks of 8).
 const std::vector<KvLayerSpec> kLayers = {
-    {2 * 64, 2 * 64, 64, 64},
+    roped_layer(2, 64),
     {0, 0, 0, 0},
-    {4 * 128, 4 * 128, 128, 128},
-    {4 * 8, 4 * 8, 8, 8},
+    roped_layer(4, 128),
+    roped_layer(4, 8),
 };
 
 // KvCache::attend with the scalar reference kernel: the same pieces (KIVI split where a group
-// fills), each written, viewed and attended.
+// fills, q4 where the window start moves), each written, viewed and attended.
 void cpu_attend(KvCache& c, int32_t il, const AttentionShape& s, const float* q, int64_t qs,
                 int32_t n, int32_t pos, const float* k, const float* v, int64_t kvs, float* out,
                 ThreadPool& pool) {
@@ -98,6 +114,7 @@ void cpu_attend(KvCache& c, int32_t il, const AttentionShape& s, const float* q,
     int32_t b = pos + n;
     const int32_t fill = a - a % kKvBlock + kKvBlock - 1;
     if (kivi && fill < b) b = a < fill ? fill : fill + 1;
+    if (c.mode() == KvMode::Q4) b = std::min(b, std::max(63, (a + 1) / 32 * 32 + 31));
     const int64_t i = a - pos;
     c.write(il, a, b - a, k + i * kvs, kvs, v + i * kvs, kvs);
     KvSource ks, vs;
@@ -256,7 +273,7 @@ TEST_F(CudaKv, AttentionMatchesCpuReference) {
                    std::to_string(c.prefill) + " decode " + std::to_string(c.decode));
       const int32_t total = c.prefill + c.decode;
       const int32_t n_kv = c.n_head_kv * c.head_dim;
-      const std::vector<KvLayerSpec> layers = {{n_kv, n_kv, c.head_dim, c.head_dim}};
+      const std::vector<KvLayerSpec> layers = {roped_layer(c.n_head_kv, c.head_dim)};
       const AttentionShape s{c.n_head, c.n_head_kv, c.head_dim, c.head_dim,
                              1.0f / std::sqrt(static_cast<float>(c.head_dim))};
       const int64_t qs = static_cast<int64_t>(c.n_head) * c.head_dim;
@@ -295,7 +312,7 @@ TEST_F(CudaKv, UploadedCpuImageContinuesLikeCpu) {
       SCOPED_TRACE(std::string(kv_mode_name(mode)) + " hd " + std::to_string(c.head_dim));
       const int32_t total = n0 + c.prefill + c.decode;
       const int32_t n_kv = c.n_head_kv * c.head_dim;
-      const std::vector<KvLayerSpec> layers = {{n_kv, n_kv, c.head_dim, c.head_dim}};
+      const std::vector<KvLayerSpec> layers = {roped_layer(c.n_head_kv, c.head_dim)};
       const AttentionShape s{c.n_head, c.n_head_kv, c.head_dim, c.head_dim,
                              1.0f / std::sqrt(static_cast<float>(c.head_dim))};
       const int64_t qs = static_cast<int64_t>(c.n_head) * c.head_dim;
@@ -338,7 +355,7 @@ TEST_F(CudaKv, AttentionIsBitwiseIndependentOfCallSplit) {
   const int32_t n_head = 8, n_head_kv = 2, hd = 64, total = 150;
   const int32_t n_kv = n_head_kv * hd;
   const int64_t qs = n_head * hd;
-  const std::vector<KvLayerSpec> layers = {{n_kv, n_kv, hd, hd}};
+  const std::vector<KvLayerSpec> layers = {roped_layer(n_head_kv, hd)};
   const AttentionShape s{n_head, n_head_kv, hd, hd, 0.125f};
   const std::vector<float> q = random_floats(static_cast<size_t>(qs * total), 4);
   const std::vector<float> k = random_floats(static_cast<size_t>(n_kv) * total, 5);
@@ -386,14 +403,14 @@ TEST_F(CudaKv, LongPrefillMatchesCpuOnSampledRows) {
   const int32_t n_head = 32, n_head_kv = 8, hd = 64, total = 2048;
   const int32_t n_kv = n_head_kv * hd;
   const int64_t qs = int64_t{n_head} * hd;
-  const std::vector<KvLayerSpec> layers = {{n_kv, n_kv, hd, hd}};
+  const std::vector<KvLayerSpec> layers = {roped_layer(n_head_kv, hd)};
   const AttentionShape s{n_head, n_head_kv, hd, hd, 0.125f};
   const std::vector<float> q = random_floats(static_cast<size_t>(qs * total), 7);
   const std::vector<float> k = random_floats(static_cast<size_t>(n_kv) * total, 8);
   const std::vector<float> v = random_floats(static_cast<size_t>(n_kv) * total, 9);
   DeviceVec<float> dq(q), dk(k), dv(v), dout(static_cast<size_t>(qs * total));
   ThreadPool pool(8);
-  for (const KvMode mode : {KvMode::F16, KvMode::Q8, KvMode::KIVI4}) {
+  for (const KvMode mode : {KvMode::F16, KvMode::Q8, KvMode::Q4, KvMode::KIVI4}) {
     SCOPED_TRACE(kv_mode_name(mode));
     std::unique_ptr<KvStore> dev;
     ASSERT_TRUE(stream_->create_kv(mode, layers, total, &dev).is_ok());
@@ -424,6 +441,8 @@ TEST_F(CudaKv, LongPrefillMatchesCpuOnSampledRows) {
     std::vector<float> scratch(attention_kv_scratch_floats(s, total, pool.n_threads()));
     for (const int32_t t : {0, 1, 31, 700, 1023, 2046, 2047}) {
       if (kivi && (t + 1) % kKvBlock != 0 && t + 1 != total) continue;  // only where view matches
+      // q4: only where the query's window is among the last kQ4Window positions written.
+      if (mode == KvMode::Q4 && kv_q4_window_start(t + 1) < total - kQ4Window) continue;
       KvSource ks, vs;
       host->view(0, t + 1, &ks, &vs);
       attention_kv_reference(s, q.data() + t * qs, qs, 1, t, ks, vs, ref.data() + t * qs, qs,

@@ -13,6 +13,7 @@
 
 #include "base/thread_pool.h"
 #include "kernels/attention_kv.h"
+#include "kernels/ops.h"
 #include "kernels/quant.h"
 #include "kv/kv_cache.h"
 
@@ -38,16 +39,18 @@ std::vector<float> randn(size_t n, std::mt19937* rng, float sd = 1.0f) {
   return x;
 }
 
-// y = H x / sqrt(32) with H[i][j] = (-1)^popcount(i & j) (Sylvester's Hadamard matrix): the
-// rotation Q8 and Q4 blocks are stored in (attention_kv.h).
-std::vector<double> hadamard32(const std::vector<double>& x) {
-  std::vector<double> y(32, 0.0);
-  for (int i = 0; i < 32; ++i) {
-    for (int j = 0; j < 32; ++j) y[i] += (__builtin_popcount(i & j) % 2 ? -x[j] : x[j]);
-    y[i] /= std::sqrt(32.0);
+// y = H x / sqrt(n) with H[i][j] = (-1)^popcount(i & j) (Sylvester's Hadamard matrix, n = 8,
+// 16 or 32): the rotation Q8 and Q4 blocks are stored in (attention_kv.h).
+std::vector<double> hadamard(const std::vector<double>& x) {
+  const int n = static_cast<int>(x.size());
+  std::vector<double> y(x.size(), 0.0);
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) y[i] += (__builtin_popcount(i & j) % 2 ? -x[j] : x[j]);
+    y[i] /= std::sqrt(static_cast<double>(n));
   }
   return y;
 }
+std::vector<double> hadamard32(const std::vector<double>& x) { return hadamard(x); }
 
 // ---- encodings -------------------------------------------------------------------------------
 
@@ -202,12 +205,19 @@ TEST(KvCacheModes, BytesPerTokenFromLayout) {
 struct Case {
   AttentionShape s;
   int32_t n_pos;
+  RopeParams rope;  // the keys' RoPE (q4 keys are relative to position 0's key turned by it)
 };
 
+// Llama-3-style per-pair frequency divisors for case 1's 16 rotated pairs.
+const float kFreqFactors[16] = {1, 1, 1, 1, 1.5f, 2, 2.5f, 3, 4, 5, 6, 8, 8, 8, 8, 8};
+
 const Case kCases[] = {
-    {{8, 4, 8, 8, 1.0f / std::sqrt(8.0f)}, 75},     // stories260K: rows of 32
-    {{4, 2, 48, 48, 1.0f / std::sqrt(48.0f)}, 70},  // head slices straddle 32-blocks
-    {{6, 2, 20, 12, 0.3f}, 40},                     // short last block, head_dim_v != k
+    // stories260K: heads of 8 (blocks of 8), 4 heads a row, every channel rotated
+    {{8, 4, 8, 8, 1.0f / std::sqrt(8.0f)}, 75, {RopeStyle::NORMAL, 8, 10000, 1, nullptr}},
+    // head slices straddle 32-blocks; NEOX on 32 of 48 channels, with frequency factors
+    {{4, 2, 48, 48, 1.0f / std::sqrt(48.0f)}, 70, {RopeStyle::NEOX, 32, 1e6f, 1, kFreqFactors}},
+    // short last block, head_dim_v != k, linear scaling
+    {{6, 2, 20, 12, 0.3f}, 40, {RopeStyle::NORMAL, 12, 10000, 0.5f, nullptr}},
 };
 
 struct Inputs {
@@ -230,8 +240,9 @@ Inputs make_inputs(const Case& c, uint32_t seed) {
 
 std::unique_ptr<KvCache> make_cache(KvMode m, const Case& c, const Inputs& in) {
   std::unique_ptr<KvCache> cache;
-  const std::vector<KvLayerSpec> specs = {
-      {0, 0}, {static_cast<int32_t>(in.nk), static_cast<int32_t>(in.nv)}};
+  const std::vector<KvLayerSpec> specs = {{0, 0},
+                                          {static_cast<int32_t>(in.nk), static_cast<int32_t>(in.nv),
+                                           c.s.head_dim_k, c.s.head_dim_v, c.rope}};
   EXPECT_TRUE(KvCache::create(m, specs, c.n_pos + 8, &cache));
   return cache;
 }
@@ -270,19 +281,36 @@ float decode_block(KvEnc e, const uint8_t* blk, int32_t i) {
   }
 }
 
+// c (n_head rows of head_dim) turned by RoPE to position p: kernels/ops.h rope() itself.
+std::vector<float> roped(const std::vector<float>& c, int32_t head_dim, int32_t p,
+                         const RopeParams& rp) {
+  std::vector<float> x = c;
+  if (rp.n_rot > 0) rope(x.data(), static_cast<int32_t>(x.size()) / head_dim, head_dim, p, rp);
+  return x;
+}
+
 // Values row p of K (or V) holds for a query at position qpos, from the cache's regions.
-// q8/q4 keys are decoded as stored plus the K_REF row (the f16 key of position 0), which
-// should bring them back near the input keys.
+// q8 keys are decoded as stored plus the K_REF row c (the f16 key of position 0), q4 keys as
+// stored plus c turned by the case's RoPE to p; either should bring them back near the input
+// keys. q4 rows of positions in the query's window are the window's f16 rows.
 std::vector<double> decoded_rows(const KvCache& cache, KvMode m, bool key, int32_t n_pos,
-                                 int32_t qpos, int64_t width, const std::vector<float>& input) {
+                                 int32_t qpos, int64_t width, const std::vector<float>& input,
+                                 const Case& cs) {
   std::vector<KvRegion> regs;
   cache.regions(n_pos, &regs);
-  std::vector<uint8_t> main, ref;
+  std::vector<uint8_t> main, ref, win;
   const bool centered = key && (m == KvMode::Q8 || m == KvMode::Q4);
+  const int32_t head_dim = key ? cs.s.head_dim_k : cs.s.head_dim_v;
+  const int32_t B = kv_block_for_head_dim(head_dim);
   for (const KvRegion& r : regs) {
     if (r.part == (key ? KV_PART_K : KV_PART_V)) {
       main.resize(r.nbytes);
       cache.read_region(r, n_pos, main.data());
+    }
+    if (m == KvMode::Q4 && r.part == (key ? KV_PART_K_WIN : KV_PART_V_WIN)) {
+      EXPECT_EQ(r.nbytes, static_cast<uint64_t>((n_pos - kv_q4_window_start(n_pos)) * width * 2));
+      win.resize(r.nbytes);
+      cache.read_region(r, n_pos, win.data());
     }
     if (centered && r.part == KV_PART_K_REF) {
       EXPECT_EQ(r.nbytes, static_cast<uint64_t>(n_pos > 0 ? width * 2 : 0));
@@ -294,9 +322,14 @@ std::vector<double> decoded_rows(const KvCache& cache, KvMode m, bool key, int32
   for (int64_t c = 0; c < static_cast<int64_t>(ref.size() / 2); ++c) {
     EXPECT_EQ(half(ref.data() + c * 2), fp16_to_fp32(fp32_to_fp16(input[c])));
   }
+  std::vector<float> c_ref(ref.size() / 2);
+  for (size_t c = 0; c < c_ref.size(); ++c) c_ref[c] = half(ref.data() + c * 2);
   std::vector<double> out(static_cast<size_t>(n_pos * width));
-  const int32_t nb = static_cast<int32_t>((width + 31) / 32);
+  const int32_t nb = static_cast<int32_t>((width + B - 1) / B);
+  const int32_t win0 = kv_q4_window_start(n_pos);  // the window region's first position
   for (int32_t p = 0; p < n_pos; ++p) {
+    const std::vector<float> rc =
+        m == KvMode::Q4 && centered ? roped(c_ref, head_dim, p, cs.rope) : c_ref;
     for (int64_t c = 0; c < width; ++c) {
       double x = 0;
       const float in = input[p * width + c];
@@ -309,26 +342,36 @@ std::vector<double> decoded_rows(const KvCache& cache, KvMode m, bool key, int32
           break;
         case KvMode::Q8:
         case KvMode::Q4: {
+          if (m == KvMode::Q4 && p >= kv_q4_window_start(qpos + 1)) {
+            // The query read the window: f16 rows of the absolute inputs. The window region of
+            // n_pos holds those of [win0, n_pos), in position order.
+            x = fp16_to_fp32(fp32_to_fp16(in));
+            if (p >= win0) {
+              EXPECT_EQ(half(win.data() + ((p - win0) * width + c) * 2), x);
+            }
+            break;
+          }
           const KvEnc e = m == KvMode::Q4 ? KvEnc::Q4 : key ? KvEnc::Q8A : KvEnc::Q8;
-          const int64_t bb = e == KvEnc::Q4 ? 18 : e == KvEnc::Q8A ? 36 : 34;
-          const uint8_t* blk = main.data() + (p * nb + c / 32) * bb;
-          std::vector<double> codes(32);
-          for (int i = 0; i < 32; ++i) codes[i] = decode_block(e, blk, i);
-          x = hadamard32(codes)[c % 32];  // the rotation is its own inverse
-          if (centered) x += half(ref.data() + c * 2);
+          const int64_t bb = e == KvEnc::Q4 ? 2 + B / 2 : e == KvEnc::Q8A ? 4 + B : 2 + B;
+          const uint8_t* blk = main.data() + (p * nb + c / B) * bb;
+          std::vector<double> codes(static_cast<size_t>(B));
+          for (int i = 0; i < B; ++i) codes[i] = decode_block(e, blk, i);
+          x = hadamard(codes)[c % B];  // the rotation is its own inverse
+          if (centered) x += rc[c];
           break;
         }
         default: {
           const bool k4 = m == KvMode::KIVI4;
-          const int64_t bb = k4 ? 20 : 12;
-          if (p >= (qpos + 1) / G * G) {  // the group is not full yet: f16 residual
+          const int64_t bb = k4 ? 20 : 12;               // CH blocks of G positions
+          const int64_t vbb = 4 + B * (k4 ? 4 : 2) / 8;  // A blocks of B channels
+          if (p >= (qpos + 1) / G * G) {                 // the group is not full yet: f16 residual
             x = fp16_to_fp32(fp32_to_fp16(in));
           } else if (key) {
             x = decode_block(k4 ? KvEnc::CH4 : KvEnc::CH2, main.data() + ((p / G) * width + c) * bb,
                              p % G);
           } else {
-            x = decode_block(k4 ? KvEnc::A4 : KvEnc::A2, main.data() + (p * nb + c / 32) * bb,
-                             c % 32);
+            x = decode_block(k4 ? KvEnc::A4 : KvEnc::A2, main.data() + (p * nb + c / B) * vbb,
+                             c % B);
           }
         }
       }
@@ -347,8 +390,8 @@ TEST(KvCacheAttention, EveryModeMatchesDoubleAttentionOverDecodedBytes) {
       const int32_t grp = c.s.n_head / c.s.n_head_kv;
       double worst = 0;
       for (int32_t t = 0; t < c.n_pos; t += (is_kivi(m) ? 1 : 7)) {
-        const std::vector<double> kd = decoded_rows(*cache, m, true, c.n_pos, t, in.nk, in.k);
-        const std::vector<double> vd = decoded_rows(*cache, m, false, c.n_pos, t, in.nv, in.v);
+        const std::vector<double> kd = decoded_rows(*cache, m, true, c.n_pos, t, in.nk, in.k, c);
+        const std::vector<double> vd = decoded_rows(*cache, m, false, c.n_pos, t, in.nv, in.v, c);
         for (int32_t h = 0; h < c.s.n_head; ++h) {
           const int32_t g = h / grp;
           std::vector<double> w(static_cast<size_t>(t + 1));
@@ -442,10 +485,13 @@ TEST(KvCacheRegions, RoundTripIntoFreshCacheIsBitExact) {
         dst->write_region(r, cut, bytes.data());
         total += r.nbytes;
       }
-      const uint64_t resid = is_kivi(m) ? static_cast<uint64_t>(cut % G) * (in.nk + in.nv) * 2
-                             : (m == KvMode::Q8 || m == KvMode::Q4) && cut > 0
-                                 ? static_cast<uint64_t>(in.nk) * 2  // K_REF
-                                 : 0;
+      uint64_t resid = is_kivi(m) ? static_cast<uint64_t>(cut % G) * (in.nk + in.nv) * 2
+                       : (m == KvMode::Q8 || m == KvMode::Q4) && cut > 0
+                           ? static_cast<uint64_t>(in.nk) * 2  // K_REF
+                           : 0;
+      if (m == KvMode::Q4) {  // K_WIN, V_WIN: f16 rows of [kv_q4_window_start(cut), cut)
+        resid += static_cast<uint64_t>(cut - kv_q4_window_start(cut)) * (in.nk + in.nv) * 2;
+      }
       const uint64_t quantized =
           is_kivi(m) ? static_cast<uint64_t>(cut / G * G) : static_cast<uint64_t>(cut);
       EXPECT_EQ(total, quantized * static_cast<uint64_t>(src->bytes_per_token()) + resid)
@@ -473,6 +519,78 @@ TEST(KvCacheRegions, KiviResumeOnlyWhereResidualIsHeld) {
   EXPECT_FALSE(k->can_resume_at(40));  // its group's f16 rows were overwritten
   std::unique_ptr<KvCache> f = make_cache(KvMode::Q4, c, in);
   EXPECT_TRUE(f->can_resume_at(40));
+}
+
+// ---- q4: keys relative to the RoPE-turned reference, f16 window ---------------------------------
+
+// Every position's q4 key row is kv_quantize_row of its input key minus position 0's f16 key
+// turned by rope() to the position, bitwise; value rows quantize the input values.
+TEST(KvCacheQ4, KeyRowsAreRelativeToTheRopedReference) {
+  for (const Case& c : kCases) {
+    const Inputs in = make_inputs(c, 23);
+    std::unique_ptr<KvCache> cache = make_cache(KvMode::Q4, c, in);
+    run(*cache, c, in, {9}, 2);
+    std::vector<KvRegion> regs;
+    cache->regions(c.n_pos, &regs);
+    std::vector<uint8_t> kb(regs[0].nbytes), vb(regs[1].nbytes);
+    ASSERT_EQ(regs[0].part, KV_PART_K);
+    ASSERT_EQ(regs[1].part, KV_PART_V);
+    cache->read_region(regs[0], c.n_pos, kb.data());
+    cache->read_region(regs[1], c.n_pos, vb.data());
+    std::vector<float> c0(static_cast<size_t>(in.nk));
+    for (int64_t i = 0; i < in.nk; ++i) c0[i] = fp16_to_fp32(fp32_to_fp16(in.k[i]));
+    const int32_t bk = kv_block_for_head_dim(c.s.head_dim_k);
+    const int32_t bv = kv_block_for_head_dim(c.s.head_dim_v);
+    const int64_t krow = kv_row_bytes(KvEnc::Q4, static_cast<int32_t>(in.nk), bk);
+    const int64_t vrow = kv_row_bytes(KvEnc::Q4, static_cast<int32_t>(in.nv), bv);
+    for (int32_t p = 0; p < c.n_pos; ++p) {
+      const std::vector<float> rc = roped(c0, c.s.head_dim_k, p, c.rope);
+      std::vector<float> rel(static_cast<size_t>(in.nk));
+      for (int64_t i = 0; i < in.nk; ++i) rel[i] = in.k[p * in.nk + i] - rc[i];
+      std::vector<uint8_t> want(static_cast<size_t>(krow)), wantv(static_cast<size_t>(vrow));
+      kv_quantize_row(KvEnc::Q4, rel.data(), static_cast<int32_t>(in.nk), want.data(), bk);
+      kv_quantize_row(KvEnc::Q4, in.v.data() + p * in.nv, static_cast<int32_t>(in.nv), wantv.data(),
+                      bv);
+      EXPECT_EQ(std::memcmp(want.data(), kb.data() + p * krow, want.size()), 0) << "pos " << p;
+      EXPECT_EQ(std::memcmp(wantv.data(), vb.data() + p * vrow, wantv.size()), 0) << "pos " << p;
+    }
+  }
+}
+
+// Over a long run (the window moves 4 times and its ring wraps): the SIMD kernel against the
+// scalar reference on the cache's own view, split invariance, and where writing can resume.
+TEST(KvCacheQ4, LongRunSimdMatchesReferenceAndSplitsAgree) {
+  Case c = kCases[1];
+  c.n_pos = 200;
+  const Inputs in = make_inputs(c, 29);
+  std::unique_ptr<KvCache> a = make_cache(KvMode::Q4, c, in), b = make_cache(KvMode::Q4, c, in);
+  const std::vector<float> one = run(*a, c, in, {c.n_pos}, 2);
+  const std::vector<float> odd = run(*b, c, in, {1, 62, 3, 33, 64}, 3);
+  EXPECT_EQ(std::memcmp(one.data(), odd.data(), one.size() * 4), 0);
+
+  // The last query's view: q4 rows [0, 160) with the reference, f16 window [160, 200).
+  KvSource ks, vs;
+  a->view(1, c.n_pos, &ks, &vs);
+  EXPECT_EQ(ks.split, 160);
+  ASSERT_NE(ks.ref.c, nullptr);
+  ThreadPool pool(2);
+  std::vector<float> scratch(KvCache::attention_scratch_floats(c.s, c.n_pos, 2));
+  const int32_t t = c.n_pos - 1;
+  std::vector<float> fast(static_cast<size_t>(in.no)), ref(static_cast<size_t>(in.no));
+  attention_kv(c.s, in.q.data() + t * in.nq, in.nq, 1, t, ks, vs, fast.data(), in.no,
+               scratch.data(), pool);
+  attention_kv_reference(c.s, in.q.data() + t * in.nq, in.nq, 1, t, ks, vs, ref.data(), in.no,
+                         scratch.data(), pool);
+  for (int64_t i = 0; i < in.no; ++i) EXPECT_NEAR(fast[i], ref[i], 1e-5) << i;
+  // The kernel's result for the last row is the one attend() gave it.
+  EXPECT_EQ(std::memcmp(fast.data(), one.data() + t * in.no, fast.size() * 4), 0);
+
+  // Window of a query at pos + 1 positions: [kv_q4_window_start(pos + 1), pos).
+  // The ring holds positions [136, 200).
+  EXPECT_TRUE(a->can_resume_at(200));
+  EXPECT_TRUE(a->can_resume_at(191));   // window [160, 191)
+  EXPECT_FALSE(a->can_resume_at(190));  // window [128, 190): 128's ring row now holds 192
+  EXPECT_FALSE(a->can_resume_at(20));   // window [0, 20), long overwritten
 }
 
 }  // namespace

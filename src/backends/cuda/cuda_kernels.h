@@ -71,6 +71,7 @@ struct KvDevSeg {
   int64_t row_bytes = 0;
   int32_t block = kKvBlock;  // Q8 / Q8A / Q4 / A4 / A2: values per block along the row
   int32_t first = 0;
+  int32_t ring = 0;  // row encodings: > 0, row (p - first) % ring (a ring buffer, KvSegment)
 };
 
 // K or V for positions [0, kv_len): positions < split from lo, the rest from hi.
@@ -78,6 +79,7 @@ struct KvDevSrc {
   KvDevSeg lo;
   KvDevSeg hi;
   int32_t split = INT32_MAX;
+  KvKeyRef ref;  // K: lo's keys relative to R_p c (KvSource::ref), device addresses
 };
 
 // kv_quantize_row() of n rows of n_embd floats (row i at src + i * src_stride) into dst
@@ -87,6 +89,12 @@ struct KvDevSrc {
 cudaError_t kv_encode_rows(cudaStream_t s, KvEnc enc, int32_t block, const float* src,
                            int64_t src_stride, int32_t n, int32_t n_embd, const uint16_t* ref,
                            uint8_t* dst, int64_t dst_row_bytes);
+
+// kv_encode_rows of keys at positions pos0 + i minus R_p c (ref: KvKeyRef with device
+// addresses), bitwise KvCache::write's q4 key rows.
+cudaError_t kv_encode_rows_rel(cudaStream_t s, KvEnc enc, int32_t block, const float* src,
+                               int64_t src_stride, int32_t n, int32_t n_embd, const KvKeyRef& ref,
+                               int32_t pos0, uint8_t* dst, int64_t dst_row_bytes);
 
 // KIVI: quantizes one full group from its f16 residual rows, as KvCache's quantize_group:
 // keys per channel (kv_quantize_group, k_enc CH4 / CH2) into k_dst (one group), values per row

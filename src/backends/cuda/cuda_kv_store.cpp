@@ -3,7 +3,9 @@
 // CUDA backends. Per attention layer (device buffers):
 //   row modes (F32, F16, Q8, Q4): K [max_seq_len][k_row], V [max_seq_len][v_row] in the mode's
 //     row encoding; Q8 / Q4 also K_REF [n_embd_k] f16, position 0's key, which K rows are
-//     relative to.
+//     relative to (Q4: turned by the layer's RoPE to each position, with the cos / sin table
+//     [max_seq_len][n_rot / 2][2] built on the host by kv_rope_table); Q4 also K_WIN and V_WIN
+//     [kQ4Window][n_embd] f16 rings of the newest positions (KvCache's window).
 //   KIVI4 / KIVI2: K [max_seq_len / G][k_row] key groups (CH4 / CH2), V [max_seq_len][v_row]
 //     (A4 / A2, full groups only), K_RESID [G][n_embd_k] and V_RESID [G][n_embd_v] f16, row
 //     p % G holding position p of the group being filled.
@@ -11,7 +13,9 @@
 // the encoded bytes (kv_attn_cuda.cu). KIVI's attend runs in pieces split where a group fills,
 // as KvCache::attend does, so every query sees the cache as it is right after its own position
 // was written, whatever the split into calls.
+#include <algorithm>
 #include <new>
+#include <vector>
 
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/cuda_stream.h"
@@ -53,6 +57,9 @@ class CudaKvStore final : public KvStore {
     uint8_t* k_resid = nullptr;  // KIVI: [G][n_embd_k] f16
     uint8_t* v_resid = nullptr;  // KIVI: [G][n_embd_v] f16
     uint8_t* k_ref = nullptr;    // Q8 / Q4: [n_embd_k] f16
+    uint8_t* k_win = nullptr;    // Q4: [kQ4Window][n_embd_k] f16, row p % kQ4Window
+    uint8_t* v_win = nullptr;    // Q4: [kQ4Window][n_embd_v] f16
+    uint8_t* rope_cs = nullptr;  // Q4: [max_seq_len][n_rot / 2][2] float (kv_rope_table)
     int64_t k_row = 0;           // bytes per K row (KIVI: per key group)
     int64_t v_row = 0;           // bytes per V row
     int32_t k_block = 0;         // values per block of K rows
@@ -65,7 +72,7 @@ class CudaKvStore final : public KvStore {
   ~CudaKvStore() override {
     cudaStreamSynchronize(core_->stream);
     for (Layer& l : layers_) {
-      for (uint8_t* p : {l.k, l.v, l.k_resid, l.v_resid, l.k_ref}) {
+      for (uint8_t* p : {l.k, l.v, l.k_resid, l.v_resid, l.k_ref, l.k_win, l.v_win, l.rope_cs}) {
         if (p != nullptr) cudaFree(p);
       }
     }
@@ -106,6 +113,30 @@ class CudaKvStore final : public KvStore {
         GEIST_RETURN_IF_ERROR(alloc_zeroed(n_pos * static_cast<size_t>(l.k_row), &l.k));
         if (centered()) GEIST_RETURN_IF_ERROR(alloc_zeroed(size_t{2} * s.n_embd_k, &l.k_ref));
       }
+      if (windowed()) {
+        const RopeParams& rp = s.rope;
+        if (rp.n_rot < 0 || rp.n_rot % 2 != 0 ||
+            (rp.n_rot > 0 &&
+             (s.head_dim_k <= 0 || rp.n_rot > s.head_dim_k || s.n_embd_k % s.head_dim_k != 0))) {
+          return Status::error(GEIST_E_INVALID_ARG,
+                               "kv cache: layer %zu has RoPE dims %d for heads of %d", il, rp.n_rot,
+                               s.head_dim_k);
+        }
+        GEIST_RETURN_IF_ERROR(alloc_zeroed(size_t{2} * kQ4Window * s.n_embd_k, &l.k_win));
+        GEIST_RETURN_IF_ERROR(alloc_zeroed(size_t{2} * kQ4Window * s.n_embd_v, &l.v_win));
+        std::vector<float> cs;
+        try {
+          cs.resize(n_pos * static_cast<size_t>(rp.n_rot));
+        } catch (const std::bad_alloc&) {
+          return Status(GEIST_E_OOM, "cuda kv: out of host memory");
+        }
+        kv_rope_table(rp, max_seq_len_, cs.data());
+        GEIST_RETURN_IF_ERROR(alloc_zeroed(cs.size() * sizeof(float), &l.rope_cs));
+        GEIST_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(l.rope_cs, cs.data(), cs.size() * sizeof(float),
+                                                   cudaMemcpyHostToDevice, core_->stream));
+        GEIST_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(core_->stream));  // cs is freed next
+        l.spec.rope.freq_factors = nullptr;  // the caller's memory: not kept
+      }
     }
     return Status::ok();
   }
@@ -127,6 +158,9 @@ class CudaKvStore final : public KvStore {
         // The position that fills a's group gets a piece of its own (KvCache::attend).
         const int32_t fill = a - a % kGroup + kGroup - 1;
         if (fill < end) b = a < fill ? fill : fill + 1;
+      } else if (windowed()) {
+        // The queries of a piece share their window start (KvCache::attend).
+        b = std::min(end, std::max(63, (a + 1) / 32 * 32 + 31));
       }
       const int64_t i = a - pos;
       if (!write(il, a, b - a, k + i * k_stride, k_stride, v + i * v_stride, v_stride)) return;
@@ -142,6 +176,13 @@ class CudaKvStore final : public KvStore {
   }
 
   bool can_resume_at(int32_t pos) const override {
+    if (windowed()) {  // KvCache::can_resume_at
+      const int32_t start = kv_q4_window_start(pos + 1);
+      for (const Layer& l : layers_) {
+        if (l.spec.n_embd_k > 0 && start < pos && l.written_end > start + kQ4Window) return false;
+      }
+      return true;
+    }
     if (!kivi() || pos % kGroup == 0) return true;
     for (const Layer& l : layers_) {
       if (l.spec.n_embd_k == 0) continue;
@@ -165,7 +206,7 @@ class CudaKvStore final : public KvStore {
   void regions(int32_t n_pos, std::vector<KvRegion>* out) const override {
     GEIST_CHECK(n_pos >= 0 && n_pos <= max_seq_len_, "cuda kv regions: n_pos out of range");
     out->clear();
-    const uint32_t n_parts = kivi() ? 4 : centered() ? 3 : 2;
+    const uint32_t n_parts = n_parts_of_mode();
     for (int32_t il = 0; il < static_cast<int32_t>(layers_.size()); ++il) {
       if (!has_layer(il)) continue;
       for (uint32_t part = 0; part < n_parts; ++part) {
@@ -176,17 +217,56 @@ class CudaKvStore final : public KvStore {
 
   void download_region(const KvRegion& r, int32_t n_pos, uint8_t* host_dst) const override {
     const uint8_t* p = region_ptr(r, n_pos);
-    if (r.nbytes > 0) core_->download(host_dst, p, r.nbytes);
+    if (windowed() && r.part >= KV_PART_K_WIN) {
+      window_runs(r, n_pos, [&](int64_t dev_off, int64_t host_off, size_t n) {
+        core_->download(host_dst + host_off, p + dev_off, n);
+      });
+    } else if (r.nbytes > 0) {
+      core_->download(host_dst, p, r.nbytes);
+    }
   }
   void upload_region(const KvRegion& r, int32_t n_pos, const uint8_t* host_src) override {
     uint8_t* p = region_ptr(r, n_pos);
-    if (r.nbytes > 0) core_->upload(p, host_src, r.nbytes);
+    if (windowed() && r.part >= KV_PART_K_WIN) {
+      window_runs(r, n_pos, [&](int64_t dev_off, int64_t host_off, size_t n) {
+        core_->upload(p + dev_off, host_src + host_off, n);
+      });
+    } else if (r.nbytes > 0) {
+      core_->upload(p, host_src, r.nbytes);
+    }
     layers_[static_cast<size_t>(r.layer)].written_end = n_pos;
   }
 
  private:
   bool kivi() const { return mode_ == KvMode::KIVI4 || mode_ == KvMode::KIVI2; }
   bool centered() const { return mode_ == KvMode::Q8 || mode_ == KvMode::Q4; }
+  bool windowed() const { return mode_ == KvMode::Q4; }
+  uint32_t n_parts_of_mode() const { return kivi() ? 4 : windowed() ? 5 : centered() ? 3 : 2; }
+
+  KvKeyRef key_ref(const Layer& l) const {
+    KvKeyRef r;
+    r.c = l.k_ref;
+    r.cs = reinterpret_cast<const float*>(l.rope_cs);
+    r.n_rot = l.spec.rope.n_rot;
+    r.head_dim = l.spec.head_dim_k;
+    r.neox = l.spec.rope.style == RopeStyle::NEOX;
+    return r;
+  }
+
+  // The window rows of [kv_q4_window_start(n_pos), n_pos) as at most two runs of consecutive
+  // ring rows: f(byte offset in the ring, byte offset in the region, bytes).
+  template <class F>
+  void window_runs(const KvRegion& r, int32_t n_pos, F f) const {
+    const KvLayerSpec& sp = layers_[static_cast<size_t>(r.layer)].spec;
+    const int64_t row = int64_t{r.part == KV_PART_K_WIN ? sp.n_embd_k : sp.n_embd_v} * 2;
+    const int32_t start = kv_q4_window_start(n_pos);
+    for (int32_t p = start; p < n_pos;) {
+      const int32_t ring_row = p % kQ4Window;
+      const int32_t len = std::min(n_pos - p, kQ4Window - ring_row);
+      f(ring_row * row, (p - start) * row, static_cast<size_t>(len * row));
+      p += len;
+    }
+  }
   bool has_layer(int32_t il) const {
     return il >= 0 && il < static_cast<int32_t>(layers_.size()) &&
            layers_[static_cast<size_t>(il)].spec.n_embd_k > 0;
@@ -232,10 +312,33 @@ class CudaKvStore final : public KvStore {
         }
         ref = reinterpret_cast<const uint16_t*>(l.k_ref);
       }
-      if (!core_->ok(kv_encode_rows(st, enc_.k, l.k_block, k, k_stride, n, nk, ref,
-                                    l.k + int64_t{pos} * l.k_row, l.k_row),
-                     "kv store K kernel launch") ||
-          !core_->ok(kv_encode_rows(st, enc_.v, l.v_block, v, v_stride, n, nv, nullptr,
+      if (windowed()) {
+        // Q4: keys minus R_p c; the f16 window rows of K and V, in runs that do not wrap.
+        if (!core_->ok(kv_encode_rows_rel(st, enc_.k, l.k_block, k, k_stride, n, nk, key_ref(l),
+                                          pos, l.k + int64_t{pos} * l.k_row, l.k_row),
+                       "kv store K kernel launch")) {
+          return false;
+        }
+        for (int32_t a = 0; a < n;) {
+          const int32_t w = (pos + a) % kQ4Window, len = std::min(n - a, kQ4Window - w);
+          if (!core_->ok(
+                  kv_encode_rows(st, KvEnc::F16, kKvBlock, k + a * k_stride, k_stride, len, nk,
+                                 nullptr, l.k_win + int64_t{w} * nk * 2, int64_t{nk} * 2),
+                  "kv window K kernel launch") ||
+              !core_->ok(
+                  kv_encode_rows(st, KvEnc::F16, kKvBlock, v + a * v_stride, v_stride, len, nv,
+                                 nullptr, l.v_win + int64_t{w} * nv * 2, int64_t{nv} * 2),
+                  "kv window V kernel launch")) {
+            return false;
+          }
+          a += len;
+        }
+      } else if (!core_->ok(kv_encode_rows(st, enc_.k, l.k_block, k, k_stride, n, nk, ref,
+                                           l.k + int64_t{pos} * l.k_row, l.k_row),
+                            "kv store K kernel launch")) {
+        return false;
+      }
+      if (!core_->ok(kv_encode_rows(st, enc_.v, l.v_block, v, v_stride, n, nv, nullptr,
                                     l.v + int64_t{pos} * l.v_row, l.v_row),
                      "kv store V kernel launch")) {
         return false;
@@ -252,6 +355,12 @@ class CudaKvStore final : public KvStore {
     *v = KvDevSrc{};
     k->lo = KvDevSeg{enc_.k, l.k, l.k_row, l.k_block, 0};
     v->lo = KvDevSeg{enc_.v, l.v, l.v_row, l.v_block, 0};
+    if (windowed()) {  // KvCache::view
+      k->split = v->split = kv_q4_window_start(n_pos);
+      k->ref = key_ref(l);
+      k->hi = KvDevSeg{KvEnc::F16, l.k_win, int64_t{l.spec.n_embd_k} * 2, kKvBlock, 0, kQ4Window};
+      v->hi = KvDevSeg{KvEnc::F16, l.v_win, int64_t{l.spec.n_embd_v} * 2, kKvBlock, 0, kQ4Window};
+    }
     if (!kivi()) return;
     k->lo.block = kKvBlock;
     const int32_t split = n_pos / kGroup * kGroup;
@@ -272,16 +381,22 @@ class CudaKvStore final : public KvStore {
       case KV_PART_K_RESID:  // == KV_PART_K_REF
         if (centered()) return n > 0 ? static_cast<uint64_t>(l.spec.n_embd_k) * 2 : 0;
         return (n % kGroup) * static_cast<uint64_t>(l.spec.n_embd_k) * 2;
-      default:
+      case KV_PART_V_RESID:  // == KV_PART_K_WIN
+        if (windowed()) {
+          return (n - static_cast<uint64_t>(kv_q4_window_start(n_pos))) *
+                 static_cast<uint64_t>(l.spec.n_embd_k) * 2;
+        }
         return (n % kGroup) * static_cast<uint64_t>(l.spec.n_embd_v) * 2;
+      default:  // KV_PART_V_WIN
+        return (n - static_cast<uint64_t>(kv_q4_window_start(n_pos))) *
+               static_cast<uint64_t>(l.spec.n_embd_v) * 2;
     }
   }
 
   uint8_t* region_ptr(const KvRegion& r, int32_t n_pos) const {
     GEIST_CHECK(has_layer(r.layer), "cuda kv region: layer has no KV");
     GEIST_CHECK(n_pos >= 0 && n_pos <= max_seq_len_, "cuda kv region: n_pos out of range");
-    const uint32_t n_parts = kivi() ? 4 : centered() ? 3 : 2;
-    GEIST_CHECK(r.part < n_parts, "cuda kv region: unknown part");
+    GEIST_CHECK(r.part < n_parts_of_mode(), "cuda kv region: unknown part");
     GEIST_CHECK(r.nbytes == part_bytes(r.layer, r.part, n_pos),
                 "cuda kv region: size differs from regions()");
     const Layer& l = layers_[static_cast<size_t>(r.layer)];
@@ -292,8 +407,10 @@ class CudaKvStore final : public KvStore {
         return l.v;
       case KV_PART_K_RESID:  // == KV_PART_K_REF
         return centered() ? l.k_ref : l.k_resid;
-      default:
-        return l.v_resid;
+      case KV_PART_V_RESID:  // == KV_PART_K_WIN
+        return windowed() ? l.k_win : l.v_resid;
+      default:  // KV_PART_V_WIN
+        return l.v_win;
     }
   }
 

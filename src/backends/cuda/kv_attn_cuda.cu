@@ -14,6 +14,12 @@
 //   out = acc / l (rotated V: acc rotated back per block first).
 // A tile wholly past the row's position changes nothing bitwise (alpha = 1, p_j = 0), so the
 // extra tiles a block walks for its later rows leave its earlier rows as a shorter walk would.
+//
+// Keys relative to a reference (q4, KvKeyRef): q . R_p c joins the score as n_rot + 1 extra
+// channels, query side (q_a c_a + q_b c_b, q_b c_a - q_a c_b) per rotated pair and q . c over
+// the head's other channels, key side (cos, sin) per pair of position p and 1 (0 for the
+// positions past the split, whose keys are absolute). Rows of an unrotated hi segment next to
+// a rotated lo (q4's f16 window) are rotated into the tile, so one domain serves both.
 #include <cuda_runtime.h>
 
 #include "backends/cuda/cuda_kernels.h"
@@ -29,7 +35,7 @@ constexpr int kThreads = 128;
 constexpr int kRows = 32;  // query rows per block
 constexpr int kKeys = 32;  // key positions per tile
 constexpr int kMaxHd = 256;
-constexpr size_t kMaxSmem = 160 * 1024;
+constexpr size_t kMaxSmem = 200 * 1024;  // sm_90 allows 227 KB per block
 
 struct AttnArgs {
   int32_t n_head_kv, group, hd_k, hd_v;
@@ -37,12 +43,13 @@ struct AttnArgs {
   const float* q;
   int64_t q_stride;
   int32_t n_tok, pos0;
-  int32_t nq;     // query heads of one kv head per block (<= kRows)
-  int32_t qt;     // tokens per block (kRows / nq)
-  int32_t rot_k;  // rotation block of K (0: not rotated)
-  int32_t rot_v;  // rotation block of V (0: not rotated)
-  int32_t wk;     // widest K slice read over all kv heads (shared-memory row length)
-  int32_t wv;     // likewise for V
+  int32_t nq;      // query heads of one kv head per block (<= kRows)
+  int32_t qt;      // tokens per block (kRows / nq)
+  int32_t rot_k;   // rotation block of K (0: not rotated)
+  int32_t rot_v;   // rotation block of V (0: not rotated)
+  int32_t n_corr;  // extra score channels for a key reference: n_rot + 1 (0: none)
+  int32_t wk;      // widest K slice read over all kv heads, plus n_corr (shared-memory row length)
+  int32_t wv;      // likewise for V
   KvDevSrc k, v;
   float* out;
   int64_t out_stride;
@@ -92,6 +99,7 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(const AttnArgs a) {
   // Rotated rows are read in whole blocks: the query is zero outside its slice, so the extra
   // channels (another head's) add nothing to a score, and the output takes the slice back out.
   const Cover ck = cover_of(g, a.hd_k, a.rot_k), cv = cover_of(g, a.hd_v, a.rot_v);
+  const int32_t wq = ck.width + a.n_corr;  // score channels: the K slice, then the reference's
 
   for (int e = tid; e < kRows * ck.width; e += kThreads) {
     const int r = e / ck.width, d = e % ck.width - ck.skip;
@@ -101,6 +109,36 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(const AttnArgs a) {
       x = a.q[t * a.q_stride + static_cast<int64_t>(h_first + r % a.nq) * a.hd_k + d];
     }
     sQ[r * ldq + e % ck.width] = x;
+  }
+  if (a.n_corr > 0) {
+    const KvKeyRef& rf = a.k.ref;
+    const int32_t half = rf.n_rot / 2, stride_pair = rf.neox ? 1 : 2, second = rf.neox ? half : 1;
+    const int32_t c0 = g * a.hd_k;  // the head's first channel in c
+    for (int e = tid; e < kRows * (half + 1); e += kThreads) {
+      const int r = e / (half + 1), i = e % (half + 1);
+      float u = 0.0f, w = 0.0f;
+      if (row_ok(r)) {
+        const float* qr = a.q + static_cast<int64_t>(t0 + r / a.nq) * a.q_stride +
+                          static_cast<int64_t>(h_first + r % a.nq) * a.hd_k;
+        if (i < half) {
+          const int32_t ia = i * stride_pair, ib = ia + second;
+          const float ca = half_at(rf.c + 2 * (c0 + ia)), cb = half_at(rf.c + 2 * (c0 + ib));
+          u = __fadd_rn(__fmul_rn(qr[ia], ca), __fmul_rn(qr[ib], cb));
+          w = __fsub_rn(__fmul_rn(qr[ib], ca), __fmul_rn(qr[ia], cb));
+        } else {
+          for (int32_t d = rf.n_rot; d < a.hd_k; ++d) {
+            u = __fmaf_rn(qr[d], half_at(rf.c + 2 * (c0 + d)), u);
+          }
+        }
+      }
+      float* dst = sQ + r * ldq + ck.width;
+      if (i < half) {
+        dst[2 * i] = u;
+        dst[2 * i + 1] = w;
+      } else {
+        dst[rf.n_rot] = u;
+      }
+    }
   }
   __syncthreads();
   if (a.rot_k > 0) {
@@ -126,10 +164,38 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(const AttnArgs a) {
       const int32_t p = j0 + j;
       sK[j * ldq + d] = p <= last_pos ? src_elem(a.k, p, ck.c0 + d) : 0.0f;
     }
+    for (int e = tid; e < kKeys * a.n_corr; e += kThreads) {
+      const int j = e / a.n_corr, i = e % a.n_corr;
+      const int32_t p = j0 + j;
+      const int32_t n_rot = a.n_corr - 1;
+      float x = 0.0f;
+      if (p <= last_pos && p < a.k.split) x = i < n_rot ? a.k.ref.cs[int64_t{p} * n_rot + i] : 1.0f;
+      sK[j * ldq + ck.width + i] = x;
+    }
     for (int e = tid; e < kKeys * cv.width; e += kThreads) {
       const int j = e / cv.width, d = e % cv.width;
       const int32_t p = j0 + j;
       sV[j * ldv + d] = p <= last_pos ? src_elem(a.v, p, cv.c0 + d) : 0.0f;
+    }
+    // Unrotated hi rows (q4's f16 window) into the rotated domain of lo's rows.
+    const bool hi_k = a.rot_k > 0 && j0 + kKeys > a.k.split,
+               hi_v = a.rot_v > 0 && j0 + kKeys > a.v.split;
+    if (hi_k || hi_v) {
+      __syncthreads();
+      if (hi_k) {
+        const int nb = ck.width / a.rot_k;
+        for (int e = tid; e < kKeys * nb; e += kThreads) {
+          const int j = e / nb;
+          if (j0 + j >= a.k.split) fwht(sK + j * ldq + (e % nb) * a.rot_k, a.rot_k);
+        }
+      }
+      if (hi_v) {
+        const int nb = cv.width / a.rot_v;
+        for (int e = tid; e < kKeys * nb; e += kThreads) {
+          const int j = e / nb;
+          if (j0 + j >= a.v.split) fwht(sV + j * ldv + (e % nb) * a.rot_v, a.rot_v);
+        }
+      }
     }
     __syncthreads();
     {
@@ -141,7 +207,7 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(const AttnArgs a) {
       }
       const float* q0 = sQ + (2 * rg) * ldq;
       const float* q1 = q0 + ldq;
-      for (int d = 0; d < ck.width; ++d) {
+      for (int d = 0; d < wq; ++d) {
         const float x0 = q0[d], x1 = q1[d];
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
@@ -294,11 +360,21 @@ cudaError_t kv_attention(cudaStream_t s, const AttentionShape& sh, const float* 
       (v.split < INT32_MAX && is_rotated(v.hi.enc))) {
     return cudaErrorInvalidValue;
   }
+  a.n_corr = 0;
+  if (k.ref.c != nullptr) {
+    // The reference is per head: whole heads, n_rot within one.
+    if (k.ref.n_rot < 0 || k.ref.n_rot % 2 != 0 ||
+        (k.ref.n_rot > 0 &&
+         (k.ref.cs == nullptr || k.ref.head_dim != sh.head_dim_k || k.ref.n_rot > sh.head_dim_k))) {
+      return cudaErrorInvalidValue;
+    }
+    a.n_corr = k.ref.n_rot + 1;
+  }
   a.wk = a.wv = 0;
   for (int32_t g = 0; g < sh.n_head_kv; ++g) {
     const int32_t wk = cover_of(g, sh.head_dim_k, a.rot_k).width;
     const int32_t wv = cover_of(g, sh.head_dim_v, a.rot_v).width;
-    a.wk = wk > a.wk ? wk : a.wk;
+    a.wk = wk + a.n_corr > a.wk ? wk + a.n_corr : a.wk;
     a.wv = wv > a.wv ? wv : a.wv;
   }
   if (a.wv > 32 * 8) return cudaErrorInvalidValue;

@@ -151,6 +151,24 @@ __device__ inline void quantize_rotated(KvEnc e, const float* x, int block, uint
   }
 }
 
+// Channel ch of R_p c (KvKeyRef; n_rot 0: c itself), kv_ref_row's arithmetic: each product
+// and sum rounded on its own, as the CPU's (no FMA).
+__device__ __forceinline__ float ref_elem(const KvKeyRef& r, int32_t p, int32_t ch) {
+  const float x = half_at(r.c + 2 * ch);
+  if (r.n_rot == 0) return x;
+  const int32_t d = ch % r.head_dim;
+  if (d >= r.n_rot) return x;
+  const int32_t half = r.n_rot / 2;
+  const bool first = r.neox ? d < half : d % 2 == 0;
+  const int32_t j = r.neox ? (first ? d : d - half) : d / 2;
+  const int32_t dp = r.neox ? (first ? half : -half) : (first ? 1 : -1);
+  const float y = half_at(r.c + 2 * (ch + dp));
+  const float co = r.cs[(static_cast<int64_t>(p) * half + j) * 2];
+  const float si = r.cs[(static_cast<int64_t>(p) * half + j) * 2 + 1];
+  return first ? __fsub_rn(__fmul_rn(x, co), __fmul_rn(y, si))
+               : __fadd_rn(__fmul_rn(y, si), __fmul_rn(x, co));
+}
+
 // Value c of the row / group entry r of a segment (rotated domain for Q8 / Q8A / Q4; see top).
 __device__ __forceinline__ float seg_elem(const KvDevSeg& s, int64_t r, int c) {
   switch (s.enc) {
@@ -193,7 +211,8 @@ __device__ __forceinline__ float seg_elem(const KvDevSeg& s, int64_t r, int c) {
 // Value c of position p of a source (positions below split from lo, the rest from hi).
 __device__ __forceinline__ float src_elem(const KvDevSrc& s, int p, int c) {
   const KvDevSeg& seg = p < s.split ? s.lo : s.hi;
-  return seg_elem(seg, p - seg.first, c);
+  const int64_t r = p - seg.first;
+  return seg_elem(seg, seg.ring > 0 ? r % seg.ring : r, c);
 }
 
 }  // namespace geist::cuda::kvdev

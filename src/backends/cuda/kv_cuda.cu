@@ -31,11 +31,12 @@ __global__ void encode_plain_kernel(bool f16, const float* __restrict__ src, int
   }
 }
 
-// One thread per (row, block): the block's values (minus ref), zero-padded to `block` for the
-// rotated encodings, then the CPU quantizer's steps.
+// One thread per (row, block): the block's values (minus R_p c when ref.c is set; Q8's plain
+// reference is n_rot 0), zero-padded to `block` for the rotated encodings, then the CPU
+// quantizer's steps.
 __global__ void encode_blocks_kernel(KvEnc enc, int32_t block, const float* __restrict__ src,
                                      int64_t src_stride, int32_t n, int32_t n_embd,
-                                     const uint16_t* __restrict__ ref, uint8_t* __restrict__ dst,
+                                     const KvKeyRef ref, int32_t pos0, uint8_t* __restrict__ dst,
                                      int64_t dst_row_bytes) {
   const int32_t nb = (n_embd + block - 1) / block;
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -48,7 +49,9 @@ __global__ void encode_blocks_kernel(KvEnc enc, int32_t block, const float* __re
     float v = 0.0f;
     if (i < m) {
       v = src[r * src_stride + b0 + i];
-      if (ref != nullptr) v = __fsub_rn(v, __half2float(__ushort_as_half(ref[b0 + i])));
+      if (ref.c != nullptr) {
+        v = __fsub_rn(v, ref_elem(ref, pos0 + static_cast<int32_t>(r), b0 + i));
+      }
     }
     x[i] = v;
   }
@@ -103,10 +106,22 @@ cudaError_t kv_encode_rows(cudaStream_t s, KvEnc enc, int32_t block, const float
         enc == KvEnc::F16, src, src_stride, n, n_embd, dst, dst_row_bytes);
     return cudaGetLastError();
   }
-  if (!valid_block(block) || enc == KvEnc::CH4 || enc == KvEnc::CH2) return cudaErrorInvalidValue;
+  KvKeyRef kr;  // Q8: the plain reference row (R_p = identity)
+  kr.c = reinterpret_cast<const uint8_t*>(ref);
+  return kv_encode_rows_rel(s, enc, block, src, src_stride, n, n_embd, kr, 0, dst, dst_row_bytes);
+}
+
+cudaError_t kv_encode_rows_rel(cudaStream_t s, KvEnc enc, int32_t block, const float* src,
+                               int64_t src_stride, int32_t n, int32_t n_embd, const KvKeyRef& ref,
+                               int32_t pos0, uint8_t* dst, int64_t dst_row_bytes) {
+  if (n <= 0 || n_embd <= 0) return cudaSuccess;
+  if (!valid_block(block) || enc == KvEnc::CH4 || enc == KvEnc::CH2 || enc == KvEnc::F32 ||
+      enc == KvEnc::F16 || (ref.n_rot > 0 && (ref.cs == nullptr || ref.head_dim <= 0))) {
+    return cudaErrorInvalidValue;
+  }
   const int64_t nb = (n_embd + block - 1) / block;
-  encode_blocks_kernel<<<blocks_for(n * nb), kThreads, 0, s>>>(enc, block, src, src_stride, n,
-                                                               n_embd, ref, dst, dst_row_bytes);
+  encode_blocks_kernel<<<blocks_for(n * nb), kThreads, 0, s>>>(
+      enc, block, src, src_stride, n, n_embd, ref, pos0, dst, dst_row_bytes);
   return cudaGetLastError();
 }
 
