@@ -74,8 +74,10 @@ void conv1d_causal(const float* x, int64_t x_stride, int64_t n, int64_t n_ch, co
 size_t gated_delta_rule_scratch_doubles(int32_t chunk, int32_t d_k, int32_t d_v) {
   const size_t c = static_cast<size_t>(std::max(chunk, 1));
   const size_t rec = 2 * static_cast<size_t>(d_v);
-  const size_t chk = c + 3 * c * static_cast<size_t>(d_v) + 2 * c * c;
-  (void)d_k;
+  // The reference uses c + 3 c d_v + 2 c^2; the vector form (simd/deltanet_simd.cpp) swaps one
+  // [c][d_v] for the keys and queries in double, [2][c][d_k].
+  const size_t chk =
+      c + 3 * c * static_cast<size_t>(d_v) + 2 * c * c + 2 * c * static_cast<size_t>(d_k);
   return std::max(rec, chk);
 }
 
@@ -137,9 +139,9 @@ double dot(const float* x, const float* y, int32_t n) {
 //   S_L = e^{G_{L-1}} S0 + sum_s e^{G_{L-1} - G_s} k_s u_s^T
 // The first line is a unit lower-triangular system in u, solved by forward substitution. All
 // decay factors are exponentials of non-positive numbers, so nothing overflows.
-void gated_delta_rule_chunked(const GatedDeltaArgs& a, int32_t chunk, int32_t h_begin,
-                              int32_t h_end, double* scratch) {
-  GEIST_CHECK(chunk >= 1, "gated_delta_rule_chunked: chunk must be positive");
+void gated_delta_rule_chunked_reference(const GatedDeltaArgs& a, int32_t chunk, int32_t h_begin,
+                                        int32_t h_end, double* scratch) {
+  GEIST_CHECK(chunk >= 1, "gated_delta_rule_chunked_reference: chunk must be positive");
   const int32_t dk = a.d_k;
   const int32_t dv = a.d_v;
   const int64_t c = chunk;

@@ -3,9 +3,9 @@
 // and the small element-wise helpers around them. Inputs, outputs and the recurrent state are
 // f32; the delta rule accumulates in double, which keeps chunked prefill and token-by-token
 // decode (different evaluation orders of the same sums) within a few f32 ulps of each other.
-// All scalar and single-threaded: callers split work over channels or heads, and every output
-// element is computed by the same sequence of operations whatever the split, so results do
-// not depend on threading.
+// Single-threaded (the chunked rule vectorised, the rest scalar): callers split work over channels
+// or heads, and every output element is computed by the same sequence of operations whatever the
+// split, so results do not depend on threading.
 #pragma once
 
 #include <cmath>
@@ -90,7 +90,14 @@ void gated_delta_rule_recurrent(const GatedDeltaArgs& a, int32_t h_begin, int32_
 // Mathematically equal to the recurrent form; in f32 they agree to rounding.
 // scratch: gated_delta_rule_scratch_doubles(chunk, d_k, d_v) doubles, not shared between
 // threads.
+// SIMD (src/kernels/simd/deltanet_simd.cpp, run-time dispatched) where d_k is a multiple of
+// the double vector length and d_v of twice it; otherwise the reference below. The vector form
+// uses fused multiply-adds and lane-wise partial sums, so it differs from the reference by
+// double rounding; each head's result still depends only on its inputs (not on the head split).
 void gated_delta_rule_chunked(const GatedDeltaArgs& a, int32_t chunk, int32_t h_begin,
                               int32_t h_end, double* scratch);
+// The scalar form, kept as the oracle for the SIMD one. Same arguments.
+void gated_delta_rule_chunked_reference(const GatedDeltaArgs& a, int32_t chunk, int32_t h_begin,
+                                        int32_t h_end, double* scratch);
 
 }  // namespace geist

@@ -394,6 +394,39 @@ TEST(SimdMatmul, Q8QuantizationIsWithinHalfAStepAndPanelsHoldTheSameCodes) {
   }
 }
 
+// The vectorised quantizer against the scalar definition, bitwise, on every target: scales over
+// many decades, exact halves (ties of the rounding), zero and single-element blocks, clamping.
+TEST(SimdMatmul, Q8QuantizerEqualsTheScalarDefinitionBitwise) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t n_in = 32 * 40, nb = 40;
+  std::vector<float> x(static_cast<size_t>(n_in));
+  for (int64_t b = 0; b < nb; ++b) {
+    const float scale = std::ldexp(1.0f, static_cast<int>(b % 20) * 6 - 60);
+    for (int64_t i = 0; i < 32; ++i) {
+      float v = scale * nd(rng);
+      if (b % 5 == 1) v = scale * (std::round(nd(rng) * 8.0f) + 0.5f);  // ties
+      if (b % 7 == 3) v = i == 9 ? -scale : 0.0f;                       // one element
+      x[static_cast<size_t>(b * 32 + i)] = v;
+    }
+  }
+  for (int64_t i = 64; i < 96; ++i) x[static_cast<size_t>(i)] = 0.0f;  // all zero
+  for (int64_t i = 96; i < 128; ++i) x[static_cast<size_t>(i)] = i % 2 ? -0.0f : 0.0f;
+  std::vector<int8_t> q_ref(static_cast<size_t>(2 * n_in)), q(q_ref.size());
+  std::vector<float> dx_ref(static_cast<size_t>(nb)), dx(dx_ref.size());
+  std::vector<int32_t> sx_ref(dx_ref.size()), sx(dx_ref.size());
+  simd::quantize_row_q8_reference(x.data(), n_in, q_ref.data(), dx_ref.data(), sx_ref.data());
+  for_each_target([&] {
+    std::fill(q.begin(), q.end(), int8_t{99});
+    simd::quantize_row_q8(x.data(), n_in, q.data(), dx.data(), sx.data());
+    for (size_t i = 0; i < q.size(); ++i) ASSERT_EQ(q[i], q_ref[i]) << i;
+    for (size_t b = 0; b < dx.size(); ++b) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(dx[b]), std::bit_cast<uint32_t>(dx_ref[b])) << b;
+      ASSERT_EQ(sx[b], sx_ref[b]) << b;
+    }
+  });
+}
+
 // Decode (row layout, weight rows in lanes) and prefill (panels, tokens in lanes) against the
 // contract, bitwise, on every target: odd row counts, partial panels, Q8_0 and Q4_0.
 TEST(SimdMatmul, Q8KernelsEqualTheScalarContractBitwise) {

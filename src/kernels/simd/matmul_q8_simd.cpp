@@ -42,6 +42,39 @@ inline float unpack_block(bool q4, const uint8_t* row, int64_t b, int8_t* w) {
   return f16_to_f32(quant_detail::load_u16(blk));
 }
 
+// One 32-block in two int8 planes: q1 = round(x / d) with d = max|x| / 127 (llama.cpp's q8_0
+// codes), q2 = round((x - d * q1) / dx) with dx = d / kQ8Fine, so x ~= dx * (kQ8Fine * q1 + q2)
+// to within half of dx: about 16-bit activations from two 8-bit multiply-adds. This scalar
+// form is the definition; the AVX-512 quantizer below must give the same bits. The
+// comparisons are written as fmax / fmin would order them (NaN picks the other operand), but
+// without the library calls, which cost as much as the rest of the block. Called from the
+// target-independent (baseline, FMA-free) code only.
+inline int32_t quantize_block_q8(const float* x, int8_t* q1, int8_t* q2, float* dx_out) {
+  float amax = 0.0f;
+  for (int i = 0; i < 32; ++i) {
+    const float a = std::fabs(x[i]);
+    amax = a > amax ? a : amax;
+  }
+  const float d = amax / 127.0f;
+  const float dx = d / static_cast<float>(kQ8Fine);
+  const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+  const float idx = amax > 0.0f ? 1.0f / dx : 0.0f;
+  int32_t sum = 0;
+  for (int i = 0; i < 32; ++i) {
+    float v = std::nearbyint(x[i] * id);
+    v = v > -127.0f ? v : -127.0f;  // NaN-free input assumed upstream
+    v = v < 127.0f ? v : 127.0f;
+    float f = std::nearbyint((x[i] - d * v) * idx);
+    f = f > -127.0f ? f : -127.0f;
+    f = f < 127.0f ? f : 127.0f;
+    q1[i] = static_cast<int8_t>(v);
+    q2[i] = static_cast<int8_t>(f);
+    sum += kQ8Fine * q1[i] + q2[i];
+  }
+  *dx_out = dx;
+  return sum;
+}
+
 }  // namespace geist::simd::q8_detail
 #endif  // GEIST_KERNELS_SIMD_MATMUL_Q8_SIMD_ONCE
 
@@ -112,6 +145,7 @@ void DotQ8PanelsGeneric(bool q4, const uint8_t* src, size_t row_bytes, int count
 // intrinsics.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #define GEIST_VNNI_ATTR \
   __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512vnni,avx2,fma,f16c")))
 
@@ -130,38 +164,55 @@ GEIST_VNNI_ATTR void PanelTileVnni(const uint8_t* const rows[4], int64_t nb, con
   const int64_t panel_q = nb * 1024;  // bytes of one panel's activations (two planes)
   const __m512i fine = _mm512_set1_epi32(kQ8Fine);
   for (int64_t b = 0; b < nb; ++b) {
-    __m512i s[4][P];
-    for (int r = 0; r < 4; ++r) {
-      for (int p = 0; p < P; ++p) s[r][p] = _mm512_setzero_si512();
-    }
-    // Coarse plane, times kQ8Fine, then the fine plane into the same exact sums.
-    for (int plane = 0; plane < 2; ++plane) {
-      const int8_t* a = pq + plane * nb * 512 + b * 512;
-      if (plane == 1) {
+    __m512i s[4][P];                  // exact block sums kQ8Fine * dot(w, q1) + dot(w, q2)
+    const int8_t* a1 = pq + b * 512;  // coarse plane of block b, panel 0
+    const int8_t* a2 = pq + nb * 512 + b * 512;  // fine plane
+    if constexpr (kQ4) {
+      // Coarse (s1) and fine (s2) sums side by side, so each nibble unpack serves both planes
+      // (about 10 % faster than a pass per plane; Q8_0, with one xor per unpack, measured
+      // slower this way, so it keeps the pass per plane below).
+      __m512i s1[4][P], s2[4][P];
+      for (int r = 0; r < 4; ++r) {
+        for (int p = 0; p < P; ++p) s1[r][p] = s2[r][p] = _mm512_setzero_si512();
+      }
+      for (int g = 0; g < 4; ++g) {
+        __m512i xlo1[P], xhi1[P], xlo2[P], xhi2[P];
+        for (int p = 0; p < P; ++p) {
+          xlo1[p] = _mm512_loadu_si512(a1 + p * panel_q + g * 64);
+          xhi1[p] = _mm512_loadu_si512(a1 + p * panel_q + (g + 4) * 64);
+          xlo2[p] = _mm512_loadu_si512(a2 + p * panel_q + g * 64);
+          xhi2[p] = _mm512_loadu_si512(a2 + p * panel_q + (g + 4) * 64);
+        }
         for (int r = 0; r < 4; ++r) {
-          for (int p = 0; p < P; ++p) s[r][p] = _mm512_mullo_epi32(s[r][p], fine);
+          int32_t bits;
+          std::memcpy(&bits, rows[r] + b * kBB + 2 + 4 * g, 4);
+          const __m512i v = _mm512_set1_epi32(bits);
+          const __m512i lo = _mm512_and_si512(v, m4);
+          const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+          for (int p = 0; p < P; ++p) {
+            s1[r][p] = _mm512_dpbusd_epi32(s1[r][p], lo, xlo1[p]);
+            s1[r][p] = _mm512_dpbusd_epi32(s1[r][p], hi, xhi1[p]);
+            s2[r][p] = _mm512_dpbusd_epi32(s2[r][p], lo, xlo2[p]);
+            s2[r][p] = _mm512_dpbusd_epi32(s2[r][p], hi, xhi2[p]);
+          }
         }
       }
-      if constexpr (kQ4) {
-        for (int g = 0; g < 4; ++g) {
-          __m512i xlo[P], xhi[P];
-          for (int p = 0; p < P; ++p) {
-            xlo[p] = _mm512_loadu_si512(a + p * panel_q + g * 64);
-            xhi[p] = _mm512_loadu_si512(a + p * panel_q + (g + 4) * 64);
-          }
+      for (int r = 0; r < 4; ++r) {
+        for (int p = 0; p < P; ++p)
+          s[r][p] = _mm512_add_epi32(_mm512_mullo_epi32(s1[r][p], fine), s2[r][p]);
+      }
+    } else {
+      for (int r = 0; r < 4; ++r) {
+        for (int p = 0; p < P; ++p) s[r][p] = _mm512_setzero_si512();
+      }
+      // Coarse plane, times kQ8Fine, then the fine plane into the same exact sums.
+      for (int plane = 0; plane < 2; ++plane) {
+        const int8_t* a = plane == 0 ? a1 : a2;
+        if (plane == 1) {
           for (int r = 0; r < 4; ++r) {
-            int32_t bits;
-            std::memcpy(&bits, rows[r] + b * kBB + 2 + 4 * g, 4);
-            const __m512i v = _mm512_set1_epi32(bits);
-            const __m512i lo = _mm512_and_si512(v, m4);
-            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-            for (int p = 0; p < P; ++p) {
-              s[r][p] = _mm512_dpbusd_epi32(s[r][p], lo, xlo[p]);
-              s[r][p] = _mm512_dpbusd_epi32(s[r][p], hi, xhi[p]);
-            }
+            for (int p = 0; p < P; ++p) s[r][p] = _mm512_mullo_epi32(s[r][p], fine);
           }
         }
-      } else {
         for (int g = 0; g < 8; ++g) {
           __m512i x[P];
           for (int p = 0; p < P; ++p) x[p] = _mm512_loadu_si512(a + p * panel_q + g * 64);
@@ -200,24 +251,31 @@ GEIST_VNNI_ATTR void DotQ8PanelsVnni(const uint8_t* src, size_t row_bytes, int c
                                      int64_t n_tok, float* out, int64_t out_stride) {
   const int64_t nb = n_in / 32;
   const int64_t n_panels = (n_tok + kQ8Panel - 1) / kQ8Panel;
+  // Panels per register tile. 4 for Q8_0 (each weight broadcast serving 64 tokens) measured
+  // 25 % slower than 2 on this machine, as did sharing broadcasts across planes for Q8_0.
+  constexpr int kTileP = 2;
   for (int r0 = 0; r0 < count; r0 += 4) {
     const int nr = count - r0 < 4 ? count - r0 : 4;
     const uint8_t* rows[4];
     // Missing rows of a tail group repeat the first; their outputs are dropped.
     for (int r = 0; r < 4; ++r)
       rows[r] = src + static_cast<size_t>(r0 + (r < nr ? r : 0)) * row_bytes;
-    for (int64_t p0 = 0; p0 < n_panels; p0 += 2) {
-      alignas(64) float res[4][2][16];
-      const int np = n_panels - p0 >= 2 ? 2 : 1;
+    for (int64_t p0 = 0; p0 < n_panels; p0 += kTileP) {
+      alignas(64) float res[4][kTileP][16];
+      const int np = static_cast<int>(n_panels - p0 >= kTileP ? kTileP : n_panels - p0);
       const int8_t* q = pq + p0 * nb * 1024;
       const float* d = pdx + p0 * nb * 16;
       const int32_t* sx = psx + p0 * nb * 16;
-      if (np == 2) {
-        PanelTileVnni<kQ4, 2>(rows, nb, q, d, sx, res);
+      if (np == kTileP) {
+        PanelTileVnni<kQ4, kTileP>(rows, nb, q, d, sx, res);
       } else {
-        float res1[4][1][16];
-        PanelTileVnni<kQ4, 1>(rows, nb, q, d, sx, res1);
-        for (int r = 0; r < 4; ++r) std::memcpy(res[r][0], res1[r][0], sizeof(res1[r][0]));
+        // Fewer panels left: one-panel tiles (same bits, panels are independent).
+        for (int p = 0; p < np; ++p) {
+          float res1[4][1][16];
+          PanelTileVnni<kQ4, 1>(rows, nb, q + p * nb * 1024, d + p * nb * 16, sx + p * nb * 16,
+                                res1);
+          for (int r = 0; r < 4; ++r) std::memcpy(res[r][p], res1[r][0], sizeof(res1[r][0]));
+        }
       }
       for (int p = 0; p < np; ++p) {
         for (int j = 0; j < 16; ++j) {
@@ -290,10 +348,58 @@ GEIST_VNNI_ATTR void DotQ8RowsVnni(const uint8_t* src, size_t row_bytes, int cou
 }
 
 bool HasVnni() { return __builtin_cpu_supports("avx512vnni"); }
+
+// q8_detail::quantize_block_q8 on 16 lanes, bitwise: the same scalar scales, one IEEE multiply
+// per step, round-to-nearest-even as nearbyint in the default mode, and max / min (equal to
+// the scalar comparisons for NaN-free input). The empty asm keeps d * v rounded to f32 on its
+// own, as the scalar code does: GCC would otherwise fuse it into the subtraction (fp-contract).
+int32_t QuantizeBlockQ8Avx3(const float* x, int8_t* q1, int8_t* q2, float* dx_out) {
+  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+  const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+  const float amax =
+      _mm512_reduce_max_ps(_mm512_max_ps(_mm512_and_ps(x0, abs_mask), _mm512_and_ps(x1, abs_mask)));
+  const float d = amax / 127.0f;
+  const float dx = d / static_cast<float>(kQ8Fine);
+  const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+  const float idx = amax > 0.0f ? 1.0f / dx : 0.0f;
+  const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
+  const __m512 vd = _mm512_set1_ps(d), vid = _mm512_set1_ps(id), vidx = _mm512_set1_ps(idx);
+  constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  __m512i sum = _mm512_setzero_si512();
+  for (int h = 0; h < 2; ++h) {
+    const __m512 xh = h == 0 ? x0 : x1;
+    __m512 v = _mm512_roundscale_ps(_mm512_mul_ps(xh, vid), kNearest);
+    v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+    __m512 dv = _mm512_mul_ps(vd, v);
+    __asm__("" : "+v"(dv));
+    __m512 f = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_sub_ps(xh, dv), vidx), kNearest);
+    f = _mm512_min_ps(_mm512_max_ps(f, lo), hi);
+    const __m512i vi = _mm512_cvtps_epi32(v), fi = _mm512_cvtps_epi32(f);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q1 + 16 * h), _mm512_cvtepi32_epi8(vi));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q2 + 16 * h), _mm512_cvtepi32_epi8(fi));
+    sum = _mm512_add_epi32(
+        sum, _mm512_add_epi32(_mm512_mullo_epi32(vi, _mm512_set1_epi32(kQ8Fine)), fi));
+  }
+  *dx_out = dx;
+  return _mm512_reduce_add_epi32(sum);
+}
 #pragma GCC diagnostic pop
 #else
 bool HasVnni() { return false; }
 #endif
+
+// Row layout: q1 plane at q, q2 plane at q + n_in. Targets without the AVX-512 quantizer call
+// the scalar definition out of line: inlined here, GCC would contract d * v into an FMA on the
+// FMA-capable targets and change the bits.
+void QuantizeRowQ8(const float* x, int64_t n_in, int8_t* q, float* dx, int32_t* sx) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  for (int64_t b = 0; b < n_in / 32; ++b) {
+    sx[b] = QuantizeBlockQ8Avx3(x + b * 32, q + b * 32, q + n_in + b * 32, dx + b);
+  }
+#else
+  quantize_row_q8_reference(x, n_in, q, dx, sx);
+#endif
+}
 
 void DotQ8Rows(GgmlType t, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
                const int8_t* q, const float* dx, const int32_t* sx, int64_t n_tok, float* out,
@@ -345,66 +451,52 @@ namespace geist::simd {
 HWY_EXPORT(DotQ8Rows);
 HWY_EXPORT(DotQ8Panels);
 HWY_EXPORT(Q8Fast);
+HWY_EXPORT(QuantizeRowQ8);
 
 bool q8_path_supported(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::Q4_0; }
 
 bool q8_panels_fast() { return HWY_DYNAMIC_DISPATCH(Q8Fast)(); }
 
-namespace {
-
-// One 32-block in two int8 planes: q1 = round(x / d) with d = max|x| / 127 (llama.cpp's q8_0
-// codes), q2 = round((x - d * q1) / dx) with dx = d / kQ8Fine, so x ~= dx * (kQ8Fine * q1 + q2)
-// to within half of dx: about 16-bit activations from two 8-bit multiply-adds.
-int32_t quantize_block_q8(const float* x, int8_t* q1, int8_t* q2, float* dx_out) {
-  float amax = 0.0f;
-  for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(x[i]));
-  const float d = amax / 127.0f;
-  const float dx = d / static_cast<float>(kQ8Fine);
-  const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
-  const float idx = amax > 0.0f ? 1.0f / dx : 0.0f;
-  int32_t sum = 0;
-  for (int i = 0; i < 32; ++i) {
-    float v = std::nearbyint(x[i] * id);
-    v = std::fmin(127.0f, std::fmax(-127.0f, v));  // NaN-free input assumed upstream
-    float f = std::nearbyint((x[i] - d * v) * idx);
-    f = std::fmin(127.0f, std::fmax(-127.0f, f));
-    q1[i] = static_cast<int8_t>(v);
-    q2[i] = static_cast<int8_t>(f);
-    sum += kQ8Fine * q1[i] + q2[i];
-  }
-  *dx_out = dx;
-  return sum;
-}
-
-}  // namespace
-
 void quantize_row_q8(const float* x, int64_t n_in, int8_t* q, float* dx, int32_t* sx) {
   GEIST_CHECK(n_in % 32 == 0, "quantize_row_q8: n_in must be a multiple of 32");
+  HWY_DYNAMIC_DISPATCH(QuantizeRowQ8)(x, n_in, q, dx, sx);
+}
+
+void quantize_row_q8_reference(const float* x, int64_t n_in, int8_t* q, float* dx, int32_t* sx) {
+  GEIST_CHECK(n_in % 32 == 0, "quantize_row_q8_reference: n_in must be a multiple of 32");
   for (int64_t b = 0; b < n_in / 32; ++b) {
-    sx[b] = quantize_block_q8(x + b * 32, q + b * 32, q + n_in + b * 32, dx + b);
+    sx[b] = q8_detail::quantize_block_q8(x + b * 32, q + b * 32, q + n_in + b * 32, dx + b);
   }
 }
 
 void quantize_row_q8_panel(const float* x, int64_t n_in, int64_t lane, int8_t* pq, float* pdx,
                            int32_t* psx) {
   GEIST_CHECK(n_in % 32 == 0 && lane >= 0 && lane < kQ8Panel, "quantize_row_q8_panel: bad shape");
-  int8_t q[2][32];
   const int64_t nb = n_in / 32;
-  for (int64_t b = 0; b < nb; ++b) {
-    float d = 0.0f;
-    int32_t s = 0;
+  constexpr int64_t kPiece = 32;  // blocks quantized into the row layout at a time
+  int8_t q[2 * kPiece * 32];      // [2][kPiece * 32] row layout of one piece
+  float d[kPiece];
+  int32_t s[kPiece];
+  for (int64_t b0 = 0; b0 < nb; b0 += kPiece) {
+    const int64_t n = nb - b0 < kPiece ? nb - b0 : kPiece;
     if (x) {
-      s = quantize_block_q8(x + b * 32, q[0], q[1], &d);
+      HWY_DYNAMIC_DISPATCH(QuantizeRowQ8)(x + b0 * 32, n * 32, q, d, s);
     } else {
       std::memset(q, 0, sizeof(q));
+      std::memset(d, 0, sizeof(d));
+      std::memset(s, 0, sizeof(s));
     }
-    for (int plane = 0; plane < 2; ++plane) {
-      for (int g = 0; g < 8; ++g) {
-        std::memcpy(pq + plane * nb * 512 + ((b * 8 + g) * 16 + lane) * 4, q[plane] + 4 * g, 4);
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t b = b0 + k;
+      for (int plane = 0; plane < 2; ++plane) {
+        const int8_t* src = q + plane * n * 32 + k * 32;
+        for (int g = 0; g < 8; ++g) {
+          std::memcpy(pq + plane * nb * 512 + ((b * 8 + g) * 16 + lane) * 4, src + 4 * g, 4);
+        }
       }
+      pdx[b * 16 + lane] = d[k];
+      psx[b * 16 + lane] = s[k];
     }
-    pdx[b * 16 + lane] = d;
-    psx[b * 16 + lane] = s;
   }
 }
 

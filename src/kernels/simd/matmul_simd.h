@@ -75,9 +75,11 @@ bool q8_path_supported(GgmlType t);  // Q8_0, Q4_0
 // True where dot_q8_panels / dot_q8_rows run the 8-bit multiply-add kernels (VNNI).
 bool q8_panels_fast();
 
-// Row layout: q [2][n_in] (q1 plane, then q2), dx and sx [n_in / 32]. Scalar and
-// target-independent.
+// Row layout: q [2][n_in] (q1 plane, then q2), dx and sx [n_in / 32]. Target-independent
+// bits: the AVX-512 version equals quantize_row_q8_reference (the scalar definition) bitwise
+// for NaN-free input.
 void quantize_row_q8(const float* x, int64_t n_in, int8_t* q, float* dx, int32_t* sx);
+void quantize_row_q8_reference(const float* x, int64_t n_in, int8_t* q, float* dx, int32_t* sx);
 
 // Panel layout, one token into lane `lane` (< 16) of a panel of nb = n_in / 32 blocks:
 //   pq [2][nb][8][16][4]: plane k, elements 4g..4g+3 of block b of lane j at
