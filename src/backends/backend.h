@@ -15,7 +15,7 @@
 //                     mapped PROT_NONE except while the stream runs ops or copies through
 //                     upload/download, so any access outside that path faults. It exists to
 //                     exercise the device-buffer snapshot path in every CI run (no GPU there).
-//   CUDA              src/backends/cuda (built with -DGEIST_CUDA=ON); one NVIDIA device.
+//   CUDA              src/backends/cuda (built when nvcc is found, -DGEIST_CUDA); one NVIDIA GPU.
 //
 // Determinism: every op computes each output element by a fixed sequence of operations that
 // depends only on its inputs and sizes (no atomics in reductions), so a stream's results do
