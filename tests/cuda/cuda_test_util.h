@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_stream.h"
 
 namespace geist::test {
 
@@ -150,3 +151,26 @@ std::vector<T> from_device(const T* dev, size_t n) {
       GTEST_SKIP() << "no CUDA device";                                                  \
     }                                                                                    \
   } while (0)
+
+namespace geist::test {
+
+// Fixture base of the tests that drive one CUDA stream directly: skips without a device, and
+// fails a test whose stream recorded a CUDA error.
+class CudaStreamTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    GEIST_REQUIRE_CUDA();
+    make_cuda_backend(&backend_, &stream_);
+    ASSERT_TRUE(backend_ && stream_);
+  }
+  void TearDown() override {
+    if (stream_) {
+      const Status st = cuda::cuda_stream_status(*stream_);
+      EXPECT_TRUE(st.is_ok()) << "stream recorded a CUDA failure: " << st.message();
+    }
+  }
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Stream> stream_;
+};
+
+}  // namespace geist::test

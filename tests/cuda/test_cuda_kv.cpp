@@ -62,22 +62,7 @@ float decode_tol(KvMode m) {
   }
 }
 
-class CudaKv : public ::testing::Test {
- protected:
-  void SetUp() override {
-    GEIST_REQUIRE_CUDA();
-    test::make_cuda_backend(&backend_, &stream_);
-    ASSERT_TRUE(backend_ && stream_);
-  }
-  void TearDown() override {
-    if (stream_) {
-      const Status st = cuda::cuda_stream_status(*stream_);
-      EXPECT_TRUE(st.is_ok()) << "stream recorded a CUDA failure: " << st.message();
-    }
-  }
-  std::unique_ptr<Backend> backend_;
-  std::unique_ptr<Stream> stream_;
-};
+class CudaKv : public test::CudaStreamTest {};
 
 // Llama-3-style per-pair frequency divisors (32 pairs).
 const float kFreqFactors[32] = {1, 1, 1, 1, 1, 1, 1, 1, 1.5f, 2, 2.5f, 3, 4, 5, 6, 7,

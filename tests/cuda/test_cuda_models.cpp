@@ -109,7 +109,7 @@ TEST(CudaModels, TinyQwen35MatchesHfFp64AndGreedy) {
 
 // ---- snapshots through the public API ----
 
-using Param = std::tuple<const char*, int32_t, bool>;  // model, kv mode, sampled
+using Param = SnapshotParam;
 
 class CudaSnapshot : public ::testing::TestWithParam<Param> {
  protected:
@@ -208,22 +208,12 @@ TEST_P(CudaSnapshot, ImagesMoveBetweenCudaAndCpu) {
   expect_close(cpu_run, run_steps(c2, nv_, 32), std::get<1>(GetParam()));
 }
 
-std::string param_name(const ::testing::TestParamInfo<Param>& info) {
-  std::string m = std::get<0>(info.param);
-  m = m.substr(m.find('/') + 1);
-  m = m.substr(0, m.find('.'));
-  std::string out;
-  for (char ch : m) out += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-  return out + "_" + kv_mode_name(static_cast<KvMode>(std::get<1>(info.param))) +
-         (std::get<2>(info.param) ? "_sampled" : "_greedy");
-}
-
 INSTANTIATE_TEST_SUITE_P(Models, CudaSnapshot,
                          ::testing::Combine(::testing::Values("models/stories260K.gguf",
                                                               "models/tiny-qwen35-f32.gguf",
                                                               "models/stories-qwen35-f32.gguf"),
                                             ::testing::Range(0, kKvModeCount), ::testing::Bool()),
-                         param_name);
+                         snapshot_param_name);
 
 }  // namespace
 }  // namespace geist::test

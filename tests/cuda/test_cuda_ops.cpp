@@ -63,27 +63,14 @@ HostWeight make_weight(GgmlType t, int64_t n_in, int64_t n_out, uint32_t seed) {
   return h;
 }
 
-class CudaOps : public ::testing::Test {
+class CudaOps : public test::CudaStreamTest {
  protected:
-  void SetUp() override {
-    GEIST_REQUIRE_CUDA();
-    test::make_cuda_backend(&backend_, &stream_);
-    ASSERT_TRUE(backend_ && stream_);
-  }
-  void TearDown() override {
-    if (stream_) {
-      const Status st = cuda::cuda_stream_status(*stream_);
-      EXPECT_TRUE(st.is_ok()) << "stream recorded a CUDA failure: " << st.message();
-    }
-  }
   WeightMatrix upload(const HostWeight& h) {
     WeightMatrix dev;
     const Status st = backend_->upload_weight(h.w, &dev);
     EXPECT_TRUE(st.is_ok()) << st.message();
     return dev;
   }
-  std::unique_ptr<Backend> backend_;
-  std::unique_ptr<Stream> stream_;
 };
 
 struct MatmulCase {

@@ -3,13 +3,16 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "geist/geist.hpp"
+#include "kv/kv_cache.h"
 #include "support/fixtures.h"
 
 namespace geist::test {
@@ -102,6 +105,20 @@ inline ModelHandle load_model(const std::string& rel, int32_t backend = test_bac
   std::string err;
   EXPECT_EQ(ModelHandle::load(fixture_path(rel), &m, &p, &err), GEIST_OK) << err;
   return m;
+}
+
+// Parameters of the snapshot round-trip suites: model path, KV mode, sampled (else greedy).
+using SnapshotParam = std::tuple<const char*, int32_t, bool>;
+
+// Test-name suffix of a SnapshotParam, e.g. "stories260K_q4_sampled".
+inline std::string snapshot_param_name(const ::testing::TestParamInfo<SnapshotParam>& info) {
+  std::string m = std::get<0>(info.param);
+  m = m.substr(m.find('/') + 1);
+  m = m.substr(0, m.find('.'));
+  std::string out;
+  for (char c : m) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return out + "_" + kv_mode_name(static_cast<KvMode>(std::get<1>(info.param))) +
+         (std::get<2>(info.param) ? "_sampled" : "_greedy");
 }
 
 }  // namespace geist::test

@@ -46,7 +46,7 @@ TEST(DeviceLocalBackend, StateIsUnreachableOutsideTheBackend) {
   EXPECT_DEATH({ (void)p[0]; }, "");  // outside it, any access faults
 }
 
-using Param = std::tuple<const char*, int32_t, bool>;  // model, kv_mode, sampled
+using Param = SnapshotParam;
 
 class DeviceLocalSnapshot : public ::testing::TestWithParam<Param> {
  protected:
@@ -105,16 +105,6 @@ TEST_P(DeviceLocalSnapshot, FailedRestoreLeavesTheSessionUntouched) {
   EXPECT_TRUE(same_continuation(ref_trace, 0, run_steps(d, nv_, kSteps), nv_));
 }
 
-std::string param_name(const ::testing::TestParamInfo<Param>& info) {
-  std::string m = std::get<0>(info.param);
-  m = m.substr(m.find('/') + 1);
-  m = m.substr(0, m.find('.'));
-  std::string out;
-  for (char c : m) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return out + "_" + kv_mode_name(static_cast<KvMode>(std::get<1>(info.param))) +
-         (std::get<2>(info.param) ? "_sampled" : "_greedy");
-}
-
 // Row layout, quantized rows and KIVI groups + residual; attention-only and hybrid models.
 INSTANTIATE_TEST_SUITE_P(Models, DeviceLocalSnapshot,
                          ::testing::Combine(::testing::Values("models/stories260K.gguf",
@@ -123,7 +113,7 @@ INSTANTIATE_TEST_SUITE_P(Models, DeviceLocalSnapshot,
                                                               static_cast<int32_t>(KvMode::Q4),
                                                               static_cast<int32_t>(KvMode::KIVI2)),
                                             ::testing::Bool()),
-                         param_name);
+                         snapshot_param_name);
 
 }  // namespace
 }  // namespace geist::test

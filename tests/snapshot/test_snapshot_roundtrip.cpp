@@ -25,7 +25,7 @@ std::vector<int32_t> prompt(uint32_t seed, int n) {
   return t;
 }
 
-using Param = std::tuple<const char*, int32_t, bool>;  // model, kv_mode, sampled
+using Param = SnapshotParam;
 
 class SnapshotRoundTrip : public ::testing::TestWithParam<Param> {
  protected:
@@ -215,22 +215,12 @@ TEST_P(SnapshotRoundTrip, RandomCutPoints) {
   }
 }
 
-std::string param_name(const ::testing::TestParamInfo<Param>& info) {
-  std::string m = std::get<0>(info.param);
-  m = m.substr(m.find('/') + 1);
-  m = m.substr(0, m.find('.'));
-  std::string out;
-  for (char c : m) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return out + "_" + kv_mode_name(static_cast<KvMode>(std::get<1>(info.param))) +
-         (std::get<2>(info.param) ? "_sampled" : "_greedy");
-}
-
 INSTANTIATE_TEST_SUITE_P(Models, SnapshotRoundTrip,
                          ::testing::Combine(::testing::Values("models/stories260K.gguf",
                                                               "models/tiny-qwen35-f32.gguf",
                                                               "models/stories-qwen35-f32.gguf"),
                                             ::testing::Range(0, kKvModeCount), ::testing::Bool()),
-                         param_name);
+                         snapshot_param_name);
 
 }  // namespace
 }  // namespace geist::test
