@@ -73,6 +73,18 @@ class ArchState {
   virtual void set_positions(int32_t n_pos) = 0;
 };
 
+// Uploads the token embedding and the output projection to b, once when they are the same
+// tensor (tied embeddings): both views then name the one device copy.
+inline Status upload_embeddings(Backend& b, WeightMatrix* tok_embd, WeightMatrix* output) {
+  const bool tied = output->data == tok_embd->data;
+  GEIST_RETURN_IF_ERROR(b.upload_weight(*tok_embd, tok_embd));
+  if (tied) {
+    *output = *tok_embd;
+    return Status::ok();
+  }
+  return b.upload_weight(*output, output);
+}
+
 class ArchModel {
  public:
   virtual ~ArchModel() = default;

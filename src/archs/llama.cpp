@@ -294,13 +294,7 @@ Status load_weights(const GgufFile& f, LlamaModel* m) {
 
 Status LlamaModel::upload_weights() {
   Backend& b = *backend_;
-  const bool tied = output_.data == tok_embd_.data;
-  GEIST_RETURN_IF_ERROR(b.upload_weight(tok_embd_, &tok_embd_));
-  if (tied) {
-    output_ = tok_embd_;
-  } else {
-    GEIST_RETURN_IF_ERROR(b.upload_weight(output_, &output_));
-  }
+  GEIST_RETURN_IF_ERROR(upload_embeddings(b, &tok_embd_, &output_));
   const size_t e = static_cast<size_t>(cfg_.n_embd);
   GEIST_RETURN_IF_ERROR(b.upload_floats(output_norm_, e, &output_norm_));
   if (rope_.freq_factors) {
@@ -428,14 +422,15 @@ Status LlamaModel::forward(ArchState& state, const int32_t* tokens, int32_t n, i
     do {  // a backend may record the step and ask for it again (Stream::end_forward)
       s.begin_forward(tokens + done, mb, pos + done);
       run_batch(*st, tokens + done, mb, pos + done);
-      const bool last = done + mb == n;
-      if (!all_logits && !last) continue;
-      // Logits for every row of this micro-batch, or for the final row only.
-      const int32_t first = all_logits ? 0 : mb - 1;
-      const int32_t rows = mb - first;
-      s.rms_norm(x + first * n_embd, n_embd, output_norm_, xn, n_embd, rows, n_embd, cfg_.rms_eps);
-      float* dst = all_logits ? logits + static_cast<int64_t>(done) * cfg_.n_vocab : logits;
-      s.matmul_to_host(output_, xn, n_embd, rows, dst, cfg_.n_vocab);
+      if (all_logits || done + mb == n) {
+        // Logits for every row of this micro-batch, or for the final row only.
+        const int32_t first = all_logits ? 0 : mb - 1;
+        const int32_t rows = mb - first;
+        s.rms_norm(x + first * n_embd, n_embd, output_norm_, xn, n_embd, rows, n_embd,
+                   cfg_.rms_eps);
+        float* dst = all_logits ? logits + static_cast<int64_t>(done) * cfg_.n_vocab : logits;
+        s.matmul_to_host(output_, xn, n_embd, rows, dst, cfg_.n_vocab);
+      }
     } while (!s.end_forward());
   }
   return Status::ok();

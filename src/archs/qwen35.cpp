@@ -29,13 +29,7 @@ void Qwen35State::reset() {
 
 Status Qwen35Model::upload_weights() {
   Backend& b = *backend_;
-  const bool tied = output_.data == tok_embd_.data;
-  GEIST_RETURN_IF_ERROR(b.upload_weight(tok_embd_, &tok_embd_));
-  if (tied) {
-    output_ = tok_embd_;
-  } else {
-    GEIST_RETURN_IF_ERROR(b.upload_weight(output_, &output_));
-  }
+  GEIST_RETURN_IF_ERROR(upload_embeddings(b, &tok_embd_, &output_));
   auto up = [&](const std::vector<float>& v, const float** dev) {
     return v.empty() ? Status::ok() : b.upload_floats(v.data(), v.size(), dev);
   };

@@ -67,6 +67,15 @@ bool kv_mode_from_name(std::string_view name, KvMode* out) {
 
 bool kv_mode_valid(int32_t m) { return m >= 0 && m < kKvModeCount; }
 
+KvEnc kv_mode_key_enc(KvMode m) { return entry(m).k_enc; }
+KvEnc kv_mode_value_enc(KvMode m) { return entry(m).v_enc; }
+
+uint32_t kv_mode_parts(KvMode m) {
+  if (m == KvMode::KIVI4 || m == KvMode::KIVI2) return 4;  // K, V, K_RESID, V_RESID
+  if (m == KvMode::Q4) return 5;                           // K, V, K_REF, K_WIN, V_WIN
+  return m == KvMode::Q8 ? 3 : 2;                          // K, V (+ K_REF)
+}
+
 Status KvCache::create(KvMode mode, const std::vector<KvLayerSpec>& layers, int32_t max_seq_len,
                        std::unique_ptr<KvCache>* out, StateArena* arena) {
   if (max_seq_len <= 0) {
@@ -317,25 +326,33 @@ int64_t KvCache::bytes_per_token() const {
 
 uint64_t KvCache::part_bytes(int32_t il, uint32_t part, int32_t n_pos) const {
   const Layer& l = layers_[static_cast<size_t>(il)];
+  return kv_part_bytes(mode_, l.spec, l.k_row, l.v_row, part, n_pos);
+}
+
+uint64_t kv_part_bytes(KvMode m, const KvLayerSpec& spec, int64_t k_row, int64_t v_row,
+                       uint32_t part, int32_t n_pos) {
+  const bool kivi = m == KvMode::KIVI4 || m == KvMode::KIVI2;
+  const bool centered = m == KvMode::Q8 || m == KvMode::Q4;
+  const bool windowed = m == KvMode::Q4;
   const uint64_t n = static_cast<uint64_t>(n_pos);
   const uint64_t full = n / kGroup;  // KIVI: quantized groups
   switch (part) {
     case KV_PART_K:
-      return static_cast<uint64_t>(l.k_row) * (kivi() ? full : n);
+      return static_cast<uint64_t>(k_row) * (kivi ? full : n);
     case KV_PART_V:
-      return static_cast<uint64_t>(l.v_row) * (kivi() ? full * kGroup : n);
+      return static_cast<uint64_t>(v_row) * (kivi ? full * kGroup : n);
     case KV_PART_K_RESID:  // == KV_PART_K_REF
-      if (centered()) return n > 0 ? static_cast<uint64_t>(l.spec.n_embd_k) * 2 : 0;
-      return (n % kGroup) * static_cast<uint64_t>(l.spec.n_embd_k) * 2;
+      if (centered) return n > 0 ? static_cast<uint64_t>(spec.n_embd_k) * 2 : 0;
+      return (n % kGroup) * static_cast<uint64_t>(spec.n_embd_k) * 2;
     case KV_PART_V_RESID:  // == KV_PART_K_WIN
-      if (windowed()) {
+      if (windowed) {
         return (n - static_cast<uint64_t>(kv_q4_window_start(n_pos))) *
-               static_cast<uint64_t>(l.spec.n_embd_k) * 2;
+               static_cast<uint64_t>(spec.n_embd_k) * 2;
       }
-      return (n % kGroup) * static_cast<uint64_t>(l.spec.n_embd_v) * 2;
+      return (n % kGroup) * static_cast<uint64_t>(spec.n_embd_v) * 2;
     default:  // KV_PART_V_WIN
       return (n - static_cast<uint64_t>(kv_q4_window_start(n_pos))) *
-             static_cast<uint64_t>(l.spec.n_embd_v) * 2;
+             static_cast<uint64_t>(spec.n_embd_v) * 2;
   }
 }
 
@@ -357,7 +374,7 @@ KvKeyRef KvCache::key_ref(const Layer& l) const {
 void KvCache::regions(int32_t n_pos, std::vector<KvRegion>* out) const {
   GEIST_CHECK(n_pos >= 0 && n_pos <= max_seq_len_, "kv regions: n_pos out of range");
   out->clear();
-  const uint32_t n_parts = kivi() ? 4 : windowed() ? 5 : centered() ? 3 : 2;
+  const uint32_t n_parts = kv_mode_parts(mode_);
   for (int32_t il = 0; il < n_layer(); ++il) {
     if (!has_layer(il)) continue;
     for (uint32_t part = 0; part < n_parts; ++part) {

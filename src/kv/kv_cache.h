@@ -111,6 +111,18 @@ struct KvRegion {
   uint64_t nbytes = 0;
 };
 
+// The layout rules every backend's KV store follows (KvCache here, the CUDA store on a GPU),
+// so their regions and bytes agree by construction:
+// the encodings of K rows (KIVI: of full key groups) and of V rows in mode m,
+KvEnc kv_mode_key_enc(KvMode m);
+KvEnc kv_mode_value_enc(KvMode m);
+// the number of parts per attention layer (KvPart values [0, n)),
+uint32_t kv_mode_parts(KvMode m);
+// and the used bytes of `part` of a layer after positions [0, n_pos), for a layer whose K rows
+// (KIVI: key groups) take k_row bytes and V rows v_row bytes.
+uint64_t kv_part_bytes(KvMode m, const KvLayerSpec& spec, int64_t k_row, int64_t v_row,
+                       uint32_t part, int32_t n_pos);
+
 class KvCache {
  public:
   // GEIST_E_INVALID_ARG for max_seq_len <= 0, negative sizes or an unknown mode, GEIST_E_OOM.

@@ -27,26 +27,11 @@ namespace {
 
 constexpr int32_t kGroup = kKvBlock;  // KIVI tokens per key group, as kv_cache.cpp
 
-// Encodings of K rows (KIVI: full key groups) and V rows per mode: kv_cache.cpp's table.
+// Encodings of K rows (KIVI: full key groups) and V rows: KvCache's (kv_cache.h).
 struct ModeEnc {
   KvEnc k, v;
 };
-ModeEnc mode_enc(KvMode m) {
-  switch (m) {
-    case KvMode::F16:
-      return {KvEnc::F16, KvEnc::F16};
-    case KvMode::Q8:
-      return {KvEnc::Q8A, KvEnc::Q8};
-    case KvMode::Q4:
-      return {KvEnc::Q4, KvEnc::Q4};
-    case KvMode::KIVI4:
-      return {KvEnc::CH4, KvEnc::A4};
-    case KvMode::KIVI2:
-      return {KvEnc::CH2, KvEnc::A2};
-    default:
-      return {KvEnc::F32, KvEnc::F32};
-  }
-}
+ModeEnc mode_enc(KvMode m) { return {kv_mode_key_enc(m), kv_mode_value_enc(m)}; }
 
 class CudaKvStore final : public KvStore {
  public:
@@ -241,7 +226,7 @@ class CudaKvStore final : public KvStore {
   bool kivi() const { return mode_ == KvMode::KIVI4 || mode_ == KvMode::KIVI2; }
   bool centered() const { return mode_ == KvMode::Q8 || mode_ == KvMode::Q4; }
   bool windowed() const { return mode_ == KvMode::Q4; }
-  uint32_t n_parts_of_mode() const { return kivi() ? 4 : windowed() ? 5 : centered() ? 3 : 2; }
+  uint32_t n_parts_of_mode() const { return kv_mode_parts(mode_); }
 
   KvKeyRef key_ref(const Layer& l) const {
     KvKeyRef r;
@@ -371,26 +356,7 @@ class CudaKvStore final : public KvStore {
 
   uint64_t part_bytes(int32_t il, uint32_t part, int32_t n_pos) const {
     const Layer& l = layers_[static_cast<size_t>(il)];
-    const uint64_t n = static_cast<uint64_t>(n_pos);
-    const uint64_t full = n / kGroup;
-    switch (part) {
-      case KV_PART_K:
-        return static_cast<uint64_t>(l.k_row) * (kivi() ? full : n);
-      case KV_PART_V:
-        return static_cast<uint64_t>(l.v_row) * (kivi() ? full * kGroup : n);
-      case KV_PART_K_RESID:  // == KV_PART_K_REF
-        if (centered()) return n > 0 ? static_cast<uint64_t>(l.spec.n_embd_k) * 2 : 0;
-        return (n % kGroup) * static_cast<uint64_t>(l.spec.n_embd_k) * 2;
-      case KV_PART_V_RESID:  // == KV_PART_K_WIN
-        if (windowed()) {
-          return (n - static_cast<uint64_t>(kv_q4_window_start(n_pos))) *
-                 static_cast<uint64_t>(l.spec.n_embd_k) * 2;
-        }
-        return (n % kGroup) * static_cast<uint64_t>(l.spec.n_embd_v) * 2;
-      default:  // KV_PART_V_WIN
-        return (n - static_cast<uint64_t>(kv_q4_window_start(n_pos))) *
-               static_cast<uint64_t>(l.spec.n_embd_v) * 2;
-    }
+    return kv_part_bytes(mode_, l.spec, l.k_row, l.v_row, part, n_pos);
   }
 
   uint8_t* region_ptr(const KvRegion& r, int32_t n_pos) const {
