@@ -1,7 +1,10 @@
 // Single-call speed of geist::matmul for one weight type and shape, against the memory read
 // bandwidth of the same buffer: shows whether decode-sized calls are memory-bound and what a
 // prefill-sized call reaches in GFLOP/s. Not a test; prints numbers.
-//   bench/matmul_speed TYPE N_IN N_OUT N_TOK THREADS REPS   (e.g. q8_0 2048 8192 1 2 20)
+//   bench/matmul_speed TYPE N_IN N_OUT N_TOK THREADS REPS [rows|groups]  (e.g. q8_0 2048 8192 1 2
+//   20)
+// The last argument picks the weight layout (kernels/matmul.h): the file's rows (default) or
+// the GROUPS16 repack the CPU backend makes at load for Q8_0 / Q4_0.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -56,7 +59,17 @@ int main(int argc, char** argv) {
   for (float& f : x) f = nd(rng);
   ThreadPool pool(threads);
   std::vector<float> scratch(matmul_scratch_floats(n_in, threads));
-  const WeightMatrix wm{type, w.data(), n_in, n_out, rb};
+  WeightMatrix wm{type, w.data(), n_in, n_out, rb};
+  const bool groups = argc > 7 && std::string(argv[7]) == "groups";
+  std::vector<uint8_t> grouped;
+  if (groups) {
+    if (!weight_groups16_useful(wm)) {
+      std::fprintf(stderr, "GROUPS16 is not used for %s on this CPU\n", argv[1]);
+      return 2;
+    }
+    grouped.resize(weight_groups16_bytes(wm));
+    weight_to_groups16(wm, grouped.data(), &wm);
+  }
   std::vector<double> times;
   for (int r = 0; r <= reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -67,11 +80,11 @@ int main(int argc, char** argv) {
   std::sort(times.begin(), times.end());
   const double best = times.front(), med = times[times.size() / 2];
   std::printf(
-      "%s %lldx%lld x %lld tok, %d threads, target %s: median %.3f ms (best %.3f), "
+      "%s%s %lldx%lld x %lld tok, %d threads, target %s: median %.3f ms (best %.3f), "
       "%.2f GB/s of weights, %.1f GFLOP/s\n",
-      argv[1], static_cast<long long>(n_out), static_cast<long long>(n_in),
-      static_cast<long long>(n_tok), threads, simd::target_name(), med * 1e3, best * 1e3,
-      static_cast<double>(w.size()) / best / 1e9,
+      argv[1], groups ? " GROUPS16" : "", static_cast<long long>(n_out),
+      static_cast<long long>(n_in), static_cast<long long>(n_tok), threads, simd::target_name(),
+      med * 1e3, best * 1e3, static_cast<double>(w.size()) / best / 1e9,
       2.0 * static_cast<double>(n_in * n_out * n_tok) / best / 1e9);
   return 0;
 }

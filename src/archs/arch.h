@@ -73,16 +73,29 @@ class ArchState {
   virtual void set_positions(int32_t n_pos) = 0;
 };
 
+// Uploads a weight matrix to b. When the backend keeps its own copy (a device, or the CPU's
+// repacked layout), the file pages behind the host view are released, so the weights are not
+// resident twice.
+inline Status upload_matrix(Backend& b, const GgufFile& file, WeightMatrix* w) {
+  const WeightMatrix host = *w;
+  GEIST_RETURN_IF_ERROR(b.upload_weight(host, w));
+  if (w->data != host.data) {
+    file.release_pages(host.data, static_cast<size_t>(host.n_out) * host.row_bytes);
+  }
+  return Status::ok();
+}
+
 // Uploads the token embedding and the output projection to b, once when they are the same
 // tensor (tied embeddings): both views then name the one device copy.
-inline Status upload_embeddings(Backend& b, WeightMatrix* tok_embd, WeightMatrix* output) {
+inline Status upload_embeddings(Backend& b, const GgufFile& file, WeightMatrix* tok_embd,
+                                WeightMatrix* output) {
   const bool tied = output->data == tok_embd->data;
-  GEIST_RETURN_IF_ERROR(b.upload_weight(*tok_embd, tok_embd));
+  GEIST_RETURN_IF_ERROR(upload_matrix(b, file, tok_embd));
   if (tied) {
     *output = *tok_embd;
     return Status::ok();
   }
-  return b.upload_weight(*output, output);
+  return upload_matrix(b, file, output);
 }
 
 class ArchModel {

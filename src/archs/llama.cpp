@@ -93,7 +93,7 @@ class LlamaModel : public ArchModel {
   Status forward(ArchState& state, const int32_t* tokens, int32_t n, int32_t pos, bool all_logits,
                  float* logits, ThreadPool& pool) const override;
   // Replaces every host weight view by its copy on the backend (identity on the CPU).
-  Status upload_weights();
+  Status upload_weights(const GgufFile& file);
 
   std::unique_ptr<Backend> backend_;
   ModelInfo info_;
@@ -292,9 +292,9 @@ Status load_weights(const GgufFile& f, LlamaModel* m) {
 
 // ---- state and forward -----------------------------------------------------------------------
 
-Status LlamaModel::upload_weights() {
+Status LlamaModel::upload_weights(const GgufFile& file) {
   Backend& b = *backend_;
-  GEIST_RETURN_IF_ERROR(upload_embeddings(b, &tok_embd_, &output_));
+  GEIST_RETURN_IF_ERROR(upload_embeddings(b, file, &tok_embd_, &output_));
   const size_t e = static_cast<size_t>(cfg_.n_embd);
   GEIST_RETURN_IF_ERROR(b.upload_floats(output_norm_, e, &output_norm_));
   if (rope_.freq_factors) {
@@ -305,7 +305,7 @@ Status LlamaModel::upload_weights() {
     GEIST_RETURN_IF_ERROR(b.upload_floats(l.attn_norm, e, &l.attn_norm));
     GEIST_RETURN_IF_ERROR(b.upload_floats(l.ffn_norm, e, &l.ffn_norm));
     for (WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-      GEIST_RETURN_IF_ERROR(b.upload_weight(*w, w));
+      GEIST_RETURN_IF_ERROR(upload_matrix(b, file, w));
     }
   }
   return Status::ok();
@@ -457,7 +457,7 @@ Status load_llama(const GgufFile& file, std::unique_ptr<Backend> backend, const 
           "base %g scale %g%s",
           c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim_k, c.n_ff, c.n_vocab, c.n_rot,
           c.rope_freq_base, c.rope_freq_scale, m->rope_.freq_factors ? " with rope_freqs" : "");
-  GEIST_RETURN_IF_ERROR(m->upload_weights());
+  GEIST_RETURN_IF_ERROR(m->upload_weights(file));
   log.log(GEIST_LOG_INFO, "llama: backend %s", m->backend_->description().c_str());
   *out = std::move(m);
   return Status::ok();

@@ -27,9 +27,9 @@ void Qwen35State::reset() {
   stream->fill_zero(ssm->data(), ssm->size());
 }
 
-Status Qwen35Model::upload_weights() {
+Status Qwen35Model::upload_weights(const GgufFile& file) {
   Backend& b = *backend_;
-  GEIST_RETURN_IF_ERROR(upload_embeddings(b, &tok_embd_, &output_));
+  GEIST_RETURN_IF_ERROR(upload_embeddings(b, file, &tok_embd_, &output_));
   auto up = [&](const std::vector<float>& v, const float** dev) {
     return v.empty() ? Status::ok() : b.upload_floats(v.data(), v.size(), dev);
   };
@@ -45,7 +45,7 @@ Status Qwen35Model::upload_weights() {
     GEIST_RETURN_IF_ERROR(up(L.ssm_norm, &L.d.ssm_norm));
     for (WeightMatrix* w : {&L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.wq, &L.wk, &L.wv, &L.wo,
                             &L.wqkv, &L.wz, &L.w_alpha, &L.w_beta, &L.ssm_out}) {
-      if (w->data) GEIST_RETURN_IF_ERROR(b.upload_weight(*w, w));
+      if (w->data) GEIST_RETURN_IF_ERROR(upload_matrix(b, file, w));
     }
   }
   return Status::ok();

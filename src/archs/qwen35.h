@@ -155,7 +155,7 @@ class Qwen35Model final : public ArchModel {
                             const Logger& log, std::unique_ptr<ArchModel>* out);
   Qwen35Model() = default;
   // Replaces every host weight view by its copy on the backend (identity on the CPU).
-  Status upload_weights();
+  Status upload_weights(const GgufFile& file);
 
   void forward_ubatch(Qwen35State& st, const int32_t* tokens, int32_t n, int32_t pos,
                       bool all_logits, float* logits) const;

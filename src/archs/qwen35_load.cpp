@@ -231,7 +231,7 @@ Status load_qwen35(const GgufFile& file, std::unique_ptr<Backend> backend, const
           c.n_layer, m->n_rec_, c.n_layer - m->n_rec_,
           c.n_layer_nextn > 0 ? ", MTP blocks ignored" : "", c.n_embd, c.n_head, c.n_head_kv,
           c.head_dim, c.n_k_heads, c.n_v_heads, c.d_k, c.d_v);
-  GEIST_RETURN_IF_ERROR(m->upload_weights());
+  GEIST_RETURN_IF_ERROR(m->upload_weights(file));
   log.log(GEIST_LOG_INFO, "qwen35: backend %s", m->backend_->description().c_str());
   *out = std::move(m);
   return Status::ok();

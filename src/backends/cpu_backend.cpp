@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <new>
+#include <vector>
 
 #include "base/state_arena.h"
 
@@ -221,8 +222,25 @@ class CpuBackend : public Backend {
     return device_local_ ? "cpu-devlocal (CPU kernels, state reachable only through the backend)"
                          : "cpu";
   }
+  // Q8_0 / Q4_0 matrices are repacked into the GROUPS16 layout (kernels/matmul.h), which the
+  // 8-bit kernels read about twice as fast at decode, with the same bits; other weights stay
+  // in the file mapping.
   Status upload_weight(const WeightMatrix& host, WeightMatrix* dev) override {
-    *dev = host;  // weights stay in the file mapping
+    if (!weight_groups16_useful(host)) {
+      *dev = host;
+      return Status::ok();
+    }
+    const size_t n = weight_groups16_bytes(host);
+    std::unique_ptr<uint8_t, AlignedFree> buf(
+        static_cast<uint8_t*>(::operator new (n, std::align_val_t{kWeightAlign}, std::nothrow)));
+    if (!buf) {
+      return Status::error(GEIST_E_OOM,
+                           "cpu backend: out of memory repacking a weight matrix "
+                           "(%zu bytes)",
+                           n);
+    }
+    weight_to_groups16(host, buf.get(), dev);
+    weights_.push_back(std::move(buf));
     return Status::ok();
   }
   Status upload_floats(const float* host, size_t, const float** dev) override {
@@ -237,7 +255,12 @@ class CpuBackend : public Backend {
   }
 
  private:
+  static constexpr size_t kWeightAlign = 64;  // a cache line: each 64-byte load is one line
+  struct AlignedFree {
+    void operator()(uint8_t* p) const { ::operator delete (p, std::align_val_t{kWeightAlign}); }
+  };
   bool device_local_;
+  std::vector<std::unique_ptr<uint8_t, AlignedFree>> weights_;  // repacked matrices
 };
 
 }  // namespace

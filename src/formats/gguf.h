@@ -80,6 +80,11 @@ class GgufFile {
   const std::vector<GgufKv>& kvs() const { return kvs_; }
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
 
+  // Hints that [p, p + n) of a mapped file is not needed for now: whole pages inside it leave
+  // resident memory and are read back from the file if touched again. For a backend that
+  // keeps its own copy of the weights. A no-op for open_memory buffers and outside the file.
+  void release_pages(const void* p, size_t n) const;
+
   const GgufKv* find(std::string_view key) const;                  // nullptr if absent
   const GgufTensorInfo* find_tensor(std::string_view name) const;  // nullptr if absent
 

@@ -303,6 +303,18 @@ GgufFile::~GgufFile() {
   if (mapped_) munmap(const_cast<uint8_t*>(base_), size_);
 }
 
+void GgufFile::release_pages(const void* p, size_t n) const {
+  const uintptr_t b = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t base = reinterpret_cast<uintptr_t>(base_);
+  if (!mapped_ || b < base || n > size_ || b - base > size_ - n) return;
+  const long page_l = sysconf(_SC_PAGESIZE);
+  const uintptr_t page = page_l > 0 ? static_cast<uintptr_t>(page_l) : 4096u;
+  const uintptr_t lo = (b + page - 1) / page * page;
+  const uintptr_t hi = (b + n) / page * page;
+  // Private read-only file pages: dropping them loses nothing. A failure only keeps them.
+  if (hi > lo) (void)madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+}
+
 Status GgufFile::open(const std::string& path, std::unique_ptr<GgufFile>* out) {
   out->reset();
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -90,7 +90,8 @@ void matmul_int16(const WeightMatrix& w, const float* x, int64_t x_stride, int64
 }
 
 constexpr int64_t kQ8RowsMax = 2;  // up to this many tokens: row layout and the decode kernel
-constexpr int64_t kRowUnit = 16;   // weight rows per unit of work split over the threads
+constexpr int64_t kRowUnit = 16;   // weight rows per unit of work split over the threads (and
+                                   // rows per GROUPS16 group)
 
 // Q8 path (Q8_0, Q4_0): activations quantized to int8 per 32-block, 8-bit multiply-adds. A
 // chunk of at most kQ8RowsMax tokens keeps the row layout (the decode kernel puts weight rows in
@@ -141,10 +142,14 @@ void matmul_q8(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t 
       const uint8_t* rows = w.data + static_cast<size_t>(o0) * w.row_bytes;
       const int count = static_cast<int>(o1 - o0);
       float* out = y + t0 * y_stride + o0;
+      // o0 is a multiple of 16, so rows is also where group o0 / 16 of GROUPS16 starts.
+      const bool groups = w.layout == WeightLayout::GROUPS16;
       if (row_layout) {
-        simd::dot_q8_rows(w.type, rows, w.row_bytes, count, n_in, q, dx, sx, m, out, y_stride);
+        simd::dot_q8_rows(w.type, groups, rows, w.row_bytes, count, n_in, q, dx, sx, m, out,
+                          y_stride);
       } else {
-        simd::dot_q8_panels(w.type, rows, w.row_bytes, count, n_in, q, dx, sx, m, out, y_stride);
+        simd::dot_q8_panels(w.type, groups, rows, w.row_bytes, count, n_in, q, dx, sx, m, out,
+                            y_stride);
       }
     });
   }
@@ -194,6 +199,12 @@ size_t matmul_scratch_floats(int64_t n_in, int n_threads) {
 void matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
             int64_t y_stride, float* scratch, ThreadPool& pool) {
   GEIST_CHECK(w.row_bytes == ggml_row_size(w.type, w.n_in), "matmul: row_bytes mismatch");
+  if (w.layout == WeightLayout::GROUPS16) {
+    GEIST_CHECK(simd::q8_panels_fast() && w.n_in % simd::kQ16Block == 0,
+                "matmul: GROUPS16 weights need the 8-bit kernels (weight_groups16_useful)");
+    matmul_q8(w, x, x_stride, n_tok, y, y_stride, scratch, pool);
+    return;
+  }
   // The path depends on the weight type and the CPU alone, so a row's result never depends on
   // the batch. The 8-bit path only where it has its VNNI kernels: elsewhere (AVX2) its
   // portable loops would be slower than the int16 SIMD path.
@@ -203,16 +214,6 @@ void matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t n_t
     matmul_int16(w, x, x_stride, n_tok, y, y_stride, scratch, pool);
   } else {
     matmul_f32(w, x, x_stride, n_tok, y, y_stride, scratch, pool);
-  }
-}
-
-void get_row(const WeightMatrix& w, int64_t row, float* dst) {
-  GEIST_CHECK(row >= 0 && row < w.n_out, "get_row: row out of range");
-  const uint8_t* src = w.data + static_cast<size_t>(row) * w.row_bytes;
-  if (w.type == GgmlType::F32) {
-    std::memcpy(dst, src, static_cast<size_t>(w.n_in) * sizeof(float));
-  } else {
-    dequantize_row(w.type, src, dst, w.n_in);
   }
 }
 

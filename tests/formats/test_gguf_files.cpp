@@ -131,6 +131,37 @@ TEST(GgufOpen, MissingFileDirectoryAndEmptyFile) {
   std::filesystem::remove(empty);
 }
 
+// release_pages is only a hint: a mapped file's bytes read back unchanged afterwards, and a
+// caller-owned buffer (open_memory) is never touched (dropping its pages would zero it).
+TEST(GgufOpen, ReleasedPagesReadBackUnchanged) {
+  FileSpec spec;
+  spec.tensors.push_back({"w", {5 * 4096}, 0, 0});  // f32, 80 KiB: whole pages inside
+  spec.data_bytes = 5 * 4096 * 4;
+  const std::vector<uint8_t> bytes = spec.build();
+  const std::string path = std::string(GEIST_BINARY_DIR) + "/gguf_test_release.gguf";
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(bytes.data()),
+              static_cast<std::streamsize>(bytes.size()));
+  }
+  std::unique_ptr<GgufFile> f;
+  ASSERT_TRUE(GgufFile::open(path, &f).is_ok());
+  const GgufTensorInfo* t = f->find_tensor("w");
+  ASSERT_NE(t, nullptr);
+  const std::vector<uint8_t> before(t->data, t->data + spec.data_bytes);
+  f->release_pages(t->data, spec.data_bytes);
+  f->release_pages(bytes.data(), bytes.size());  // not in this file: ignored
+  EXPECT_EQ(std::memcmp(before.data(), t->data, before.size()), 0);
+  EXPECT_EQ(before[4097], static_cast<uint8_t>(4097));
+  std::filesystem::remove(path);
+
+  std::vector<uint8_t> mem = bytes;
+  ASSERT_TRUE(parse(mem, &f).is_ok());
+  t = f->find_tensor("w");
+  f->release_pages(t->data, spec.data_bytes);
+  EXPECT_EQ(mem, bytes);
+}
+
 TEST(GgufFixtures, Stories260K) {
   GEIST_REQUIRE_FIXTURES();
   std::unique_ptr<GgufFile> f;

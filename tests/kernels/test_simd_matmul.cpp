@@ -182,12 +182,15 @@ TEST(SimdMatmul, RowsBitwiseIndependentOfBatchThreadsAndChunks) {
     std::normal_distribution<float> nd(0.0f, 1.0f);
     std::vector<float> x(static_cast<size_t>(n_tok * n_in));
     for (float& f : x) f = nd(rng);
-    auto run = [&](int64_t first, int64_t count, int threads) {
+    auto run_on = [&](const WeightMatrix& wm, int64_t first, int64_t count, int threads) {
       ThreadPool pool(threads);
       std::vector<float> scratch(matmul_scratch_floats(n_in, threads));
       std::vector<float> y(static_cast<size_t>(count * n_out));
-      matmul(w, x.data() + first * n_in, n_in, count, y.data(), n_out, scratch.data(), pool);
+      matmul(wm, x.data() + first * n_in, n_in, count, y.data(), n_out, scratch.data(), pool);
       return y;
+    };
+    auto run = [&](int64_t first, int64_t count, int threads) {
+      return run_on(w, first, count, threads);
     };
     const std::vector<float> all = run(0, n_tok, 1);
     for (int threads : {2, 3}) {
@@ -201,6 +204,25 @@ TEST(SimdMatmul, RowsBitwiseIndependentOfBatchThreadsAndChunks) {
     }
     const std::vector<float> mid = run(40, 70, 2);
     ASSERT_EQ(std::memcmp(all.data() + 40 * n_out, mid.data(), mid.size() * sizeof(float)), 0);
+    // The GROUPS16 layout (the CPU backend's load-time repack) gives the same bits.
+    if (!weight_groups16_useful(w)) continue;
+    std::vector<uint8_t> grouped(weight_groups16_bytes(w));
+    WeightMatrix wg;
+    weight_to_groups16(w, grouped.data(), &wg);
+    ASSERT_EQ(wg.layout, WeightLayout::GROUPS16);
+    for (int64_t count : {int64_t{1}, int64_t{2}, int64_t{3}, n_tok}) {
+      for (int threads : {1, 2, 3}) {
+        const std::vector<float> y = run_on(wg, 0, count, threads);
+        ASSERT_EQ(std::memcmp(all.data(), y.data(), y.size() * sizeof(float)), 0)
+            << "GROUPS16 tokens " << count << " threads " << threads;
+      }
+    }
+    std::vector<float> row(static_cast<size_t>(n_in)), row_g(row.size());
+    for (int64_t o = 0; o < n_out; ++o) {
+      get_row(w, o, row.data());
+      get_row(wg, o, row_g.data());
+      ASSERT_EQ(std::memcmp(row.data(), row_g.data(), row.size() * sizeof(float)), 0) << o;
+    }
   }
 }
 
@@ -428,7 +450,8 @@ TEST(SimdMatmul, Q8QuantizerEqualsTheScalarDefinitionBitwise) {
 }
 
 // Decode (row layout, weight rows in lanes) and prefill (panels, tokens in lanes) against the
-// contract, bitwise, on every target: odd row counts, partial panels, Q8_0 and Q4_0.
+// contract, bitwise, on every target: odd row counts, partial panels, Q8_0 and Q4_0, weights in
+// the file's rows and in the GROUPS16 layout (a partial last group).
 TEST(SimdMatmul, Q8KernelsEqualTheScalarContractBitwise) {
   std::mt19937 rng(77);
   for_each_target([&] {
@@ -463,24 +486,32 @@ TEST(SimdMatmul, Q8KernelsEqualTheScalarContractBitwise) {
           simd::quantize_row_q8_panel(xt, n_in, t % 16, pq.data() + p * nb * 1024,
                                       pdx.data() + p * nb * 16, psx.data() + p * nb * 16);
         }
-        std::vector<float> y_rows(static_cast<size_t>(n_tok * ys), -3.0f), y_pan(y_rows);
-        simd::dot_q8_rows(type, bytes.data(), rb, count, n_in, q.data(), dx.data(), sx.data(),
-                          n_tok, y_rows.data(), ys);
-        simd::dot_q8_panels(type, bytes.data(), rb, count, n_in, pq.data(), pdx.data(), psx.data(),
-                            n_tok, y_pan.data(), ys);
-        for (int64_t t = 0; t < n_tok; ++t) {
-          for (int r = 0; r < count; ++r) {
-            const float ref = q8_contract(type, bytes.data() + r * rb, q.data() + t * 2 * n_in,
-                                          dx.data() + t * nb, n_in);
-            const size_t k = static_cast<size_t>(t * ys + r);
-            ASSERT_EQ(std::bit_cast<uint32_t>(y_rows[k]), std::bit_cast<uint32_t>(ref))
-                << "rows t=" << t << " r=" << r;
-            ASSERT_EQ(std::bit_cast<uint32_t>(y_pan[k]), std::bit_cast<uint32_t>(ref))
-                << "panels t=" << t << " r=" << r;
-          }
-          for (int64_t r = count; r < ys; ++r) {
-            ASSERT_EQ(y_rows[static_cast<size_t>(t * ys + r)], -3.0f);
-            ASSERT_EQ(y_pan[static_cast<size_t>(t * ys + r)], -3.0f);
+        const WeightMatrix w{type, bytes.data(), n_in, count, rb};
+        std::vector<uint8_t> grouped(weight_groups16_bytes(w));
+        WeightMatrix wg;
+        weight_to_groups16(w, grouped.data(), &wg);
+        for (bool groups : {false, true}) {
+          SCOPED_TRACE(groups ? "GROUPS16" : "rows");
+          const uint8_t* src = groups ? grouped.data() : bytes.data();
+          std::vector<float> y_rows(static_cast<size_t>(n_tok * ys), -3.0f), y_pan(y_rows);
+          simd::dot_q8_rows(type, groups, src, rb, count, n_in, q.data(), dx.data(), sx.data(),
+                            n_tok, y_rows.data(), ys);
+          simd::dot_q8_panels(type, groups, src, rb, count, n_in, pq.data(), pdx.data(), psx.data(),
+                              n_tok, y_pan.data(), ys);
+          for (int64_t t = 0; t < n_tok; ++t) {
+            for (int r = 0; r < count; ++r) {
+              const float ref = q8_contract(type, bytes.data() + r * rb, q.data() + t * 2 * n_in,
+                                            dx.data() + t * nb, n_in);
+              const size_t k = static_cast<size_t>(t * ys + r);
+              ASSERT_EQ(std::bit_cast<uint32_t>(y_rows[k]), std::bit_cast<uint32_t>(ref))
+                  << "rows t=" << t << " r=" << r;
+              ASSERT_EQ(std::bit_cast<uint32_t>(y_pan[k]), std::bit_cast<uint32_t>(ref))
+                  << "panels t=" << t << " r=" << r;
+            }
+            for (int64_t r = count; r < ys; ++r) {
+              ASSERT_EQ(y_rows[static_cast<size_t>(t * ys + r)], -3.0f);
+              ASSERT_EQ(y_pan[static_cast<size_t>(t * ys + r)], -3.0f);
+            }
           }
         }
       }

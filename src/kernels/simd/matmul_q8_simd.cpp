@@ -28,51 +28,43 @@
 
 namespace geist::simd::q8_detail {
 
-// Signed weight values of block b of a Q8_0 / Q4_0 row, and its scale.
-inline float unpack_block(bool q4, const uint8_t* row, int64_t b, int8_t* w) {
-  const uint8_t* blk = row + b * (q4 ? quant_detail::kQ4_0Bytes : quant_detail::kQ8_0Bytes);
-  if (q4) {
-    for (int j = 0; j < 16; ++j) {
-      w[j] = static_cast<int8_t>((blk[2 + j] & 15) - 8);
-      w[16 + j] = static_cast<int8_t>((blk[2 + j] >> 4) - 8);
-    }
-  } else {
-    std::memcpy(w, blk + 2, 32);
+// Where one weight row's bytes lie, in either layout (kernels/matmul.h): block b's f16 scale at
+// scale + b * stride, its 4-byte quant unit u at quants + b * stride + u * unit.
+struct RowRef {
+  const uint8_t* scale;
+  const uint8_t* quants;
+  int64_t stride;  // bytes from one block to the next
+  int64_t unit;    // bytes from one 4-byte unit to the next
+  bool biased;     // Q8_0 quants stored as w + 128 (GROUPS16)
+};
+
+inline RowRef row_ref(bool q4, bool groups, const uint8_t* src, size_t row_bytes, int r) {
+  const int64_t bb = q4 ? quant_detail::kQ4_0Bytes : quant_detail::kQ8_0Bytes;
+  if (!groups) {
+    const uint8_t* row = src + static_cast<size_t>(r) * row_bytes;
+    return {row, row + 2, bb, 4, false};
   }
-  return f16_to_f32(quant_detail::load_u16(blk));
+  const uint8_t* grp = src + static_cast<size_t>(r / 16) * 16 * row_bytes;
+  const int lane = r % 16;
+  return {grp + 2 * lane, grp + 32 + 4 * lane, 16 * bb, 64, !q4};
 }
 
-// One 32-block in two int8 planes: q1 = round(x / d) with d = max|x| / 127 (llama.cpp's q8_0
-// codes), q2 = round((x - d * q1) / dx) with dx = d / kQ8Fine, so x ~= dx * (kQ8Fine * q1 + q2)
-// to within half of dx: about 16-bit activations from two 8-bit multiply-adds. This scalar
-// form is the definition; the AVX-512 quantizer below must give the same bits. The
-// comparisons are written as fmax / fmin would order them (NaN picks the other operand), but
-// without the library calls, which cost as much as the rest of the block. Called from the
-// target-independent (baseline, FMA-free) code only.
-inline int32_t quantize_block_q8(const float* x, int8_t* q1, int8_t* q2, float* dx_out) {
-  float amax = 0.0f;
-  for (int i = 0; i < 32; ++i) {
-    const float a = std::fabs(x[i]);
-    amax = a > amax ? a : amax;
+// Signed weight values of block b of a Q8_0 / Q4_0 row, and its scale. Q4_0 unit u holds
+// elements 4u..4u+3 in its low nibbles and 16+4u.. in its high ones.
+inline float unpack_block(bool q4, const RowRef& row, int64_t b, int8_t* w) {
+  const uint8_t* qs = row.quants + b * row.stride;
+  for (int u = 0; u < (q4 ? 4 : 8); ++u) {
+    const uint8_t* p = qs + u * row.unit;
+    for (int k = 0; k < 4; ++k) {
+      if (q4) {
+        w[4 * u + k] = static_cast<int8_t>((p[k] & 15) - 8);
+        w[16 + 4 * u + k] = static_cast<int8_t>((p[k] >> 4) - 8);
+      } else {
+        w[4 * u + k] = static_cast<int8_t>(row.biased ? p[k] ^ 0x80 : p[k]);
+      }
+    }
   }
-  const float d = amax / 127.0f;
-  const float dx = d / static_cast<float>(kQ8Fine);
-  const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
-  const float idx = amax > 0.0f ? 1.0f / dx : 0.0f;
-  int32_t sum = 0;
-  for (int i = 0; i < 32; ++i) {
-    float v = std::nearbyint(x[i] * id);
-    v = v > -127.0f ? v : -127.0f;  // NaN-free input assumed upstream
-    v = v < 127.0f ? v : 127.0f;
-    float f = std::nearbyint((x[i] - d * v) * idx);
-    f = f > -127.0f ? f : -127.0f;
-    f = f < 127.0f ? f : 127.0f;
-    q1[i] = static_cast<int8_t>(v);
-    q2[i] = static_cast<int8_t>(f);
-    sum += kQ8Fine * q1[i] + q2[i];
-  }
-  *dx_out = dx;
-  return sum;
+  return f16_to_f32(quant_detail::load_u16(row.scale + b * row.stride));
 }
 
 }  // namespace geist::simd::q8_detail
@@ -84,12 +76,13 @@ namespace HWY_NAMESPACE {
 
 // Portable form of the contract, used on targets without the 8-bit multiply-add below and for
 // their tails: per (row, token) the exact block sums and the fused multiply-add chain.
-void DotQ8Generic(bool q4, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
-                  const int8_t* q, const float* dx, int64_t n_tok, float* out, int64_t out_stride) {
+void DotQ8Generic(bool q4, bool groups, const uint8_t* src, size_t row_bytes, int count,
+                  int64_t n_in, const int8_t* q, const float* dx, int64_t n_tok, float* out,
+                  int64_t out_stride) {
   const int64_t nb = n_in / 32;
   int8_t w[32];
   for (int r = 0; r < count; ++r) {
-    const uint8_t* row = src + static_cast<size_t>(r) * row_bytes;
+    const q8_detail::RowRef row = q8_detail::row_ref(q4, groups, src, row_bytes, r);
     for (int64_t t = 0; t < n_tok; ++t) {
       float acc = 0.0f;
       for (int64_t b = 0; b < nb; ++b) {
@@ -109,13 +102,13 @@ void DotQ8Generic(bool q4, const uint8_t* src, size_t row_bytes, int count, int6
 }
 
 // The same contract read from the panel layout (non-VNNI targets).
-void DotQ8PanelsGeneric(bool q4, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
-                        const int8_t* pq, const float* pdx, int64_t n_tok, float* out,
+void DotQ8PanelsGeneric(bool q4, bool groups, const uint8_t* src, size_t row_bytes, int count,
+                        int64_t n_in, const int8_t* pq, const float* pdx, int64_t n_tok, float* out,
                         int64_t out_stride) {
   const int64_t nb = n_in / 32;
   int8_t w[32];
   for (int r = 0; r < count; ++r) {
-    const uint8_t* row = src + static_cast<size_t>(r) * row_bytes;
+    const q8_detail::RowRef row = q8_detail::row_ref(q4, groups, src, row_bytes, r);
     for (int64_t t = 0; t < n_tok; ++t) {
       const int64_t p = t / kQ8Panel, lane = t % kQ8Panel;
       const int8_t* base = pq + p * nb * 1024;
@@ -150,11 +143,16 @@ void DotQ8PanelsGeneric(bool q4, const uint8_t* src, size_t row_bytes, int count
   __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512vnni,avx2,fma,f16c")))
 
 // Tokens in lanes: 4 weight rows x 2 panels of 16 tokens per register tile; each broadcast of 4
-// weight bytes serves 32 tokens, each activation load 4 rows.
-template <bool kQ4, int P>
-GEIST_VNNI_ATTR void PanelTileVnni(const uint8_t* const rows[4], int64_t nb, const int8_t* pq,
-                                   const float* pdx, const int32_t* psx, float acc_out[4][P][16]) {
+// weight bytes serves 32 tokens, each activation load 4 rows. Row r's block b: f16 scale at
+// scale[r] + b * kStride, quant unit u at quants[r] + b * kStride + u * kUnit (q8_detail::RowRef;
+// GROUPS16 stores Q8_0 quants already biased, the file's need the xor).
+template <bool kQ4, int P, bool kGroups>
+GEIST_VNNI_ATTR void PanelTileVnni(const uint8_t* const scale[4], const uint8_t* const quants[4],
+                                   int64_t nb, const int8_t* pq, const float* pdx,
+                                   const int32_t* psx, float acc_out[4][P][16]) {
   constexpr int64_t kBB = kQ4 ? quant_detail::kQ4_0Bytes : quant_detail::kQ8_0Bytes;
+  constexpr int64_t kStride = kGroups ? 16 * kBB : kBB;
+  constexpr int64_t kUnit = kGroups ? 64 : 4;
   const __m512i m4 = _mm512_set1_epi8(15);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512 acc[4][P];
@@ -185,7 +183,7 @@ GEIST_VNNI_ATTR void PanelTileVnni(const uint8_t* const rows[4], int64_t nb, con
         }
         for (int r = 0; r < 4; ++r) {
           int32_t bits;
-          std::memcpy(&bits, rows[r] + b * kBB + 2 + 4 * g, 4);
+          std::memcpy(&bits, quants[r] + b * kStride + g * kUnit, 4);
           const __m512i v = _mm512_set1_epi32(bits);
           const __m512i lo = _mm512_and_si512(v, m4);
           const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
@@ -218,8 +216,9 @@ GEIST_VNNI_ATTR void PanelTileVnni(const uint8_t* const rows[4], int64_t nb, con
           for (int p = 0; p < P; ++p) x[p] = _mm512_loadu_si512(a + p * panel_q + g * 64);
           for (int r = 0; r < 4; ++r) {
             int32_t bits;
-            std::memcpy(&bits, rows[r] + b * kBB + 2 + 4 * g, 4);
-            const __m512i w = _mm512_xor_si512(_mm512_set1_epi32(bits), flip);
+            std::memcpy(&bits, quants[r] + b * kStride + g * kUnit, 4);
+            const __m512i w =
+                kGroups ? _mm512_set1_epi32(bits) : _mm512_xor_si512(_mm512_set1_epi32(bits), flip);
             for (int p = 0; p < P; ++p) s[r][p] = _mm512_dpbusd_epi32(s[r][p], w, x[p]);
           }
         }
@@ -233,7 +232,7 @@ GEIST_VNNI_ATTR void PanelTileVnni(const uint8_t* const rows[4], int64_t nb, con
       dxv[p] = _mm512_loadu_ps(pdx + p * nb * 16 + b * 16);
     }
     for (int r = 0; r < 4; ++r) {
-      const __m512 dw = _mm512_set1_ps(f16_to_f32(quant_detail::load_u16(rows[r] + b * kBB)));
+      const __m512 dw = _mm512_set1_ps(f16_to_f32(quant_detail::load_u16(scale[r] + b * kStride)));
       for (int p = 0; p < P; ++p) {
         const __m512 fs = _mm512_cvtepi32_ps(_mm512_sub_epi32(s[r][p], corr[p]));
         acc[r][p] = _mm512_fmadd_ps(fs, _mm512_mul_ps(dw, dxv[p]), acc[r][p]);
@@ -245,7 +244,7 @@ GEIST_VNNI_ATTR void PanelTileVnni(const uint8_t* const rows[4], int64_t nb, con
   }
 }
 
-template <bool kQ4>
+template <bool kQ4, bool kGroups>
 GEIST_VNNI_ATTR void DotQ8PanelsVnni(const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
                                      const int8_t* pq, const float* pdx, const int32_t* psx,
                                      int64_t n_tok, float* out, int64_t out_stride) {
@@ -256,10 +255,16 @@ GEIST_VNNI_ATTR void DotQ8PanelsVnni(const uint8_t* src, size_t row_bytes, int c
   constexpr int kTileP = 2;
   for (int r0 = 0; r0 < count; r0 += 4) {
     const int nr = count - r0 < 4 ? count - r0 : 4;
-    const uint8_t* rows[4];
-    // Missing rows of a tail group repeat the first; their outputs are dropped.
-    for (int r = 0; r < 4; ++r)
-      rows[r] = src + static_cast<size_t>(r0 + (r < nr ? r : 0)) * row_bytes;
+    const uint8_t* scale[4];
+    const uint8_t* quants[4];
+    // Missing rows of a tail repeat the first (GROUPS16: its padding rows); their outputs are
+    // dropped.
+    for (int r = 0; r < 4; ++r) {
+      const q8_detail::RowRef ref =
+          q8_detail::row_ref(kQ4, kGroups, src, row_bytes, r0 + (r < nr || kGroups ? r : 0));
+      scale[r] = ref.scale;
+      quants[r] = ref.quants;
+    }
     for (int64_t p0 = 0; p0 < n_panels; p0 += kTileP) {
       alignas(64) float res[4][kTileP][16];
       const int np = static_cast<int>(n_panels - p0 >= kTileP ? kTileP : n_panels - p0);
@@ -267,13 +272,13 @@ GEIST_VNNI_ATTR void DotQ8PanelsVnni(const uint8_t* src, size_t row_bytes, int c
       const float* d = pdx + p0 * nb * 16;
       const int32_t* sx = psx + p0 * nb * 16;
       if (np == kTileP) {
-        PanelTileVnni<kQ4, kTileP>(rows, nb, q, d, sx, res);
+        PanelTileVnni<kQ4, kTileP, kGroups>(scale, quants, nb, q, d, sx, res);
       } else {
         // Fewer panels left: one-panel tiles (same bits, panels are independent).
         for (int p = 0; p < np; ++p) {
           float res1[4][1][16];
-          PanelTileVnni<kQ4, 1>(rows, nb, q + p * nb * 1024, d + p * nb * 16, sx + p * nb * 16,
-                                res1);
+          PanelTileVnni<kQ4, 1, kGroups>(scale, quants, nb, q + p * nb * 1024, d + p * nb * 16,
+                                         sx + p * nb * 16, res1);
           for (int r = 0; r < 4; ++r) std::memcpy(res[r][p], res1[r][0], sizeof(res1[r][0]));
         }
       }
@@ -284,6 +289,83 @@ GEIST_VNNI_ATTR void DotQ8PanelsVnni(const uint8_t* src, size_t row_bytes, int c
           for (int r = 0; r < nr; ++r) out[t * out_stride + r0 + r] = res[r][p][j];
         }
       }
+    }
+  }
+}
+
+// Decode on GROUPS16 weights: one 64-byte load is a quant unit of 16 rows, the activation
+// bytes are broadcast, so each vpdpbusd adds 4 products to each of 16 rows' block sums: no
+// horizontal adds. Up to two tokens share each weight load. Two accumulators per plane keep
+// the dependency chains short; the sums are exact, so their order does not matter.
+template <bool kQ4, int T>
+GEIST_VNNI_ATTR void GroupTileVnni(const uint8_t* grp, int64_t nb, int64_t n_in, const int8_t* q,
+                                   const float* dx, const int32_t* sx, __m512 acc[T]) {
+  constexpr int64_t kStride = 16 * (kQ4 ? quant_detail::kQ4_0Bytes : quant_detail::kQ8_0Bytes);
+  const __m512i m4 = _mm512_set1_epi8(15);
+  const __m512i fine = _mm512_set1_epi32(kQ8Fine);
+  const __m512i offset = _mm512_set1_epi32(kQ4 ? 8 : 128);  // the quants' bias
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = grp + b * kStride;
+    __m512i s1[T][2], s2[T][2];  // [token][chain]: coarse and fine plane sums
+    for (int t = 0; t < T; ++t) {
+      s1[t][0] = s1[t][1] = s2[t][0] = s2[t][1] = _mm512_setzero_si512();
+    }
+    auto bcast = [&](int t, int plane, int at) {
+      int32_t v;
+      std::memcpy(&v, q + t * 2 * n_in + plane * n_in + b * 32 + at, 4);
+      return _mm512_set1_epi32(v);
+    };
+    if constexpr (kQ4) {
+      for (int u = 0; u < 4; ++u) {
+        const __m512i v = _mm512_loadu_si512(blk + 32 + u * 64);
+        const __m512i lo = _mm512_and_si512(v, m4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        for (int t = 0; t < T; ++t) {
+          s1[t][0] = _mm512_dpbusd_epi32(s1[t][0], lo, bcast(t, 0, 4 * u));
+          s1[t][1] = _mm512_dpbusd_epi32(s1[t][1], hi, bcast(t, 0, 16 + 4 * u));
+          s2[t][0] = _mm512_dpbusd_epi32(s2[t][0], lo, bcast(t, 1, 4 * u));
+          s2[t][1] = _mm512_dpbusd_epi32(s2[t][1], hi, bcast(t, 1, 16 + 4 * u));
+        }
+      }
+    } else {
+      for (int u = 0; u < 8; ++u) {
+        const __m512i w = _mm512_loadu_si512(blk + 32 + u * 64);
+        for (int t = 0; t < T; ++t) {
+          s1[t][u & 1] = _mm512_dpbusd_epi32(s1[t][u & 1], w, bcast(t, 0, 4 * u));
+          s2[t][u & 1] = _mm512_dpbusd_epi32(s2[t][u & 1], w, bcast(t, 1, 4 * u));
+        }
+      }
+    }
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+    for (int t = 0; t < T; ++t) {
+      __m512i isum = _mm512_mullo_epi32(_mm512_add_epi32(s1[t][0], s1[t][1]), fine);
+      isum = _mm512_add_epi32(isum, _mm512_add_epi32(s2[t][0], s2[t][1]));
+      isum = _mm512_sub_epi32(isum, _mm512_mullo_epi32(_mm512_set1_epi32(sx[t * nb + b]), offset));
+      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(dx[t * nb + b]));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc[t]);
+    }
+  }
+}
+
+template <bool kQ4>
+GEIST_VNNI_ATTR void DotQ8GroupsVnni(const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
+                                     const int8_t* q, const float* dx, const int32_t* sx,
+                                     int64_t n_tok, float* out, int64_t out_stride) {
+  const int64_t nb = n_in / 32;
+  for (int r0 = 0; r0 < count; r0 += 16) {
+    const uint8_t* grp = src + static_cast<size_t>(r0) * row_bytes;  // group r0 / 16
+    const __mmask16 keep = count - r0 >= 16 ? static_cast<__mmask16>(0xffff)
+                                            : static_cast<__mmask16>((1u << (count - r0)) - 1u);
+    for (int64_t t = 0; t < n_tok; t += 2) {
+      __m512 acc[2];
+      if (n_tok - t >= 2) {
+        GroupTileVnni<kQ4, 2>(grp, nb, n_in, q + t * 2 * n_in, dx + t * nb, sx + t * nb, acc);
+        _mm512_mask_storeu_ps(out + (t + 1) * out_stride + r0, keep, acc[1]);
+      } else {
+        GroupTileVnni<kQ4, 1>(grp, nb, n_in, q + t * 2 * n_in, dx + t * nb, sx + t * nb, acc);
+      }
+      _mm512_mask_storeu_ps(out + t * out_stride + r0, keep, acc[0]);
     }
   }
 }
@@ -401,42 +483,42 @@ void QuantizeRowQ8(const float* x, int64_t n_in, int8_t* q, float* dx, int32_t* 
 #endif
 }
 
-void DotQ8Rows(GgmlType t, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
-               const int8_t* q, const float* dx, const int32_t* sx, int64_t n_tok, float* out,
-               int64_t out_stride) {
+void DotQ8Rows(GgmlType t, bool groups, const uint8_t* src, size_t row_bytes, int count,
+               int64_t n_in, const int8_t* q, const float* dx, const int32_t* sx, int64_t n_tok,
+               float* out, int64_t out_stride) {
   const bool q4 = t == GgmlType::Q4_0;
   GEIST_CHECK(q4 || t == GgmlType::Q8_0, "dot_q8_rows: Q8_0 or Q4_0 only");
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
   if (HasVnni()) {
-    if (q4) {
-      DotQ8RowsVnni<true>(src, row_bytes, count, n_in, q, dx, sx, n_tok, out, out_stride);
+    if (groups) {
+      (q4 ? DotQ8GroupsVnni<true> : DotQ8GroupsVnni<false>)(src, row_bytes, count, n_in, q, dx, sx,
+                                                            n_tok, out, out_stride);
     } else {
-      DotQ8RowsVnni<false>(src, row_bytes, count, n_in, q, dx, sx, n_tok, out, out_stride);
+      (q4 ? DotQ8RowsVnni<true> : DotQ8RowsVnni<false>)(src, row_bytes, count, n_in, q, dx, sx,
+                                                        n_tok, out, out_stride);
     }
     return;
   }
 #endif
   (void)sx;
-  DotQ8Generic(q4, src, row_bytes, count, n_in, q, dx, n_tok, out, out_stride);
+  DotQ8Generic(q4, groups, src, row_bytes, count, n_in, q, dx, n_tok, out, out_stride);
 }
 
-void DotQ8Panels(GgmlType t, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
-                 const int8_t* pq, const float* pdx, const int32_t* psx, int64_t n_tok, float* out,
-                 int64_t out_stride) {
+void DotQ8Panels(GgmlType t, bool groups, const uint8_t* src, size_t row_bytes, int count,
+                 int64_t n_in, const int8_t* pq, const float* pdx, const int32_t* psx,
+                 int64_t n_tok, float* out, int64_t out_stride) {
   const bool q4 = t == GgmlType::Q4_0;
   GEIST_CHECK(q4 || t == GgmlType::Q8_0, "dot_q8_panels: Q8_0 or Q4_0 only");
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
   if (HasVnni()) {
-    if (q4) {
-      DotQ8PanelsVnni<true>(src, row_bytes, count, n_in, pq, pdx, psx, n_tok, out, out_stride);
-    } else {
-      DotQ8PanelsVnni<false>(src, row_bytes, count, n_in, pq, pdx, psx, n_tok, out, out_stride);
-    }
+    auto* kernel = q4 ? (groups ? DotQ8PanelsVnni<true, true> : DotQ8PanelsVnni<true, false>)
+                      : (groups ? DotQ8PanelsVnni<false, true> : DotQ8PanelsVnni<false, false>);
+    kernel(src, row_bytes, count, n_in, pq, pdx, psx, n_tok, out, out_stride);
     return;
   }
 #endif
   (void)psx;
-  DotQ8PanelsGeneric(q4, src, row_bytes, count, n_in, pq, pdx, n_tok, out, out_stride);
+  DotQ8PanelsGeneric(q4, groups, src, row_bytes, count, n_in, pq, pdx, n_tok, out, out_stride);
 }
 
 bool Q8Fast() { return HasVnni(); }
@@ -462,56 +544,18 @@ void quantize_row_q8(const float* x, int64_t n_in, int8_t* q, float* dx, int32_t
   HWY_DYNAMIC_DISPATCH(QuantizeRowQ8)(x, n_in, q, dx, sx);
 }
 
-void quantize_row_q8_reference(const float* x, int64_t n_in, int8_t* q, float* dx, int32_t* sx) {
-  GEIST_CHECK(n_in % 32 == 0, "quantize_row_q8_reference: n_in must be a multiple of 32");
-  for (int64_t b = 0; b < n_in / 32; ++b) {
-    sx[b] = q8_detail::quantize_block_q8(x + b * 32, q + b * 32, q + n_in + b * 32, dx + b);
-  }
-}
-
-void quantize_row_q8_panel(const float* x, int64_t n_in, int64_t lane, int8_t* pq, float* pdx,
-                           int32_t* psx) {
-  GEIST_CHECK(n_in % 32 == 0 && lane >= 0 && lane < kQ8Panel, "quantize_row_q8_panel: bad shape");
-  const int64_t nb = n_in / 32;
-  constexpr int64_t kPiece = 32;  // blocks quantized into the row layout at a time
-  int8_t q[2 * kPiece * 32];      // [2][kPiece * 32] row layout of one piece
-  float d[kPiece];
-  int32_t s[kPiece];
-  for (int64_t b0 = 0; b0 < nb; b0 += kPiece) {
-    const int64_t n = nb - b0 < kPiece ? nb - b0 : kPiece;
-    if (x) {
-      HWY_DYNAMIC_DISPATCH(QuantizeRowQ8)(x + b0 * 32, n * 32, q, d, s);
-    } else {
-      std::memset(q, 0, sizeof(q));
-      std::memset(d, 0, sizeof(d));
-      std::memset(s, 0, sizeof(s));
-    }
-    for (int64_t k = 0; k < n; ++k) {
-      const int64_t b = b0 + k;
-      for (int plane = 0; plane < 2; ++plane) {
-        const int8_t* src = q + plane * n * 32 + k * 32;
-        for (int g = 0; g < 8; ++g) {
-          std::memcpy(pq + plane * nb * 512 + ((b * 8 + g) * 16 + lane) * 4, src + 4 * g, 4);
-        }
-      }
-      pdx[b * 16 + lane] = d[k];
-      psx[b * 16 + lane] = s[k];
-    }
-  }
-}
-
-void dot_q8_rows(GgmlType t, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
-                 const int8_t* q, const float* dx, const int32_t* sx, int64_t n_tok, float* out,
-                 int64_t out_stride) {
+void dot_q8_rows(GgmlType t, bool groups, const uint8_t* src, size_t row_bytes, int count,
+                 int64_t n_in, const int8_t* q, const float* dx, const int32_t* sx, int64_t n_tok,
+                 float* out, int64_t out_stride) {
   HWY_DYNAMIC_DISPATCH(DotQ8Rows)
-  (t, src, row_bytes, count, n_in, q, dx, sx, n_tok, out, out_stride);
+  (t, groups, src, row_bytes, count, n_in, q, dx, sx, n_tok, out, out_stride);
 }
 
-void dot_q8_panels(GgmlType t, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
-                   const int8_t* pq, const float* pdx, const int32_t* psx, int64_t n_tok,
-                   float* out, int64_t out_stride) {
+void dot_q8_panels(GgmlType t, bool groups, const uint8_t* src, size_t row_bytes, int count,
+                   int64_t n_in, const int8_t* pq, const float* pdx, const int32_t* psx,
+                   int64_t n_tok, float* out, int64_t out_stride) {
   HWY_DYNAMIC_DISPATCH(DotQ8Panels)
-  (t, src, row_bytes, count, n_in, pq, pdx, psx, n_tok, out, out_stride);
+  (t, groups, src, row_bytes, count, n_in, pq, pdx, psx, n_tok, out, out_stride);
 }
 
 }  // namespace geist::simd

@@ -89,17 +89,19 @@ void quantize_row_q8_reference(const float* x, int64_t n_in, int8_t* q, float* d
 void quantize_row_q8_panel(const float* x, int64_t n_in, int64_t lane, int8_t* pq, float* pdx,
                            int32_t* psx);
 
-// out[t * out_stride + r] for `count` weight rows (row r at src + r * row_bytes) and n_tok
-// activation rows in row layout (q [n_tok][2][n_in], dx and sx [n_tok][n_in / 32]): decode.
-void dot_q8_rows(GgmlType t, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
-                 const int8_t* q, const float* dx, const int32_t* sx, int64_t n_tok, float* out,
-                 int64_t out_stride);
+// out[t * out_stride + r] for `count` weight rows and n_tok activation rows in row layout
+// (q [n_tok][2][n_in], dx and sx [n_tok][n_in / 32]): decode. Weights: groups == false, row r
+// at src + r * row_bytes (GGUF); groups == true, the GROUPS16 layout of kernels/matmul.h with
+// src at the start of a group (its padding rows readable, their outputs not written).
+void dot_q8_rows(GgmlType t, bool groups, const uint8_t* src, size_t row_bytes, int count,
+                 int64_t n_in, const int8_t* q, const float* dx, const int32_t* sx, int64_t n_tok,
+                 float* out, int64_t out_stride);
 
 // The same for n_tok tokens in consecutive panels (panel p at pq + p * nb * 1024 bytes and
 // pdx, psx + p * nb * 16; lanes past n_tok zero-padded): prefill.
-void dot_q8_panels(GgmlType t, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
-                   const int8_t* pq, const float* pdx, const int32_t* psx, int64_t n_tok,
-                   float* out, int64_t out_stride);
+void dot_q8_panels(GgmlType t, bool groups, const uint8_t* src, size_t row_bytes, int count,
+                   int64_t n_in, const int8_t* pq, const float* pdx, const int32_t* psx,
+                   int64_t n_tok, float* out, int64_t out_stride);
 
 // dst[0, n) = F16 or BF16 row src, widened to f32.
 void widen_row_f32(GgmlType t, const uint8_t* src, float* dst, int64_t n);

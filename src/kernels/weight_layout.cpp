@@ -1,0 +1,107 @@
+// The GROUPS16 weight layout (matmul.h): conversion from GGUF rows, and one row back.
+#include <cstring>
+
+#include "base/status.h"
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
+#include "kernels/quant_blocks.h"
+#include "kernels/simd/matmul_simd.h"
+
+namespace geist {
+namespace {
+
+constexpr int64_t kGroup = 16;  // rows per group
+
+int64_t block_bytes(GgmlType t) {
+  return t == GgmlType::Q4_0 ? quant_detail::kQ4_0Bytes : quant_detail::kQ8_0Bytes;
+}
+
+// The value a GROUPS16 quant byte holds for file byte v (Q8_0 stores w + 128).
+uint8_t to_group_byte(GgmlType t, uint8_t v) {
+  return t == GgmlType::Q8_0 ? static_cast<uint8_t>(v ^ 0x80u) : v;
+}
+
+}  // namespace
+
+bool weight_groups16_useful(const WeightMatrix& w) {
+  return w.layout == WeightLayout::ROWS && (w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0) &&
+         w.n_in > 0 && w.n_in % 32 == 0 && w.n_out > 0 && simd::q8_panels_fast();
+}
+
+size_t weight_groups16_bytes(const WeightMatrix& w) {
+  const int64_t groups = (w.n_out + kGroup - 1) / kGroup;
+  return static_cast<size_t>(groups * kGroup) * w.row_bytes;
+}
+
+void weight_to_groups16(const WeightMatrix& w, uint8_t* dst, WeightMatrix* out) {
+  GEIST_CHECK(w.layout == WeightLayout::ROWS &&
+                  (w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0) && w.n_in % 32 == 0,
+              "weight_to_groups16: Q8_0 / Q4_0 rows of whole blocks only");
+  GEIST_CHECK(w.row_bytes == ggml_row_size(w.type, w.n_in), "weight_to_groups16: row_bytes");
+  const int64_t bb = block_bytes(w.type);
+  const int64_t units = (bb - 2) / 4;  // 4-byte units per row and block
+  const int64_t nb = w.n_in / 32;
+  const int64_t groups = (w.n_out + kGroup - 1) / kGroup;
+  const uint8_t zero = to_group_byte(w.type, w.type == GgmlType::Q8_0 ? 0x00 : 0x88);
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* blk = dst + (g * nb + b) * kGroup * bb;  // == g * 16 * row_bytes + b * 16 * bb
+      for (int64_t r = 0; r < kGroup; ++r) {
+        const int64_t row = g * kGroup + r;
+        if (row >= w.n_out) {  // padding row: scale 0, quants of value 0
+          std::memset(blk + 2 * r, 0, 2);
+          for (int64_t u = 0; u < units; ++u) std::memset(blk + 32 + (u * kGroup + r) * 4, zero, 4);
+          continue;
+        }
+        const uint8_t* src = w.data + static_cast<size_t>(row) * w.row_bytes + b * bb;
+        std::memcpy(blk + 2 * r, src, 2);
+        for (int64_t u = 0; u < units; ++u) {
+          uint8_t* d = blk + 32 + (u * kGroup + r) * 4;
+          for (int k = 0; k < 4; ++k) d[k] = to_group_byte(w.type, src[2 + 4 * u + k]);
+        }
+      }
+    }
+  }
+  *out = w;
+  out->data = dst;
+  out->layout = WeightLayout::GROUPS16;
+}
+
+namespace {
+
+// Rebuilds the row's file blocks one at a time and dequantizes them as the ROWS layout does.
+void get_row_groups16(const WeightMatrix& w, int64_t row, float* dst) {
+  const int64_t bb = block_bytes(w.type);
+  const int64_t units = (bb - 2) / 4;
+  const int64_t nb = w.n_in / 32;
+  const int64_t r = row % kGroup;
+  const uint8_t* grp = w.data + static_cast<size_t>(row / kGroup) * kGroup * w.row_bytes;
+  uint8_t file_block[quant_detail::kQ8_0Bytes];
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = grp + b * kGroup * bb;
+    std::memcpy(file_block, blk + 2 * r, 2);
+    for (int64_t u = 0; u < units; ++u) {
+      const uint8_t* s = blk + 32 + (u * kGroup + r) * 4;
+      for (int k = 0; k < 4; ++k) file_block[2 + 4 * u + k] = to_group_byte(w.type, s[k]);
+    }
+    dequantize_row(w.type, file_block, dst + b * 32, 32);
+  }
+}
+
+}  // namespace
+
+void get_row(const WeightMatrix& w, int64_t row, float* dst) {
+  GEIST_CHECK(row >= 0 && row < w.n_out, "get_row: row out of range");
+  if (w.layout == WeightLayout::GROUPS16) {
+    get_row_groups16(w, row, dst);
+    return;
+  }
+  const uint8_t* src = w.data + static_cast<size_t>(row) * w.row_bytes;
+  if (w.type == GgmlType::F32) {
+    std::memcpy(dst, src, static_cast<size_t>(w.n_in) * sizeof(float));
+  } else {
+    dequantize_row(w.type, src, dst, w.n_in);
+  }
+}
+
+}  // namespace geist
