@@ -107,6 +107,7 @@ void matmul_q8(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t 
   auto* act =
       reinterpret_cast<uint8_t*>(scratch + static_cast<size_t>(nt) * weight_buf_floats(n_in));
   const int64_t n_units = (w.n_out + kRowUnit - 1) / kRowUnit;
+  const int planes = simd::q8_planes(w.type);
   for (int64_t t0 = 0; t0 < n_tok; t0 += chunk) {
     const int64_t m = n_tok - t0 < chunk ? n_tok - t0 : chunk;
     const bool row_layout = m <= kQ8RowsMax;
@@ -121,10 +122,10 @@ void matmul_q8(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t 
       for (int64_t t = begin; t < end; ++t) {
         const float* xt = t < m ? x + (t0 + t) * x_stride : nullptr;
         if (row_layout) {
-          simd::quantize_row_q8(xt, n_in, q + t * 2 * n_in, dx + t * nb, sx + t * nb);
+          simd::quantize_row_q8(xt, n_in, planes, q + t * 2 * n_in, dx + t * nb, sx + t * nb);
         } else {
           const int64_t p = t / simd::kQ8Panel;
-          simd::quantize_row_q8_panel(xt, n_in, t % simd::kQ8Panel, q + p * nb * 1024,
+          simd::quantize_row_q8_panel(xt, n_in, planes, t % simd::kQ8Panel, q + p * nb * 1024,
                                       dx + p * nb * simd::kQ8Panel, sx + p * nb * simd::kQ8Panel);
         }
       }

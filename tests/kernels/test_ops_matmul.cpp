@@ -75,9 +75,11 @@ TEST(OpsMatmul, MatchesDoubleProductOnOddShapes) {
           const double p = static_cast<double>(m.deq[o * c.n_in + i]) * x[t * x_stride + i];
           ref += p;
           mag += std::fabs(p);
-          // Q8_0 / Q4_0 weights take activations in steps of 1/(127 * 254) of the 32-block's
-          // max |x| (<= 1 here): each off by about half a step.
-          qerr += std::fabs(m.deq[o * c.n_in + i]) * 0.51 / (127.0 * 254.0);
+          // Q8_0 weights take activations in steps of 1/(127 * 254) of the 32-block's max |x|
+          // (<= 1 here), Q4_0 weights in steps of 1/127 (one plane, as llama.cpp): each off by
+          // about half a step.
+          const double steps = c.type == GgmlType::Q4_0 ? 127.0 : 127.0 * 254.0;
+          qerr += std::fabs(m.deq[o * c.n_in + i]) * 0.51 / steps;
         }
         // f32 accumulation over n_in terms: error bounded by ~n_in * eps * sum|terms|.
         const bool act8 = c.type == GgmlType::Q8_0 || c.type == GgmlType::Q4_0;

@@ -140,9 +140,11 @@ TEST(SimdMatmul, MatchesDoubleReferenceOnAllTypesAndTargets) {
       std::vector<float> y(static_cast<size_t>(s.n_tok * ys), -3.0f);
       matmul(w, x.data(), xs, s.n_tok, y.data(), ys, scratch.data(), pool);
       const bool int_path = simd::int16_path_supported(s.type);
-      // Q8_0 / Q4_0: steps of max / (127 * kQ8Fine) (+ residual rounding); others max / 32767.
-      const double act_levels =
-          simd::q8_path_supported(s.type) ? 127.0 * simd::kQ8Fine / 1.02 : 32767.0;
+      // Q8_0: steps of max / (127 * kQ8Fine) (+ residual rounding); Q4_0: max / 127 (one
+      // plane); others max / 32767.
+      const double act_levels = !simd::q8_path_supported(s.type) ? 32767.0
+                                : simd::q8_planes(s.type) == 1   ? 127.0
+                                                                 : 127.0 * simd::kQ8Fine / 1.02;
       for (int64_t t = 0; t < s.n_tok; ++t) {
         for (int64_t o = 0; o < s.n_out; ++o) {
           double ref = 0, mag = 0, qerr = 0;
@@ -360,9 +362,9 @@ float q8_contract(GgmlType type, const uint8_t* row, const int8_t* q, const floa
       const int32_t wv = q4 ? ((i < 16 ? blk[2 + i] & 15 : blk[2 + i - 16] >> 4) - 8)
                             : static_cast<int8_t>(blk[2 + i]);
       i1 += wv * q[b * 32 + i];
-      i2 += wv * q[n_in + b * 32 + i];
+      if (!q4) i2 += wv * q[n_in + b * 32 + i];  // Q4_0: one plane, dx is the coarse step
     }
-    const int32_t isum = simd::kQ8Fine * i1 + i2;
+    const int32_t isum = q4 ? i1 : simd::kQ8Fine * i1 + i2;
     acc = std::fma(static_cast<float>(isum), dw * dx[b], acc);
   }
   return acc;
@@ -375,44 +377,53 @@ TEST(SimdMatmul, Q8QuantizationIsWithinHalfAStepAndPanelsHoldTheSameCodes) {
   std::vector<float> x(n_in);
   for (float& f : x) f = nd(rng);
   for (int i = 96; i < 128; ++i) x[static_cast<size_t>(i)] = 0.0f;  // an all-zero block
-  std::vector<int8_t> q(2 * n_in);
-  std::vector<float> dx(nb);
-  std::vector<int32_t> sx(nb);
-  simd::quantize_row_q8(x.data(), n_in, q.data(), dx.data(), sx.data());
-  for (int64_t b = 0; b < nb; ++b) {
-    float amax = 0.0f;
-    int32_t sum = 0;
-    auto code = [&](int64_t i) {
-      return simd::kQ8Fine * q[static_cast<size_t>(i)] + q[static_cast<size_t>(n_in + i)];
-    };
-    for (int64_t i = b * 32; i < b * 32 + 32; ++i) {
-      amax = std::fmax(amax, std::fabs(x[static_cast<size_t>(i)]));
-      sum += code(i);
-      EXPECT_LE(std::abs(q[static_cast<size_t>(i)]), 127);
-      EXPECT_LE(std::abs(q[static_cast<size_t>(n_in + i)]), 127);
+  for (int planes : {1, 2}) {
+    SCOPED_TRACE(::testing::Message() << planes << " plane(s)");
+    std::vector<int8_t> q(2 * n_in, 99);
+    std::vector<float> dx(nb);
+    std::vector<int32_t> sx(nb);
+    simd::quantize_row_q8(x.data(), n_in, planes, q.data(), dx.data(), sx.data());
+    const int32_t levels = planes == 2 ? 127 * simd::kQ8Fine : 127;  // steps per block max
+    for (int64_t b = 0; b < nb; ++b) {
+      float amax = 0.0f;
+      int32_t sum = 0;
+      auto code = [&](int64_t i) {
+        const int32_t c = q[static_cast<size_t>(i)];
+        return planes == 2 ? simd::kQ8Fine * c + q[static_cast<size_t>(n_in + i)] : c;
+      };
+      for (int64_t i = b * 32; i < b * 32 + 32; ++i) {
+        amax = std::fmax(amax, std::fabs(x[static_cast<size_t>(i)]));
+        sum += code(i);
+        EXPECT_LE(std::abs(q[static_cast<size_t>(i)]), 127);
+        if (planes == 2) {
+          EXPECT_LE(std::abs(q[static_cast<size_t>(n_in + i)]), 127);
+        } else {
+          EXPECT_EQ(q[static_cast<size_t>(n_in + i)], 99);  // the fine plane is not written
+        }
+      }
+      EXPECT_FLOAT_EQ(dx[static_cast<size_t>(b)], amax / static_cast<float>(levels));
+      EXPECT_EQ(sx[static_cast<size_t>(b)], sum);
+      for (int64_t i = b * 32; i < b * 32 + 32; ++i) {
+        const size_t k = static_cast<size_t>(i);
+        // Half a step, plus the f32 rounding of the residual x - d * q1.
+        EXPECT_LE(std::fabs(x[k] - dx[static_cast<size_t>(b)] * code(i)),
+                  0.51f * dx[static_cast<size_t>(b)] + 1e-30f)
+            << i;
+      }
     }
-    EXPECT_FLOAT_EQ(dx[static_cast<size_t>(b)], amax / 127.0f / simd::kQ8Fine);
-    EXPECT_EQ(sx[static_cast<size_t>(b)], sum);
-    for (int64_t i = b * 32; i < b * 32 + 32; ++i) {
-      const size_t k = static_cast<size_t>(i);
-      // Half a fine step, plus the f32 rounding of the residual x - d * q1.
-      EXPECT_LE(std::fabs(x[k] - dx[static_cast<size_t>(b)] * code(i)),
-                0.51f * dx[static_cast<size_t>(b)] + 1e-30f)
-          << i;
+    std::vector<int8_t> pq(static_cast<size_t>(nb * 1024), 99);
+    std::vector<float> pdx(static_cast<size_t>(nb * 16));
+    std::vector<int32_t> psx(pdx.size());
+    simd::quantize_row_q8_panel(x.data(), n_in, planes, 5, pq.data(), pdx.data(), psx.data());
+    for (int64_t i = 0; i < n_in; ++i) {
+      const size_t at = static_cast<size_t>(((i / 32 * 8 + i % 32 / 4) * 16 + 5) * 4 + i % 4);
+      ASSERT_EQ(pq[at], q[static_cast<size_t>(i)]) << i;
+      ASSERT_EQ(pq[at + nb * 512], planes == 2 ? q[static_cast<size_t>(n_in + i)] : 99) << i;
     }
-  }
-  std::vector<int8_t> pq(static_cast<size_t>(nb * 1024), 99);
-  std::vector<float> pdx(static_cast<size_t>(nb * 16));
-  std::vector<int32_t> psx(pdx.size());
-  simd::quantize_row_q8_panel(x.data(), n_in, 5, pq.data(), pdx.data(), psx.data());
-  for (int64_t i = 0; i < n_in; ++i) {
-    const size_t at = static_cast<size_t>(((i / 32 * 8 + i % 32 / 4) * 16 + 5) * 4 + i % 4);
-    ASSERT_EQ(pq[at], q[static_cast<size_t>(i)]) << i;
-    ASSERT_EQ(pq[at + nb * 512], q[static_cast<size_t>(n_in + i)]) << i;
-  }
-  for (int64_t b = 0; b < nb; ++b) {
-    EXPECT_EQ(pdx[static_cast<size_t>(b * 16 + 5)], dx[static_cast<size_t>(b)]);
-    EXPECT_EQ(psx[static_cast<size_t>(b * 16 + 5)], sx[static_cast<size_t>(b)]);
+    for (int64_t b = 0; b < nb; ++b) {
+      EXPECT_EQ(pdx[static_cast<size_t>(b * 16 + 5)], dx[static_cast<size_t>(b)]);
+      EXPECT_EQ(psx[static_cast<size_t>(b * 16 + 5)], sx[static_cast<size_t>(b)]);
+    }
   }
 }
 
@@ -437,16 +448,21 @@ TEST(SimdMatmul, Q8QuantizerEqualsTheScalarDefinitionBitwise) {
   std::vector<int8_t> q_ref(static_cast<size_t>(2 * n_in)), q(q_ref.size());
   std::vector<float> dx_ref(static_cast<size_t>(nb)), dx(dx_ref.size());
   std::vector<int32_t> sx_ref(dx_ref.size()), sx(dx_ref.size());
-  simd::quantize_row_q8_reference(x.data(), n_in, q_ref.data(), dx_ref.data(), sx_ref.data());
-  for_each_target([&] {
-    std::fill(q.begin(), q.end(), int8_t{99});
-    simd::quantize_row_q8(x.data(), n_in, q.data(), dx.data(), sx.data());
-    for (size_t i = 0; i < q.size(); ++i) ASSERT_EQ(q[i], q_ref[i]) << i;
-    for (size_t b = 0; b < dx.size(); ++b) {
-      ASSERT_EQ(std::bit_cast<uint32_t>(dx[b]), std::bit_cast<uint32_t>(dx_ref[b])) << b;
-      ASSERT_EQ(sx[b], sx_ref[b]) << b;
-    }
-  });
+  for (int planes : {1, 2}) {
+    SCOPED_TRACE(::testing::Message() << planes << " plane(s)");
+    std::fill(q_ref.begin(), q_ref.end(), int8_t{99});
+    simd::quantize_row_q8_reference(x.data(), n_in, planes, q_ref.data(), dx_ref.data(),
+                                    sx_ref.data());
+    for_each_target([&] {
+      std::fill(q.begin(), q.end(), int8_t{99});
+      simd::quantize_row_q8(x.data(), n_in, planes, q.data(), dx.data(), sx.data());
+      for (size_t i = 0; i < q.size(); ++i) ASSERT_EQ(q[i], q_ref[i]) << i;
+      for (size_t b = 0; b < dx.size(); ++b) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(dx[b]), std::bit_cast<uint32_t>(dx_ref[b])) << b;
+        ASSERT_EQ(sx[b], sx_ref[b]) << b;
+      }
+    });
+  }
 }
 
 // Decode (row layout, weight rows in lanes) and prefill (panels, tokens in lanes) against the
@@ -479,12 +495,13 @@ TEST(SimdMatmul, Q8KernelsEqualTheScalarContractBitwise) {
         for (int64_t t = 0; t < n_panels * 16; ++t) {
           const float* xt = t < n_tok ? x.data() + t * n_in : nullptr;
           if (xt) {
-            simd::quantize_row_q8(xt, n_in, q.data() + t * 2 * n_in, dx.data() + t * nb,
-                                  sx.data() + t * nb);
+            simd::quantize_row_q8(xt, n_in, simd::q8_planes(type), q.data() + t * 2 * n_in,
+                                  dx.data() + t * nb, sx.data() + t * nb);
           }
           const int64_t p = t / 16;
-          simd::quantize_row_q8_panel(xt, n_in, t % 16, pq.data() + p * nb * 1024,
-                                      pdx.data() + p * nb * 16, psx.data() + p * nb * 16);
+          simd::quantize_row_q8_panel(xt, n_in, simd::q8_planes(type), t % 16,
+                                      pq.data() + p * nb * 1024, pdx.data() + p * nb * 16,
+                                      psx.data() + p * nb * 16);
         }
         const WeightMatrix w{type, bytes.data(), n_in, count, rb};
         std::vector<uint8_t> grouped(weight_groups16_bytes(w));

@@ -91,9 +91,9 @@ void DotQ8Generic(bool q4, bool groups, const uint8_t* src, size_t row_bytes, in
         int32_t i1 = 0, i2 = 0;
         for (int i = 0; i < 32; ++i) {
           i1 += int32_t{w[i]} * qb[i];
-          i2 += int32_t{w[i]} * qb[n_in + i];
+          if (!q4) i2 += int32_t{w[i]} * qb[n_in + i];
         }
-        const int32_t isum = kQ8Fine * i1 + i2;
+        const int32_t isum = q4 ? i1 : kQ8Fine * i1 + i2;
         acc = std::fma(static_cast<float>(isum), dw * dx[t * nb + b], acc);
       }
       out[t * out_stride + r] = acc;
@@ -119,9 +119,9 @@ void DotQ8PanelsGeneric(bool q4, bool groups, const uint8_t* src, size_t row_byt
         for (int i = 0; i < 32; ++i) {
           const int64_t at = ((b * 8 + i / 4) * 16 + lane) * 4 + i % 4;
           i1 += int32_t{w[i]} * base[at];
-          i2 += int32_t{w[i]} * base[nb * 512 + at];
+          if (!q4) i2 += int32_t{w[i]} * base[nb * 512 + at];
         }
-        const int32_t isum = kQ8Fine * i1 + i2;
+        const int32_t isum = q4 ? i1 : kQ8Fine * i1 + i2;
         acc = std::fma(static_cast<float>(isum), dw * pdx[(p * nb + b) * 16 + lane], acc);
       }
       out[t * out_stride + r] = acc;
@@ -166,20 +166,15 @@ GEIST_VNNI_ATTR void PanelTileVnni(const uint8_t* const scale[4], const uint8_t*
     const int8_t* a1 = pq + b * 512;  // coarse plane of block b, panel 0
     const int8_t* a2 = pq + nb * 512 + b * 512;  // fine plane
     if constexpr (kQ4) {
-      // Coarse (s1) and fine (s2) sums side by side, so each nibble unpack serves both planes
-      // (about 10 % faster than a pass per plane; Q8_0, with one xor per unpack, measured
-      // slower this way, so it keeps the pass per plane below).
-      __m512i s1[4][P], s2[4][P];
+      // One plane (q8_planes): each nibble unpack serves the low and the high half-block.
       for (int r = 0; r < 4; ++r) {
-        for (int p = 0; p < P; ++p) s1[r][p] = s2[r][p] = _mm512_setzero_si512();
+        for (int p = 0; p < P; ++p) s[r][p] = _mm512_setzero_si512();
       }
       for (int g = 0; g < 4; ++g) {
-        __m512i xlo1[P], xhi1[P], xlo2[P], xhi2[P];
+        __m512i xlo[P], xhi[P];
         for (int p = 0; p < P; ++p) {
-          xlo1[p] = _mm512_loadu_si512(a1 + p * panel_q + g * 64);
-          xhi1[p] = _mm512_loadu_si512(a1 + p * panel_q + (g + 4) * 64);
-          xlo2[p] = _mm512_loadu_si512(a2 + p * panel_q + g * 64);
-          xhi2[p] = _mm512_loadu_si512(a2 + p * panel_q + (g + 4) * 64);
+          xlo[p] = _mm512_loadu_si512(a1 + p * panel_q + g * 64);
+          xhi[p] = _mm512_loadu_si512(a1 + p * panel_q + (g + 4) * 64);
         }
         for (int r = 0; r < 4; ++r) {
           int32_t bits;
@@ -188,16 +183,10 @@ GEIST_VNNI_ATTR void PanelTileVnni(const uint8_t* const scale[4], const uint8_t*
           const __m512i lo = _mm512_and_si512(v, m4);
           const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
           for (int p = 0; p < P; ++p) {
-            s1[r][p] = _mm512_dpbusd_epi32(s1[r][p], lo, xlo1[p]);
-            s1[r][p] = _mm512_dpbusd_epi32(s1[r][p], hi, xhi1[p]);
-            s2[r][p] = _mm512_dpbusd_epi32(s2[r][p], lo, xlo2[p]);
-            s2[r][p] = _mm512_dpbusd_epi32(s2[r][p], hi, xhi2[p]);
+            s[r][p] = _mm512_dpbusd_epi32(s[r][p], lo, xlo[p]);
+            s[r][p] = _mm512_dpbusd_epi32(s[r][p], hi, xhi[p]);
           }
         }
-      }
-      for (int r = 0; r < 4; ++r) {
-        for (int p = 0; p < P; ++p)
-          s[r][p] = _mm512_add_epi32(_mm512_mullo_epi32(s1[r][p], fine), s2[r][p]);
       }
     } else {
       for (int r = 0; r < 4; ++r) {
@@ -316,7 +305,7 @@ GEIST_VNNI_ATTR void GroupTileVnni(const uint8_t* grp, int64_t nb, int64_t n_in,
       std::memcpy(&v, q + t * 2 * n_in + plane * n_in + b * 32 + at, 4);
       return _mm512_set1_epi32(v);
     };
-    if constexpr (kQ4) {
+    if constexpr (kQ4) {  // one plane (q8_planes)
       for (int u = 0; u < 4; ++u) {
         const __m512i v = _mm512_loadu_si512(blk + 32 + u * 64);
         const __m512i lo = _mm512_and_si512(v, m4);
@@ -324,8 +313,6 @@ GEIST_VNNI_ATTR void GroupTileVnni(const uint8_t* grp, int64_t nb, int64_t n_in,
         for (int t = 0; t < T; ++t) {
           s1[t][0] = _mm512_dpbusd_epi32(s1[t][0], lo, bcast(t, 0, 4 * u));
           s1[t][1] = _mm512_dpbusd_epi32(s1[t][1], hi, bcast(t, 0, 16 + 4 * u));
-          s2[t][0] = _mm512_dpbusd_epi32(s2[t][0], lo, bcast(t, 1, 4 * u));
-          s2[t][1] = _mm512_dpbusd_epi32(s2[t][1], hi, bcast(t, 1, 16 + 4 * u));
         }
       }
     } else {
@@ -339,8 +326,11 @@ GEIST_VNNI_ATTR void GroupTileVnni(const uint8_t* grp, int64_t nb, int64_t n_in,
     }
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
     for (int t = 0; t < T; ++t) {
-      __m512i isum = _mm512_mullo_epi32(_mm512_add_epi32(s1[t][0], s1[t][1]), fine);
-      isum = _mm512_add_epi32(isum, _mm512_add_epi32(s2[t][0], s2[t][1]));
+      __m512i isum = _mm512_add_epi32(s1[t][0], s1[t][1]);
+      if constexpr (!kQ4) {
+        isum =
+            _mm512_add_epi32(_mm512_mullo_epi32(isum, fine), _mm512_add_epi32(s2[t][0], s2[t][1]));
+      }
       isum = _mm512_sub_epi32(isum, _mm512_mullo_epi32(_mm512_set1_epi32(sx[t * nb + b]), offset));
       const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(dx[t * nb + b]));
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc[t]);
@@ -392,7 +382,8 @@ GEIST_VNNI_ATTR void DotQ8RowsVnni(const uint8_t* src, size_t row_bytes, int cou
       __m256 acc = _mm256_setzero_ps();
       for (int64_t b = 0; b < nb; ++b) {
         const __m256i xs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qt + b * 32));
-        const __m256i xf = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qt + n_in + b * 32));
+        const __m256i xf =
+            kQ4 ? xs : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qt + n_in + b * 32));
         __m256i p[8];
         uint16_t dh[8];
         for (int r = 0; r < 8; ++r) {
@@ -408,8 +399,8 @@ GEIST_VNNI_ATTR void DotQ8RowsVnni(const uint8_t* src, size_t row_bytes, int cou
             w = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)),
                                  flip);
           }
-          p[r] = _mm256_mullo_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), w, xs), fine);
-          p[r] = _mm256_dpbusd_epi32(p[r], w, xf);
+          p[r] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, xs);
+          if constexpr (!kQ4) p[r] = _mm256_dpbusd_epi32(_mm256_mullo_epi32(p[r], fine), w, xf);
         }
         const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]), h23 = _mm256_hadd_epi32(p[2], p[3]);
         const __m256i h45 = _mm256_hadd_epi32(p[4], p[5]), h67 = _mm256_hadd_epi32(p[6], p[7]);
@@ -435,6 +426,7 @@ bool HasVnni() { return __builtin_cpu_supports("avx512vnni"); }
 // per step, round-to-nearest-even as nearbyint in the default mode, and max / min (equal to
 // the scalar comparisons for NaN-free input). The empty asm keeps d * v rounded to f32 on its
 // own, as the scalar code does: GCC would otherwise fuse it into the subtraction (fp-contract).
+template <int kPlanes>
 int32_t QuantizeBlockQ8Avx3(const float* x, int8_t* q1, int8_t* q2, float* dx_out) {
   const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
   const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
@@ -452,6 +444,12 @@ int32_t QuantizeBlockQ8Avx3(const float* x, int8_t* q1, int8_t* q2, float* dx_ou
     const __m512 xh = h == 0 ? x0 : x1;
     __m512 v = _mm512_roundscale_ps(_mm512_mul_ps(xh, vid), kNearest);
     v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+    if constexpr (kPlanes == 1) {
+      const __m512i vi = _mm512_cvtps_epi32(v);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q1 + 16 * h), _mm512_cvtepi32_epi8(vi));
+      sum = _mm512_add_epi32(sum, vi);
+      continue;
+    }
     __m512 dv = _mm512_mul_ps(vd, v);
     __asm__("" : "+v"(dv));
     __m512 f = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_sub_ps(xh, dv), vidx), kNearest);
@@ -462,7 +460,7 @@ int32_t QuantizeBlockQ8Avx3(const float* x, int8_t* q1, int8_t* q2, float* dx_ou
     sum = _mm512_add_epi32(
         sum, _mm512_add_epi32(_mm512_mullo_epi32(vi, _mm512_set1_epi32(kQ8Fine)), fi));
   }
-  *dx_out = dx;
+  *dx_out = kPlanes == 1 ? d : dx;
   return _mm512_reduce_add_epi32(sum);
 }
 #pragma GCC diagnostic pop
@@ -473,13 +471,14 @@ bool HasVnni() { return false; }
 // Row layout: q1 plane at q, q2 plane at q + n_in. Targets without the AVX-512 quantizer call
 // the scalar definition out of line: inlined here, GCC would contract d * v into an FMA on the
 // FMA-capable targets and change the bits.
-void QuantizeRowQ8(const float* x, int64_t n_in, int8_t* q, float* dx, int32_t* sx) {
+void QuantizeRowQ8(const float* x, int64_t n_in, int planes, int8_t* q, float* dx, int32_t* sx) {
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  auto* block = planes == 1 ? QuantizeBlockQ8Avx3<1> : QuantizeBlockQ8Avx3<2>;
   for (int64_t b = 0; b < n_in / 32; ++b) {
-    sx[b] = QuantizeBlockQ8Avx3(x + b * 32, q + b * 32, q + n_in + b * 32, dx + b);
+    sx[b] = block(x + b * 32, q + b * 32, q + n_in + b * 32, dx + b);
   }
 #else
-  quantize_row_q8_reference(x, n_in, q, dx, sx);
+  quantize_row_q8_reference(x, n_in, planes, q, dx, sx);
 #endif
 }
 
@@ -539,9 +538,10 @@ bool q8_path_supported(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType
 
 bool q8_panels_fast() { return HWY_DYNAMIC_DISPATCH(Q8Fast)(); }
 
-void quantize_row_q8(const float* x, int64_t n_in, int8_t* q, float* dx, int32_t* sx) {
-  GEIST_CHECK(n_in % 32 == 0, "quantize_row_q8: n_in must be a multiple of 32");
-  HWY_DYNAMIC_DISPATCH(QuantizeRowQ8)(x, n_in, q, dx, sx);
+void quantize_row_q8(const float* x, int64_t n_in, int planes, int8_t* q, float* dx, int32_t* sx) {
+  GEIST_CHECK(n_in % 32 == 0 && (planes == 1 || planes == 2),
+              "quantize_row_q8: n_in must be a multiple of 32, planes 1 or 2");
+  HWY_DYNAMIC_DISPATCH(QuantizeRowQ8)(x, n_in, planes, q, dx, sx);
 }
 
 void dot_q8_rows(GgmlType t, bool groups, const uint8_t* src, size_t row_bytes, int count,

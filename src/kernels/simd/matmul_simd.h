@@ -59,40 +59,49 @@ void dot_packed_rows(GgmlType t, const uint8_t* src, size_t row_bytes, int count
                      const int16_t* q16, const float* dx, float* out);
 
 // --- Q8 path (Q8_0 and Q4_0 weights, src/kernels/simd/matmul_q8_simd.cpp) ---
-// Activations quantized per 32-block into two int8 planes: q1 = round(x / d), d = max|x| / 127,
-// and q2 = round((x - d * q1) / dx), dx = d / kQ8Fine, so x ~= dx * (kQ8Fine * q1 + q2) within
-// dx / 2 (as fine as 16-bit codes; one plane alone, llama.cpp's 8-bit activations, measurably
-// worsened the fixture logits). sx = sum of (kQ8Fine * q1 + q2) over the block. Every output
-// is, bitwise, on every target and for any batch:
+// Activations quantized per 32-block to int8: q1 = round(x / d), d = max|x| / 127 (llama.cpp's
+// q8_0 codes). Q8_0 weights add a second plane, q2 = round((x - d * q1) / dx) with
+// dx = d / kQ8Fine, so x ~= dx * (kQ8Fine * q1 + q2) within dx / 2: as fine as 16-bit codes
+// (q1 alone measurably worsened the q8_0 fixture logits). Q4_0 weights take q1 alone: their own
+// step (max / 8) is 16x coarser than q1's, so a finer activation changes the product's error
+// by well under a percent while costing twice the multiply-adds (q8_planes; measured in
+// docs/BENCHMARKS.md). Every output is, bitwise, on every target and for any batch:
 //   acc = 0; for b in blocks: acc = fma(float(isum_b), dw_b * dx_b, acc); y = acc
-// with isum_b = kQ8Fine * dot(w, q1) + dot(w, q2), exact in int32, w the block's signed weight
-// codes, dw_b its f16 scale. AVX-512 VNNI computes the dots with vpdpbusd; others with loops.
+// with isum_b = kQ8Fine * dot(w, q1) + dot(w, q2) (two planes) or dot(w, q1) (one plane, and
+// then dx_b = d_b), exact in int32, w the block's signed weight codes, dw_b its f16 scale. sx is
+// the block's sum of the codes (kQ8Fine * q1 + q2, or q1). AVX-512 VNNI computes the dots with
+// vpdpbusd; others with loops.
 constexpr int64_t kQ8Panel = 16;  // tokens per activation panel (one 512-bit vector of lanes)
 constexpr int32_t kQ8Fine = 254;  // fine steps per coarse step
 
 bool q8_path_supported(GgmlType t);  // Q8_0, Q4_0
 
+// Activation planes the Q8 path uses for weights of type t: 2 for Q8_0, 1 for Q4_0.
+inline int q8_planes(GgmlType t) { return t == GgmlType::Q4_0 ? 1 : 2; }
+
 // True where dot_q8_panels / dot_q8_rows run the 8-bit multiply-add kernels (VNNI).
 bool q8_panels_fast();
 
-// Row layout: q [2][n_in] (q1 plane, then q2), dx and sx [n_in / 32]. Target-independent
-// bits: the AVX-512 version equals quantize_row_q8_reference (the scalar definition) bitwise
-// for NaN-free input.
-void quantize_row_q8(const float* x, int64_t n_in, int8_t* q, float* dx, int32_t* sx);
-void quantize_row_q8_reference(const float* x, int64_t n_in, int8_t* q, float* dx, int32_t* sx);
+// Row layout: q [2][n_in] (q1 plane, then q2; with planes == 1 the q2 plane is not written),
+// dx and sx [n_in / 32]. Target-independent bits: the AVX-512 version equals
+// quantize_row_q8_reference (the scalar definition) bitwise for NaN-free input.
+void quantize_row_q8(const float* x, int64_t n_in, int planes, int8_t* q, float* dx, int32_t* sx);
+void quantize_row_q8_reference(const float* x, int64_t n_in, int planes, int8_t* q, float* dx,
+                               int32_t* sx);
 
 // Panel layout, one token into lane `lane` (< 16) of a panel of nb = n_in / 32 blocks:
 //   pq [2][nb][8][16][4]: plane k, elements 4g..4g+3 of block b of lane j at
 //      k * nb * 512 + ((b * 8 + g) * 16 + j) * 4
 //   pdx, psx [nb][16]
 // x == nullptr writes a zero token (padding). Same codes as quantize_row_q8.
-void quantize_row_q8_panel(const float* x, int64_t n_in, int64_t lane, int8_t* pq, float* pdx,
-                           int32_t* psx);
+void quantize_row_q8_panel(const float* x, int64_t n_in, int planes, int64_t lane, int8_t* pq,
+                           float* pdx, int32_t* psx);
 
 // out[t * out_stride + r] for `count` weight rows and n_tok activation rows in row layout
-// (q [n_tok][2][n_in], dx and sx [n_tok][n_in / 32]): decode. Weights: groups == false, row r
-// at src + r * row_bytes (GGUF); groups == true, the GROUPS16 layout of kernels/matmul.h with
-// src at the start of a group (its padding rows readable, their outputs not written).
+// (q [n_tok][2][n_in], dx and sx [n_tok][n_in / 32], q8_planes(t) planes): decode. Weights: groups
+// == false, row r at src + r * row_bytes (GGUF); groups == true, the GROUPS16 layout of
+// kernels/matmul.h with src at the start of a group (its padding rows readable, their outputs not
+// written).
 void dot_q8_rows(GgmlType t, bool groups, const uint8_t* src, size_t row_bytes, int count,
                  int64_t n_in, const int8_t* q, const float* dx, const int32_t* sx, int64_t n_tok,
                  float* out, int64_t out_stride);

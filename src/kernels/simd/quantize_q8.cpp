@@ -16,7 +16,9 @@ namespace {
 // The comparisons are written as fmax / fmin would order them (NaN picks the other operand),
 // but without the library calls, which cost as much as the rest of the block. This file is
 // baseline code (no FMA target), so d * v is never fused into the subtraction.
-inline int32_t quantize_block_q8(const float* x, int8_t* q1, int8_t* q2, float* dx_out) {
+// planes == 1 (q8_planes): q1 alone, *dx_out = d and the sum of q1: llama.cpp's q8_0 codes.
+inline int32_t quantize_block_q8(const float* x, int planes, int8_t* q1, int8_t* q2,
+                                 float* dx_out) {
   float amax = 0.0f;
   for (int i = 0; i < 32; ++i) {
     const float a = std::fabs(x[i]);
@@ -27,6 +29,17 @@ inline int32_t quantize_block_q8(const float* x, int8_t* q1, int8_t* q2, float* 
   const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
   const float idx = amax > 0.0f ? 1.0f / dx : 0.0f;
   int32_t sum = 0;
+  if (planes == 1) {
+    for (int i = 0; i < 32; ++i) {
+      float v = std::nearbyint(x[i] * id);
+      v = v > -127.0f ? v : -127.0f;
+      v = v < 127.0f ? v : 127.0f;
+      q1[i] = static_cast<int8_t>(v);
+      sum += q1[i];
+    }
+    *dx_out = d;
+    return sum;
+  }
   for (int i = 0; i < 32; ++i) {
     float v = std::nearbyint(x[i] * id);
     v = v > -127.0f ? v : -127.0f;  // NaN-free input assumed upstream
@@ -44,15 +57,17 @@ inline int32_t quantize_block_q8(const float* x, int8_t* q1, int8_t* q2, float* 
 
 }  // namespace
 
-void quantize_row_q8_reference(const float* x, int64_t n_in, int8_t* q, float* dx, int32_t* sx) {
-  GEIST_CHECK(n_in % 32 == 0, "quantize_row_q8_reference: n_in must be a multiple of 32");
+void quantize_row_q8_reference(const float* x, int64_t n_in, int planes, int8_t* q, float* dx,
+                               int32_t* sx) {
+  GEIST_CHECK(n_in % 32 == 0 && (planes == 1 || planes == 2),
+              "quantize_row_q8_reference: n_in must be a multiple of 32, planes 1 or 2");
   for (int64_t b = 0; b < n_in / 32; ++b) {
-    sx[b] = quantize_block_q8(x + b * 32, q + b * 32, q + n_in + b * 32, dx + b);
+    sx[b] = quantize_block_q8(x + b * 32, planes, q + b * 32, q + n_in + b * 32, dx + b);
   }
 }
 
-void quantize_row_q8_panel(const float* x, int64_t n_in, int64_t lane, int8_t* pq, float* pdx,
-                           int32_t* psx) {
+void quantize_row_q8_panel(const float* x, int64_t n_in, int planes, int64_t lane, int8_t* pq,
+                           float* pdx, int32_t* psx) {
   GEIST_CHECK(n_in % 32 == 0 && lane >= 0 && lane < kQ8Panel, "quantize_row_q8_panel: bad shape");
   const int64_t nb = n_in / 32;
   constexpr int64_t kPiece = 32;  // blocks quantized into the row layout at a time
@@ -62,7 +77,7 @@ void quantize_row_q8_panel(const float* x, int64_t n_in, int64_t lane, int8_t* p
   for (int64_t b0 = 0; b0 < nb; b0 += kPiece) {
     const int64_t n = nb - b0 < kPiece ? nb - b0 : kPiece;
     if (x) {
-      quantize_row_q8(x + b0 * 32, n * 32, q, d, s);
+      quantize_row_q8(x + b0 * 32, n * 32, planes, q, d, s);
     } else {
       std::memset(q, 0, sizeof(q));
       std::memset(d, 0, sizeof(d));
@@ -70,7 +85,7 @@ void quantize_row_q8_panel(const float* x, int64_t n_in, int64_t lane, int8_t* p
     }
     for (int64_t k = 0; k < n; ++k) {
       const int64_t b = b0 + k;
-      for (int plane = 0; plane < 2; ++plane) {
+      for (int plane = 0; plane < planes; ++plane) {
         const int8_t* src = q + plane * n * 32 + k * 32;
         for (int g = 0; g < 8; ++g) {
           std::memcpy(pq + plane * nb * 512 + ((b * 8 + g) * 16 + lane) * 4, src + 4 * g, 4);
