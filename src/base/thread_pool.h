@@ -53,8 +53,10 @@ class ThreadPool {
   RawFn fn_ = nullptr;
   void* ctx_ = nullptr;
   uint64_t generation_ = 0;  // guarded by mu_
-  int pending_ = 0;          // workers still running the current generation; guarded by mu_
-  bool stop_ = false;        // guarded by mu_
+  // Workers still running the current generation. Decremented without the lock so the caller
+  // can spin on it; the last worker then notifies under mu_ (no lost wake-up).
+  std::atomic<int> pending_{0};
+  bool stop_ = false;                   // guarded by mu_
   std::atomic<uint64_t> published_{0};  // lock-free copy of generation_ for spinning workers
 };
 
