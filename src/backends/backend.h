@@ -179,9 +179,10 @@ class Backend {
   virtual BackendKind kind() const = 0;
   // For messages and `geist info`, e.g. "cpu" or "cuda (NVIDIA H200, sm_90)".
   virtual std::string description() const = 0;
-  // The backend's copy of a host weight matrix, owned by the backend until it is destroyed:
-  // a device copy in the GGUF block layout (CUDA); the CPU backends return the host view
-  // itself, or a repacked copy in a layout their kernels read faster (kernels/matmul.h).
+  // The backend's copy of a host weight matrix (given in the GGUF row layout), owned by the
+  // backend until it is destroyed, in whatever layout its kernels read fastest: CUDA keeps a
+  // device copy (Q8_0 regrouped, see matmul_cuda.cu); the CPU backends return the host view
+  // itself, or a repacked GROUPS16 copy (kernels/matmul.h).
   virtual Status upload_weight(const WeightMatrix& host, WeightMatrix* dev) = 0;
   // A device copy of n host floats (norm weights, conv kernels), owned by the backend.
   virtual Status upload_floats(const float* host, size_t n, const float** dev) = 0;

@@ -7,12 +7,15 @@
 //     most ~2^-16 relative per product; we allow 1e-5 * sqrt(n_in) * sum|w x| (n_in >= 32). Weight
 //     decoding itself is checked bitwise through get_rows, which uses the same decoders as the
 //     matmul kernel.
-//   vs the CPU matmul() (which quantizes activations to int16 per block for quantized types):
-//     2e-4 * sum|w x| + 1e-6.
+//   vs the CPU matmul() (which quantizes activations per block for quantized types, finely
+//     enough for 2e-4 * sum|w x| + 1e-6, except for Q4_0 weights: one int8 plane, steps of
+//     amax_b / 127 per 32-block b, so each activation is off by up to amax_b / 254 and the
+//     CPU's dot by up to sum_b amax_b / 254 * sum_{i in b} |w_i|, which is added).
 //   rms_norm: the only difference is the order of the double sum of squares: 4 ulp.
 //   rope: cos/sin/pow of the device's double libm (<= 2 ulp in double) rounded to f32: 2e-6
 //     absolute for |x| <= 1.
 //   element-wise: device expf is within 2 ulp: 1e-6 relative.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -135,9 +138,18 @@ TEST_F(CudaOps, MatmulMatchesExactDotAndCpuMatmul) {
             exact += p;
             mag += std::fabs(p);
           }
+          double q8_err = 0;  // Q4_0: the CPU's int8 activation rounding (see the top)
+          for (int64_t b0 = 0; c.type == GgmlType::Q4_0 && b0 < c.n_in; b0 += 32) {
+            double amax = 0, wsum = 0;
+            for (int64_t i = b0; i < b0 + 32; ++i) {
+              amax = std::max(amax, static_cast<double>(std::fabs(x[t * x_stride + i])));
+              wsum += std::fabs(static_cast<double>(h.deq[o * c.n_in + i]));
+            }
+            q8_err += amax / 254.0 * wsum;
+          }
           const float g = y[t * y_stride + o];
           const double tol_exact = 1e-5 * std::sqrt(static_cast<double>(c.n_in)) * mag + 1e-30;
-          const double tol_cpu = 2e-4 * mag + 1e-6;
+          const double tol_cpu = 2e-4 * mag + 1e-6 + q8_err;
           if (std::fabs(g - exact) > tol_exact || std::fabs(g - cpu[t * y_stride + o]) > tol_cpu) {
             ++bad;
             ADD_FAILURE() << "y[" << t << "][" << o << "] gpu " << g << " exact " << exact
@@ -186,6 +198,48 @@ TEST_F(CudaOps, MatmulRowsAreBitwiseIndependentOfBatchSize) {
                 << "token " << tok + t << " batch " << batch << " out " << o;
           }
         }
+      }
+    }
+  }
+}
+
+// Inside a forward step, decode matmuls over the same activations are held back and run as
+// one launch (CudaStream::matmul): every output must be bitwise what a lone matmul writes.
+// Five matrices (one more than a launch takes), the third writing into rows of the second's
+// buffer (disjoint elements), the fifth reading other activations.
+TEST_F(CudaOps, HeldDecodeMatmulsEqualLoneMatmulsBitwise) {
+  const int64_t n_in = 1024;
+  const int64_t n_outs[] = {37, 512, 16, 300, 70};
+  std::vector<HostWeight> hw;
+  std::vector<WeightMatrix> dw;
+  for (int i = 0; i < 5; ++i) {
+    hw.push_back(make_weight(GgmlType::Q8_0, n_in, n_outs[i], 40u + static_cast<uint32_t>(i)));
+    dw.push_back(upload(hw.back()));
+  }
+  for (const int32_t n_tok : {1, 3}) {
+    SCOPED_TRACE("n_tok=" + std::to_string(n_tok));
+    const std::vector<float> x = random_floats(static_cast<size_t>(2 * n_in * n_tok), 8);
+    DeviceVec<float> dx(x);
+    const int64_t y_stride = 1024;  // every output row; matrix 2 at column 600 of matrix 1's
+    const float* xs[] = {dx.ptr(), dx.ptr(), dx.ptr(), dx.ptr(), dx.ptr() + n_in * n_tok};
+    const int64_t offs[] = {0, 0, 600, 0, 0};
+    const int bufs[] = {0, 1, 1, 2, 3};
+    std::vector<std::vector<float>> lone, held;
+    for (const bool in_step : {false, true}) {
+      DeviceVec<float> ys[4];
+      for (DeviceVec<float>& y : ys) y.alloc(static_cast<size_t>(y_stride * n_tok));
+      if (in_step) stream_->begin_forward(nullptr, n_tok, 0);
+      for (int i = 0; i < 5; ++i) {
+        stream_->matmul(dw[i], xs[i], n_in, n_tok, ys[bufs[i]].ptr() + offs[i], y_stride);
+      }
+      if (in_step) {
+        ASSERT_TRUE(stream_->end_forward());
+      }
+      for (DeviceVec<float>& y : ys) (in_step ? held : lone).push_back(y.download());
+    }
+    for (size_t b = 0; b < lone.size(); ++b) {
+      for (size_t i = 0; i < lone[b].size(); ++i) {
+        ASSERT_EQ(held[b][i], lone[b][i]) << "buffer " << b << " element " << i;
       }
     }
   }

@@ -37,6 +37,9 @@ class CudaBackend final : public Backend {
                            "bf16, q8_0, q4_0, q4_k, q6_k)",
                            ggml_type_name(host.type));
     }
+    if (host.layout != WeightLayout::ROWS) {
+      return Status(GEIST_E_UNSUPPORTED, "cuda backend: weights must come in the GGUF row layout");
+    }
     if (host.n_in <= 0 || host.n_out < 0 || host.row_bytes != ggml_row_size(host.type, host.n_in)) {
       return Status::error(GEIST_E_INVALID_ARG,
                            "cuda backend: weight of %s with %" PRId64 " x %" PRId64
@@ -44,6 +47,7 @@ class CudaBackend final : public Backend {
                            ggml_type_name(host.type), host.n_out, host.n_in, host.row_bytes);
     }
     const size_t bytes = host.row_bytes * static_cast<size_t>(host.n_out);
+    if (cuda::weight_is_repacked(host.type)) return upload_repacked(host, bytes, dev);
     const void* p = nullptr;
     GEIST_RETURN_IF_ERROR(copy_to_device(host.data, bytes, &p));
     *dev = host;
@@ -63,6 +67,7 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // host == nullptr: allocates only.
   Status copy_to_device(const void* host, size_t bytes, const void** out) {
     try {
       allocs_.reserve(allocs_.size() + 1);  // so the push_back below cannot throw
@@ -78,13 +83,44 @@ class CudaBackend final : public Backend {
                            cudaGetErrorString(e));
     }
     allocs_.push_back(p);
-    if (bytes > 0) {
+    if (bytes > 0 && host != nullptr) {
       GEIST_CUDA_RETURN_IF_ERROR(cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice));
       // A pageable cudaMemcpy may return before its DMA lands, and the sessions' streams are
       // non-blocking (not ordered after the legacy stream): wait for it here.
       GEIST_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
     }
     *out = p;
+    return Status::ok();
+  }
+
+  // The GGUF rows go to a temporary device buffer, and the kernels' layout
+  // (cuda::repack_weight) to the kept allocation.
+  Status upload_repacked(const WeightMatrix& host, size_t bytes, WeightMatrix* dev) {
+    void* raw = nullptr;
+    cudaError_t e = cudaMalloc(&raw, bytes == 0 ? 1 : bytes);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      return Status::error(e == cudaErrorMemoryAllocation ? GEIST_E_OOM : GEIST_E_BACKEND,
+                           "cuda backend: cudaMalloc(%zu bytes) for a weight failed: %s", bytes,
+                           cudaGetErrorString(e));
+    }
+    const size_t out_bytes = cuda::device_weight_bytes(host.type, host.n_in, host.n_out);
+    const void* p = nullptr;
+    Status st = copy_to_device(nullptr, out_bytes, &p);  // allocation only
+    WeightMatrix src = host;
+    src.data = static_cast<const uint8_t*>(raw);
+    if (st.is_ok() && bytes > 0) {
+      e = cudaMemcpy(raw, host.data, bytes, cudaMemcpyHostToDevice);
+      if (e == cudaSuccess) e = cudaDeviceSynchronize();
+      if (e == cudaSuccess)
+        e = cuda::repack_weight(nullptr, src, static_cast<uint8_t*>(const_cast<void*>(p)));
+      if (e == cudaSuccess) e = cudaDeviceSynchronize();
+      st = cuda::status_from(e, "weight upload (repack)");
+    }
+    cudaFree(raw);
+    if (!st.is_ok()) return st;
+    *dev = host;
+    dev->data = static_cast<const uint8_t*>(p);
     return Status::ok();
   }
 

@@ -26,21 +26,44 @@ namespace geist::cuda {
 // The weight types the matmul / get_rows kernels decode.
 bool weight_type_supported(GgmlType t);
 
-// y[t][o] = sum_i x[t][i] * W[o][i] (kernels/matmul.h matmul()), W in its GGUF blocks on the
-// device. F32 weights: lane l of a warp sums elements [256c + 8l, 256c + 8l + 8) of each
-// 256-chunk c in index order with FMAs, then the 32 lanes combine by a xor tree. Other types:
-// tensor cores (bf16 mma, weights and activations each split into bf16 hi + lo, f32
-// accumulation) in a k order fixed by n_in alone; matmul_cuda.cu says how.
+// Device copies of weights: Q8_0 is repacked for the kernels (matmul_cuda.cu, DevW: the same
+// bytes regrouped so that lanes load 16 aligned bytes at a time); other types keep their GGUF
+// rows. device_weight_bytes() is the size of the device copy; repack_weight() writes it to dst
+// from w, whose data is a device copy of the GGUF rows (enqueued on s; nothing for the types
+// that are not repacked).
+size_t device_weight_bytes(GgmlType t, int64_t n_in, int64_t n_out);
+bool weight_is_repacked(GgmlType t);
+cudaError_t repack_weight(cudaStream_t s, const WeightMatrix& w, uint8_t* dst);
+
+// y[t][o] = sum_i x[t][i] * W[o][i] (kernels/matmul.h matmul()), W a device copy made by
+// CudaBackend::upload_weight (see above). F32 weights: lane l of a warp sums elements [256c + 8l,
+// 256c + 8l + 8) of each 256-chunk c in index order with FMAs, then the 32 lanes combine by a xor
+// tree. Other types: tensor cores (bf16 mma, weights and activations each split into bf16 hi + lo,
+// f32 accumulation) in a k order fixed by n_in alone; matmul_cuda.cu says how.
 cudaError_t matmul(cudaStream_t s, const WeightMatrix& w, const float* x, int64_t x_stride,
                    int32_t n_tok, float* y, int64_t y_stride);
+
+// Several matmuls over the same activations as one launch (decode: the q / k / v or gate / up
+// projections of a layer): y_i = W_i x for i < n, each bitwise what matmul() writes alone.
+// Only where matmul_batchable(w, n_tok) holds for every W_i, all with the same n_in.
+constexpr int kMaxMatmulBatch = 4;
+struct MatmulOut {
+  WeightMatrix w;
+  float* y;  // [n_tok][y_stride]
+  int64_t y_stride;
+};
+bool matmul_batchable(const WeightMatrix& w, int32_t n_tok);
+cudaError_t matmul_batch(cudaStream_t s, const MatmulOut* outs, int n, const float* x,
+                         int64_t x_stride, int32_t n_tok);
 
 // out[t][0, n_in) = row ids[t] of W, dequantized bitwise as dequantize_row() does.
 // ids: [n] device ints, each < w.n_out.
 cudaError_t get_rows(cudaStream_t s, const WeightMatrix& w, const int32_t* ids, int32_t n,
                      float* out);
 
-// rms_norm() per row: sum of squares in double (each of 256 threads sums a strided subset in
-// index order, then a fixed tree), the rest in f32 as the CPU kernel.
+// rms_norm() per row: sum of squares in double (each of T(n) threads, a power of two fixed by
+// the row length, sums a strided subset in index order, then a fixed tree), the rest in f32
+// as the CPU kernel.
 cudaError_t rms_norm(cudaStream_t s, const float* x, int64_t x_stride, const float* w, float* y,
                      int64_t y_stride, int32_t n_rows, int64_t n, float eps);
 

@@ -34,6 +34,12 @@ bool StreamCore::ok(cudaError_t e, const char* what) {
 }
 
 void StreamCore::flush() {
+  if (held.count > 0) {
+    const int n = held.count;
+    held.count = 0;
+    ok(cuda::matmul_batch(stream, held.out, n, held.x, held.x_stride, held.n_tok),
+       "matmul kernel launch");
+  }
   if (pending.n == 0) return;
   const PendingAdd p = pending;
   pending = PendingAdd{};
@@ -296,11 +302,33 @@ class CudaStream final : public Stream {
       core_->ok(cuda::get_rows(core_->stream, w, dev_ids, n, out), "get_rows kernel launch");
     }
   }
+  // Decode matmuls are held back (StreamCore::held) while the next ones read the same
+  // activations, and then run as one launch: fewer launches, and small projections share the
+  // device with their neighbours. Each output is bitwise the same either way.
   void matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int32_t n_tok, float* y,
               int64_t y_stride) override {
-    core_->flush();
-    core_->ok(cuda::matmul(core_->stream, w, x, x_stride, n_tok, y, y_stride),
-              "matmul kernel launch");
+    const int64_t x_len = n_tok > 0 ? (n_tok - 1) * x_stride + w.n_in : 0;  // floats x spans
+    const int64_t y_len = n_tok > 0 ? (n_tok - 1) * y_stride + w.n_out : 0;
+    if (!fuse_ || !in_step_ || !cuda::matmul_batchable(w, n_tok) || !disjoint(y, y_len, x, x_len)) {
+      core_->flush();
+      core_->ok(cuda::matmul(core_->stream, w, x, x_stride, n_tok, y, y_stride),
+                "matmul kernel launch");
+      return;
+    }
+    StreamCore::PendingMatmuls& h = core_->held;
+    bool joins = h.count > 0 && h.count < kMaxMatmulBatch && h.x == x && h.x_stride == x_stride &&
+                 h.n_tok == n_tok && h.out[0].w.n_in == w.n_in;
+    for (int i = 0; joins && i < h.count; ++i) {
+      const MatmulOut& o = h.out[i];
+      joins = disjoint(y, y_len, o.y, (n_tok - 1) * o.y_stride + o.w.n_out);
+    }
+    if (!joins) {
+      core_->flush();
+      h.x = x;
+      h.x_stride = x_stride;
+      h.n_tok = n_tok;
+    }
+    h.out[h.count++] = MatmulOut{w, y, y_stride};
   }
   // One-token steps go through page-locked staging (a graph can copy only there); longer
   // ones copy straight into host_y.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/cuda/cuda_kernels.h"
 #include "base/status.h"
 
 namespace geist::cuda {
@@ -43,6 +44,17 @@ struct StreamCore {
     int64_t n = 0;             // 0: nothing pending
   } pending;
 
+  // Decode matmuls over the same activations held back to run as one launch
+  // (CudaStream::matmul, cuda::matmul_batch; only inside a forward step); flush() enqueues
+  // them. Never held together with a pending add: each holding flushes the other first.
+  struct PendingMatmuls {
+    const float* x = nullptr;  // [n_tok][x_stride], shared by all
+    int64_t x_stride = 0;
+    int32_t n_tok = 0;
+    int count = 0;  // 0: nothing pending
+    MatmulOut out[kMaxMatmulBatch];
+  } held;
+
   StreamCore() = default;
   StreamCore(const StreamCore&) = delete;
   StreamCore& operator=(const StreamCore&) = delete;
@@ -50,7 +62,7 @@ struct StreamCore {
 
   // Records a failure of `what` (the first one wins); true when e == cudaSuccess.
   bool ok(cudaError_t e, const char* what);
-  // Enqueues the pending add, if any.
+  // Enqueues the pending add or the held matmuls, if any.
   void flush();
   // For an op that cannot be recorded in a graph (a host copy): fails the step being
   // captured. True when the op may run (PLAIN).

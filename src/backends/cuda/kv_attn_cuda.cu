@@ -32,6 +32,8 @@ namespace {
 using namespace kvdev;
 
 constexpr int kThreads = 128;
+constexpr int kFewRows = kThreads / 32;  // FEW: live rows, one per compute warp
+constexpr int kFewThreads = 4 * kThreads;
 constexpr int kRows = 32;  // query rows per block
 constexpr int kKeys = 32;  // key positions per tile
 constexpr int kMaxHd = 256;
@@ -73,9 +75,39 @@ __host__ __device__ inline Cover cover_of(int32_t g, int32_t hd, int32_t block) 
   return {lo, hi - lo, g * hd - lo};
 }
 
-// NDV: output dims per lane (hd_v <= 32 * NDV).
-template <int NDV>
-__global__ void __launch_bounds__(kThreads) flash_kernel(const AttnArgs a) {
+// dst[j][d] = channel c0 + d of position j0 + j (0 past last_pos), j < kKeys, d < width.
+// Each thread's kFill elements of a round are loaded before any is stored, so a tile costs a
+// few memory latencies rather than one per element.
+constexpr int kFill = 8;
+__device__ __forceinline__ void fill_tile(float* dst, int32_t ld, const KvDevSrc& src, int32_t j0,
+                                          int32_t last_pos, int32_t c0, int32_t width) {
+  const int total = kKeys * width;
+  const int nth = static_cast<int>(blockDim.x);
+  for (int e0 = static_cast<int>(threadIdx.x); e0 < total; e0 += nth * kFill) {
+    float v[kFill];
+#pragma unroll
+    for (int u = 0; u < kFill; ++u) {
+      const int e = e0 + u * nth;
+      const int j = e / width, d = e % width;
+      v[u] = e < total && j0 + j <= last_pos ? src_elem(src, j0 + j, c0 + d) : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kFill; ++u) {
+      const int e = e0 + u * nth;
+      if (e < total) dst[(e / width) * ld + e % width] = v[u];
+    }
+  }
+}
+
+// NDV: output dims per lane (hd_v <= 32 * NDV). FEW: at most kFewRows query rows are live
+// (decode): then 4x the threads load the tiles, a thread computes one score, and warp w
+// accumulates row w alone; whoever computes them, every score, sum and accumulator takes
+// the same operations in the same order as in the general mapping.
+template <int NDV, bool FEW>
+__global__ void __launch_bounds__(FEW ? kFewThreads : kThreads) flash_kernel(const AttnArgs a) {
+  constexpr int RW = FEW ? 1 : 8;                 // rows a warp accumulates: warp * RW + i
+  constexpr int kOwned = FEW ? kFewRows : kRows;  // rows some warp accumulates
+  const int nth = static_cast<int>(blockDim.x);
   extern __shared__ float smem[];
   const int32_t ldq = a.wk + 1;  // odd stride: the rows a warp reads sit in distinct banks
   const int32_t ldk = ldq > a.wv ? ldq : a.wv;
@@ -101,7 +133,7 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(const AttnArgs a) {
   const Cover ck = cover_of(g, a.hd_k, a.rot_k), cv = cover_of(g, a.hd_v, a.rot_v);
   const int32_t wq = ck.width + a.n_corr;  // score channels: the K slice, then the reference's
 
-  for (int e = tid; e < kRows * ck.width; e += kThreads) {
+  for (int e = tid; e < kRows * ck.width; e += nth) {
     const int r = e / ck.width, d = e % ck.width - ck.skip;
     float x = 0.0f;
     if (row_ok(r) && d >= 0 && d < a.hd_k) {
@@ -114,7 +146,7 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(const AttnArgs a) {
     const KvKeyRef& rf = a.k.ref;
     const int32_t half = rf.n_rot / 2, stride_pair = rf.neox ? 1 : 2, second = rf.neox ? half : 1;
     const int32_t c0 = g * a.hd_k;  // the head's first channel in c
-    for (int e = tid; e < kRows * (half + 1); e += kThreads) {
+    for (int e = tid; e < kRows * (half + 1); e += nth) {
       const int r = e / (half + 1), i = e % (half + 1);
       float u = 0.0f, w = 0.0f;
       if (row_ok(r)) {
@@ -143,28 +175,23 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(const AttnArgs a) {
   __syncthreads();
   if (a.rot_k > 0) {
     const int nb = ck.width / a.rot_k;
-    for (int e = tid; e < kRows * nb; e += kThreads) {
+    for (int e = tid; e < kRows * nb; e += nth) {
       fwht(sQ + (e / nb) * ldq + (e % nb) * a.rot_k, a.rot_k);
     }
   }
   float m = -INFINITY, l = 0.0f;  // row tid's running max and sum (threads < kRows)
   const int lane = tid % 32, warp = tid / 32;
-  float acc[8][NDV];  // rows warp * 8 + i, dims lane + 32 * j
+  float acc[RW][NDV];  // rows warp * RW + i (warp * RW < kOwned), dims lane + 32 * j
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < RW; ++i) {
 #pragma unroll
     for (int j = 0; j < NDV; ++j) acc[i][j] = 0.0f;
   }
-  const int rg = tid / 8, kg = tid % 8;  // scores: rows 2rg, 2rg + 1; keys kg + 8i
 
   for (int32_t j0 = 0; j0 <= last_pos; j0 += kKeys) {
     __syncthreads();  // previous tile fully used (and sQ rotated)
-    for (int e = tid; e < kKeys * ck.width; e += kThreads) {
-      const int j = e / ck.width, d = e % ck.width;
-      const int32_t p = j0 + j;
-      sK[j * ldq + d] = p <= last_pos ? src_elem(a.k, p, ck.c0 + d) : 0.0f;
-    }
-    for (int e = tid; e < kKeys * a.n_corr; e += kThreads) {
+    fill_tile(sK, ldq, a.k, j0, last_pos, ck.c0, ck.width);
+    for (int e = tid; e < kKeys * a.n_corr; e += nth) {
       const int j = e / a.n_corr, i = e % a.n_corr;
       const int32_t p = j0 + j;
       const int32_t n_rot = a.n_corr - 1;
@@ -172,11 +199,7 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(const AttnArgs a) {
       if (p <= last_pos && p < a.k.split) x = i < n_rot ? a.k.ref.cs[int64_t{p} * n_rot + i] : 1.0f;
       sK[j * ldq + ck.width + i] = x;
     }
-    for (int e = tid; e < kKeys * cv.width; e += kThreads) {
-      const int j = e / cv.width, d = e % cv.width;
-      const int32_t p = j0 + j;
-      sV[j * ldv + d] = p <= last_pos ? src_elem(a.v, p, cv.c0 + d) : 0.0f;
-    }
+    fill_tile(sV, ldv, a.v, j0, last_pos, cv.c0, cv.width);
     // Unrotated hi rows (q4's f16 window) into the rotated domain of lo's rows.
     const bool hi_k = a.rot_k > 0 && j0 + kKeys > a.k.split,
                hi_v = a.rot_v > 0 && j0 + kKeys > a.v.split;
@@ -184,21 +207,32 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(const AttnArgs a) {
       __syncthreads();
       if (hi_k) {
         const int nb = ck.width / a.rot_k;
-        for (int e = tid; e < kKeys * nb; e += kThreads) {
+        for (int e = tid; e < kKeys * nb; e += nth) {
           const int j = e / nb;
           if (j0 + j >= a.k.split) fwht(sK + j * ldq + (e % nb) * a.rot_k, a.rot_k);
         }
       }
       if (hi_v) {
         const int nb = cv.width / a.rot_v;
-        for (int e = tid; e < kKeys * nb; e += kThreads) {
+        for (int e = tid; e < kKeys * nb; e += nth) {
           const int j = e / nb;
           if (j0 + j >= a.v.split) fwht(sV + j * ldv + (e % nb) * a.rot_v, a.rot_v);
         }
       }
     }
     __syncthreads();
-    {
+    if constexpr (FEW) {
+      if (tid < kFewRows * kKeys) {
+        const int r = tid / kKeys, j = tid % kKeys;
+        const float* qr = sQ + r * ldq;
+        const float* kr = sK + j * ldq;
+        float sc = 0.0f;
+        for (int d = 0; d < wq; ++d) sc = __fmaf_rn(qr[d], kr[d], sc);
+        sP[r * (kKeys + 1) + j] =
+            row_ok(r) && j0 + j <= row_pos(r) ? __fmul_rn(sc, a.scale) : -INFINITY;
+      }
+    } else {
+      const int rg = tid / 8, kg = tid % 8;  // rows 2rg, 2rg + 1; keys kg + 8i
       float s[2][4];
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
@@ -251,24 +285,26 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(const AttnArgs a) {
       }
     }
     __syncthreads();
+    if (warp * RW < kOwned) {
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const float al = sAlpha[warp * 8 + i];
+      for (int i = 0; i < RW; ++i) {
+        const float al = sAlpha[warp * RW + i];
 #pragma unroll
-      for (int j = 0; j < NDV; ++j) acc[i][j] = __fmul_rn(acc[i][j], al);
-    }
-    for (int jj = 0; jj < kKeys; ++jj) {
-      float vv[NDV];
-#pragma unroll
-      for (int j = 0; j < NDV; ++j) {
-        const int d = lane + 32 * j;
-        vv[j] = d < cv.width ? sV[jj * ldv + d] : 0.0f;
+        for (int j = 0; j < NDV; ++j) acc[i][j] = __fmul_rn(acc[i][j], al);
       }
+      for (int jj = 0; jj < kKeys; ++jj) {
+        float vv[NDV];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const float p = sP[(warp * 8 + i) * (kKeys + 1) + jj];
+        for (int j = 0; j < NDV; ++j) {
+          const int d = lane + 32 * j;
+          vv[j] = d < cv.width ? sV[jj * ldv + d] : 0.0f;
+        }
 #pragma unroll
-        for (int j = 0; j < NDV; ++j) acc[i][j] = __fmaf_rn(p, vv[j], acc[i][j]);
+        for (int i = 0; i < RW; ++i) {
+          const float p = sP[(warp * RW + i) * (kKeys + 1) + jj];
+#pragma unroll
+          for (int j = 0; j < NDV; ++j) acc[i][j] = __fmaf_rn(p, vv[j], acc[i][j]);
+        }
       }
     }
   }
@@ -276,24 +312,27 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(const AttnArgs a) {
   __syncthreads();  // every thread is past its last read of sK
   float* sO = sK;   // [kRows][ldv]
   if (a.rot_v > 0) {
+    if (warp * RW < kOwned) {
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
+      for (int i = 0; i < RW; ++i) {
 #pragma unroll
-      for (int j = 0; j < NDV; ++j) {
-        const int d = lane + 32 * j;
-        if (d < cv.width) sO[(warp * 8 + i) * ldv + d] = acc[i][j];
+        for (int j = 0; j < NDV; ++j) {
+          const int d = lane + 32 * j;
+          if (d < cv.width) sO[(warp * RW + i) * ldv + d] = acc[i][j];
+        }
       }
     }
     __syncthreads();
     const int nb = cv.width / a.rot_v;
-    for (int e = tid; e < kRows * nb; e += kThreads) {
+    for (int e = tid; e < kOwned * nb; e += nth) {
       fwht(sO + (e / nb) * ldv + (e % nb) * a.rot_v, a.rot_v);
     }
     __syncthreads();
   }
+  if (warp * RW >= kOwned) return;
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int r = warp * 8 + i;
+  for (int i = 0; i < RW; ++i) {
+    const int r = warp * RW + i;
     if (!row_ok(r)) continue;
     float* orow = a.out + static_cast<int64_t>(t0 + r / a.nq) * a.out_stride +
                   static_cast<int64_t>(h_first + r % a.nq) * a.hd_v;
@@ -310,26 +349,40 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(const AttnArgs a) {
 
 template <int NDV>
 cudaError_t launch(cudaStream_t s, const AttnArgs& a, dim3 grid, size_t smem) {
-  flash_kernel<NDV><<<grid, kThreads, smem, s>>>(a);
+  // Live rows are r < nq * n_tok when a block holds every head of its kv head (nq == group).
+  if (a.nq == a.group && a.nq * a.n_tok <= kFewRows) {
+    flash_kernel<NDV, true><<<grid, kFewThreads, smem, s>>>(a);
+  } else {
+    flash_kernel<NDV, false><<<grid, kThreads, smem, s>>>(a);
+  }
   return cudaGetLastError();
+}
+
+template <bool FEW>
+cudaError_t setup_variant() {
+  const int bytes = static_cast<int>(kMaxSmem);
+  cudaError_t e = cudaFuncSetAttribute(flash_kernel<1, FEW>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e == cudaSuccess) {
+    e = cudaFuncSetAttribute(flash_kernel<2, FEW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             bytes);
+  }
+  if (e == cudaSuccess) {
+    e = cudaFuncSetAttribute(flash_kernel<4, FEW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             bytes);
+  }
+  if (e == cudaSuccess) {
+    e = cudaFuncSetAttribute(flash_kernel<8, FEW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             bytes);
+  }
+  return e;
 }
 
 }  // namespace
 
 cudaError_t kv_attention_setup() {
-  const int bytes = static_cast<int>(kMaxSmem);
-  cudaError_t e =
-      cudaFuncSetAttribute(flash_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  if (e == cudaSuccess) {
-    e = cudaFuncSetAttribute(flash_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  }
-  if (e == cudaSuccess) {
-    e = cudaFuncSetAttribute(flash_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  }
-  if (e == cudaSuccess) {
-    e = cudaFuncSetAttribute(flash_kernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  }
-  return e;
+  const cudaError_t e = setup_variant<false>();
+  return e == cudaSuccess ? setup_variant<true>() : e;
 }
 
 cudaError_t kv_attention(cudaStream_t s, const AttentionShape& sh, const float* q, int64_t q_stride,

@@ -8,73 +8,136 @@ namespace geist::cuda {
 
 namespace {
 
-constexpr int kNormThreads = 256;
 constexpr int kEwThreads = 256;
+constexpr int kNormPer = 8;  // row elements a thread holds in registers per pass
+constexpr int kRopeThreads = 256;
+
+// Threads per row of length n: a function of n alone (it fixes the order of the sum).
+__host__ __device__ __forceinline__ int norm_threads(int64_t n) {
+  int t = 32;
+  while (t < 1024 && static_cast<int64_t>(t) * kNormPer < n) t *= 2;
+  return t;
+}
 
 // RES: x[r] += res[r] first (the residual add fused in front; rows contiguous). Each thread
 // adds, squares and later rewrites only its own elements, so x, y and res may alias row for
 // row, and the result is bitwise that of add_kernel followed by the plain kernel.
+// Thread t of the norm_threads(n) holds elements t + T k; its loads of a pass are all issued
+// before the first use, so a row costs about one memory latency, not one per element.
 template <bool RES>
-__global__ void __launch_bounds__(kNormThreads)
+__global__ void __launch_bounds__(1024)
     rms_norm_kernel(float* x, int64_t x_stride, const float* res, const float* __restrict__ w,
                     float* y, int64_t y_stride, int64_t n, float eps) {
-  __shared__ double part[kNormThreads];
+  __shared__ double wsum[32];
+  __shared__ float s_scale;
+  const int T = static_cast<int>(blockDim.x);
+  const int tid = static_cast<int>(threadIdx.x);
   float* xr = x + static_cast<int64_t>(blockIdx.x) * x_stride;
   float* yr = y + static_cast<int64_t>(blockIdx.x) * y_stride;
+  const float* rr = RES ? res + static_cast<int64_t>(blockIdx.x) * n : nullptr;
+  const int64_t pass = static_cast<int64_t>(T) * kNormPer;
   // x * x of two floats is exact in double, so only the additions round (in this order).
   double s = 0;
-  for (int64_t i = threadIdx.x; i < n; i += kNormThreads) {
-    float xv = xr[i];
-    if constexpr (RES) {
-      xv = __fadd_rn(xv, res[static_cast<int64_t>(blockIdx.x) * n + i]);
-      xr[i] = xv;
+  float v[kNormPer], wv[kNormPer];
+  for (int64_t base = 0; base < n; base += pass) {
+#pragma unroll
+    for (int k = 0; k < kNormPer; ++k) {
+      const int64_t i = base + tid + static_cast<int64_t>(T) * k;
+      v[k] = i < n ? xr[i] : 0.0f;
+      wv[k] = w != nullptr && i < n ? w[i] : 1.0f;  // the last pass's, kept for one pass
+      if constexpr (RES) {
+        if (i < n) v[k] = __fadd_rn(v[k], rr[i]);
+      }
     }
-    const double v = xv;
-    s = __dadd_rn(s, __dmul_rn(v, v));
+#pragma unroll
+    for (int k = 0; k < kNormPer; ++k) {
+      const int64_t i = base + tid + static_cast<int64_t>(T) * k;
+      if (i < n) {
+        if constexpr (RES) xr[i] = v[k];
+        const double d = v[k];
+        s = __dadd_rn(s, __dmul_rn(d, d));
+      }
+    }
   }
-  part[threadIdx.x] = s;
+  // A fixed tree: xor shuffles within each warp, then over the warps' sums in warp 0.
+  for (int off = 16; off > 0; off >>= 1) s = __dadd_rn(s, __shfl_xor_sync(0xffffffffu, s, off));
+  if ((tid & 31) == 0) wsum[tid >> 5] = s;
   __syncthreads();
-  for (int off = kNormThreads / 2; off > 0; off >>= 1) {
-    if (static_cast<int>(threadIdx.x) < off) {
-      part[threadIdx.x] = __dadd_rn(part[threadIdx.x], part[threadIdx.x + off]);
+  if (tid < 32) {
+    const int nw = T / 32;
+    double t = tid < nw ? wsum[tid] : 0.0;
+    for (int off = 16; off > 0; off >>= 1) t = __dadd_rn(t, __shfl_xor_sync(0xffffffffu, t, off));
+    if (tid == 0) {
+      const float mean = static_cast<float>(t / static_cast<double>(n));
+      s_scale = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, eps)));
     }
-    __syncthreads();
   }
-  const float mean = static_cast<float>(part[0] / static_cast<double>(n));
-  const float scale = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, eps)));
+  __syncthreads();
+  const float scale = s_scale;
   // Each thread rewrites only the elements it read: x and y may alias.
-  for (int64_t i = threadIdx.x; i < n; i += kNormThreads) {
-    const float v = __fmul_rn(xr[i], scale);
-    yr[i] = w != nullptr ? __fmul_rn(v, w[i]) : v;
+  for (int64_t base = 0; base < n; base += pass) {
+    if (n > pass) {  // several passes: this thread's elements again (it wrote them itself)
+#pragma unroll
+      for (int k = 0; k < kNormPer; ++k) {
+        const int64_t i = base + tid + static_cast<int64_t>(T) * k;
+        v[k] = i < n ? xr[i] : 0.0f;
+        wv[k] = w != nullptr && i < n ? w[i] : 1.0f;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kNormPer; ++k) {
+      const int64_t i = base + tid + static_cast<int64_t>(T) * k;
+      if (i < n) {
+        const float o = __fmul_rn(v[k], scale);
+        yr[i] = w != nullptr ? __fmul_rn(o, wv[k]) : o;
+      }
+    }
   }
 }
 
-// One thread per (token, pair); it turns that pair in every head.
-__global__ void rope_kernel(float* x, int64_t x_stride, int32_t n_tok, int32_t n_head,
-                            int32_t head_dim, int32_t pos0, int32_t n_rot, int32_t neox,
-                            float freq_base, float freq_scale,
-                            const float* __restrict__ freq_factors) {
+// One block per token: the pairs' angles (double) once into shared memory, then one thread
+// per (head, pair) with its loads issued together. Per element the arithmetic of the CPU's
+// rope(): the same double angle, rounded cos / sin, f32 products.
+__global__ void __launch_bounds__(kRopeThreads)
+    rope_kernel(float* x, int64_t x_stride, int32_t n_head, int32_t head_dim, int32_t pos0,
+                int32_t n_rot, int32_t neox, float freq_base, float freq_scale,
+                const float* __restrict__ freq_factors) {
+  __shared__ float cs[2][128];  // [cos / sin][pair], n_rot <= 256
   const int32_t half = n_rot / 2;
-  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= static_cast<int64_t>(n_tok) * half) return;
-  const int32_t t = static_cast<int32_t>(idx / half);
-  const int32_t i = static_cast<int32_t>(idx % half);
+  const int32_t t = static_cast<int32_t>(blockIdx.x);
   const int32_t pos = pos0 + t;
-  double theta = static_cast<double>(pos) * static_cast<double>(freq_scale) *
-                 pow(static_cast<double>(freq_base), -2.0 * i / n_rot);
-  if (freq_factors != nullptr) theta /= static_cast<double>(freq_factors[i]);
-  const float c = static_cast<float>(cos(theta));
-  const float sn = static_cast<float>(sin(theta));
-  const int32_t first = neox ? i : 2 * i;
-  const int32_t second = neox ? i + half : 2 * i + 1;
+  for (int32_t i = static_cast<int32_t>(threadIdx.x); i < half; i += kRopeThreads) {
+    double theta = static_cast<double>(pos) * static_cast<double>(freq_scale) *
+                   pow(static_cast<double>(freq_base), -2.0 * i / n_rot);
+    if (freq_factors != nullptr) theta /= static_cast<double>(freq_factors[i]);
+    cs[0][i] = static_cast<float>(cos(theta));
+    cs[1][i] = static_cast<float>(sin(theta));
+  }
+  __syncthreads();
   float* xt = x + static_cast<int64_t>(t) * x_stride;
-  for (int32_t h = 0; h < n_head; ++h) {
-    float* a = xt + static_cast<int64_t>(h) * head_dim + first;
-    float* b = xt + static_cast<int64_t>(h) * head_dim + second;
-    const float x0 = *a;
-    const float x1 = *b;
-    *a = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn));
-    *b = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, c));
+  const int32_t total = n_head * half;
+  constexpr int U = 4;
+  for (int32_t e0 = static_cast<int32_t>(threadIdx.x); e0 < total; e0 += U * kRopeThreads) {
+    float x0[U], x1[U];
+    int64_t ia[U], ib[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int32_t e = e0 + u * kRopeThreads;
+      const int32_t h = e / half, i = e % half;
+      ia[u] = static_cast<int64_t>(h) * head_dim + (neox ? i : 2 * i);
+      ib[u] = static_cast<int64_t>(h) * head_dim + (neox ? i + half : 2 * i + 1);
+      x0[u] = e < total ? xt[ia[u]] : 0.0f;
+      x1[u] = e < total ? xt[ib[u]] : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int32_t e = e0 + u * kRopeThreads;
+      if (e < total) {
+        const float c = cs[0][e % half], sn = cs[1][e % half];
+        xt[ia[u]] = __fsub_rn(__fmul_rn(x0[u], c), __fmul_rn(x1[u], sn));
+        xt[ib[u]] = __fadd_rn(__fmul_rn(x0[u], sn), __fmul_rn(x1[u], c));
+      }
+    }
   }
 }
 
@@ -122,29 +185,27 @@ cudaError_t rms_norm(cudaStream_t s, const float* x, int64_t x_stride, const flo
                      int64_t y_stride, int32_t n_rows, int64_t n, float eps) {
   if (n_rows <= 0 || n <= 0) return cudaSuccess;
   // x is only read here; the kernel's pointer is non-const for the fused variant.
-  rms_norm_kernel<false><<<n_rows, kNormThreads, 0, s>>>(const_cast<float*>(x), x_stride, nullptr,
-                                                         w, y, y_stride, n, eps);
+  rms_norm_kernel<false><<<n_rows, norm_threads(n), 0, s>>>(const_cast<float*>(x), x_stride,
+                                                            nullptr, w, y, y_stride, n, eps);
   return cudaGetLastError();
 }
 
 cudaError_t add_rms_norm(cudaStream_t s, float* x, const float* res, const float* w, float* y,
                          int64_t y_stride, int32_t n_rows, int64_t n, float eps) {
   if (n_rows <= 0 || n <= 0) return cudaSuccess;
-  rms_norm_kernel<true><<<n_rows, kNormThreads, 0, s>>>(x, n, res, w, y, y_stride, n, eps);
+  rms_norm_kernel<true><<<n_rows, norm_threads(n), 0, s>>>(x, n, res, w, y, y_stride, n, eps);
   return cudaGetLastError();
 }
 
 cudaError_t rope(cudaStream_t s, float* x, int64_t x_stride, int32_t n_tok, int32_t n_head,
                  int32_t head_dim, int32_t pos0, const RopeParams& p) {
-  if (n_tok <= 0 || p.n_rot <= 0 || p.n_rot % 2 != 0 || p.n_rot > head_dim) {
+  if (n_tok <= 0 || p.n_rot <= 0 || p.n_rot % 2 != 0 || p.n_rot > head_dim || p.n_rot > 256) {
     return n_tok <= 0 ? cudaSuccess : cudaErrorInvalidValue;
   }
-  const int64_t total = static_cast<int64_t>(n_tok) * (p.n_rot / 2);
-  const int threads = 128;
-  const int64_t blocks = (total + threads - 1) / threads;
-  rope_kernel<<<static_cast<unsigned>(blocks), threads, 0, s>>>(
-      x, x_stride, n_tok, n_head, head_dim, pos0, p.n_rot, p.style == RopeStyle::NEOX ? 1 : 0,
-      p.freq_base, p.freq_scale, p.freq_factors);
+  if (n_head <= 0) return cudaSuccess;
+  rope_kernel<<<static_cast<unsigned>(n_tok), kRopeThreads, 0, s>>>(
+      x, x_stride, n_head, head_dim, pos0, p.n_rot, p.style == RopeStyle::NEOX ? 1 : 0, p.freq_base,
+      p.freq_scale, p.freq_factors);
   return cudaGetLastError();
 }
 
