@@ -43,6 +43,21 @@ geist_status geist_mkmodel(const char* preset, const char* type, const char* out
                            uint64_t seed, geist_progress_fn progress_fn, void* progress_user,
                            char* err_buf, size_t err_cap);
 
+/* EXPERIMENTAL. Re-quantizes the GGUF at in_path into out_path, like llama-quantize: metadata
+ * copied unchanged except general.file_type (llama.cpp's llama_ftype for the type); tensors keep
+ * their names, shapes and order. Weight matrices (2+ dimensions, name "*.weight", not
+ * ssm_conv1d) whose rows are whole blocks of the type are converted; other tensors are copied.
+ * For "q4_0" and "q4_k", token_embd.weight and output.weight become q8_0. Types: "f32", "f16",
+ * "bf16", "q8_0", "q4_0", "q4_k", "q6_k". Tensors are converted one at a time while the file is
+ * written, rows on all cores. The file is written to a temporary name and renamed: on failure
+ * no output is left. progress_fn may be NULL. On failure, err_buf (if not NULL) receives a
+ * message. Returns GEIST_OK, GEIST_E_INVALID_ARG (NULL argument, unknown type, out_path is the
+ * input file), GEIST_E_UNSUPPORTED (type not writable, a tensor type geist cannot read),
+ * GEIST_E_FILE_NOT_FOUND, GEIST_E_IO, GEIST_E_FORMAT (input), GEIST_E_IO (output), GEIST_E_OOM. */
+geist_status geist_quantize(const char* in_path, const char* out_path, const char* type,
+                            geist_progress_fn progress_fn, void* progress_user, char* err_buf,
+                            size_t err_cap);
+
 /* ---------------------------------------------------------------------------------------- */
 /* Snapshots (format: docs/SNAPSHOT_FORMAT.md). An image restores into any session of the same
  * model (same snapshot_id) and KV mode whose max_seq_len holds its tokens, and that session

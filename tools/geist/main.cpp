@@ -20,6 +20,7 @@ const Verb kVerbs[] = {
     {geist_cli::tokenize_spec, geist_cli::cmd_tokenize},
     {geist_cli::info_spec, geist_cli::cmd_info},
     {geist_cli::mkmodel_spec, geist_cli::cmd_mkmodel},
+    {geist_cli::quantize_spec, geist_cli::cmd_quantize},
     {geist_cli::demo_spec, geist_cli::cmd_demo},
     {geist_cli::bench_spec, geist_cli::cmd_bench},
     {geist_cli::bench_snapshot_spec, geist_cli::cmd_bench_snapshot},
