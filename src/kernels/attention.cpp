@@ -34,7 +34,7 @@ void attention(const AttentionShape& s, const float* q, int64_t q_stride, int32_
         simd::attn_dot_rows(qh, s.head_dim_k, 1, kp, s.head_dim_k, &dot);
         scores[p] = dot * s.scale;
       }
-      softmax(scores, n_pos);
+      simd::attn_softmax(scores, n_pos);
       float* oh = out + t * out_stride + static_cast<int64_t>(h) * s.head_dim_v;
       for (int32_t d = 0; d < s.head_dim_v; ++d) oh[d] = 0;
       for (int32_t p = 0; p < n_pos; ++p) {

@@ -37,13 +37,19 @@ const float* direct_f32(const KvSource& src, int32_t p, int32_t off) {
 }
 
 // ---- SIMD path --------------------------------------------------------------------------------
-// Query heads of one kv head are processed together, up to kMaxNq at a time, so each K/V row is
-// decoded once for all of them. Q8/Q4 rows are never un-rotated: with M = H / sqrt(B) symmetric
-// and orthonormal, q . (M y) = (M q) . y, so q is rotated once per item and dotted with the
-// decoded codes y; likewise sum_p w_p M y_p = M sum_p w_p y_p, so V codes are accumulated in the
-// rotated domain and rotated back once at the end.
+// A work item is a tile: up to kTileQ queries, the heads of one kv head (or a chunk of them) for
+// a few consecutive tokens, so each K/V row slice is decoded once for all of them. Every
+// query's scores, softmax and value sums run the same operations in the same order whatever
+// else is in its tile (the SIMD kernels compute each row alone), so results do not depend on
+// how tokens are tiled. Causal ranges differ inside a tile: queries are ordered token-major,
+// so the queries that see position p are a suffix of the tile.
+// Q8/Q4 rows are never un-rotated: with M = H / sqrt(B) symmetric and orthonormal,
+// q . (M y) = (M q) . y, so q is rotated once per item and dotted with the decoded codes y;
+// likewise sum_p w_p M y_p = M sum_p w_p y_p, so V codes are accumulated in the rotated domain
+// and rotated back once at the end.
 
-constexpr int32_t kMaxNq = 4;
+constexpr int32_t kMaxNq = 4;   // query heads of a decode item (one token)
+constexpr int32_t kTileQ = 16;  // queries of a prefill item
 
 // Floats of the longest run of whole blocks covering one head slice: a slice that does not start
 // on a block boundary (heads of 48 in blocks of 32) touches up to two extra partial blocks.
@@ -88,36 +94,50 @@ void seg_range(const KvSource& src, bool hi, int32_t n_pos, int32_t* pa, int32_t
   *pb = hi ? n_pos : split;
 }
 
-// Everything one (token, kv head, query-head chunk) item reads and writes.
-struct Item {
-  const float* q;  // [nq][n], query head j at q + j * n
+// Everything one tile reads and writes. Query j is head j % hq of token j / hq of the tile.
+struct Tile {
+  const float* q;  // [nq][n_k] the tile's queries, copied contiguous
   float* scores;   // [nq][kv_len], row j at scores + j * kv_len
   int64_t kv_len;
-  int nq;
-  int32_t n_pos;  // positions attended: [0, n_pos)
-  float* qrot;    // [nq][width] scratch for the rotated queries
-  float* buf;     // [width] one decoded row slice
-  int32_t width;  // cover_width
+  int nq;          // queries
+  int hq;          // query heads per token
+  int32_t p_full;  // positions [0, p_full) are seen by every query (the first token's range)
+  int32_t n_pos;   // positions of the last token: [0, n_pos)
+  float* qrot;     // [nq][width] scratch for the rotated queries
+  float* buf;      // [width] one decoded row slice
+  float* w;        // [nq] one position's weights
+  float* dots;     // [nq] one position's raw dots
+  float* gsc;      // [nq][kKvBlock] CH group scores
+  int32_t width;   // cover_width
+
+  // First query that attends position p (the rest of the tile does too).
+  int first(int32_t p) const { return p < p_full ? 0 : (p - p_full + 1) * hq; }
+  // Positions query j attends: [0, n_pos_of(j)).
+  int32_t n_pos_of(int j) const { return p_full + j / hq; }
 };
 
-// The item's q_j . R_p c for keys relative to a KvKeyRef, as uw[j] . cs_p + cst[j]:
+// The tile's q_j . R_p c for keys relative to a KvKeyRef, as uw[j] . cs_p + cst[j]:
 // uw[j] = (q_a c_a + q_b c_b, q_b c_a - q_a c_b) per rotated pair (a, b) of the head, cst[j]
 // = q_j . c over the head's channels RoPE leaves alone.
 struct RefDots {
   const float* cs = nullptr;  // [positions][n_rot]
   int32_t n_rot = 0;
   const float* uw = nullptr;  // [nq][n_rot]
-  float cst[kMaxNq] = {};
+  float* cst = nullptr;       // [nq]
+  float* cd = nullptr;        // [nq] scratch: one position's uw[j] . cs_p
 };
 
-// Fills rd for the item's queries over channels [off, off + n) (one head). uw: [kMaxNq][n_rot].
-void ref_prepare(const KvKeyRef& ref, int32_t off, int32_t n, const Item& it, float* uw,
-                 RefDots* rd) {
+// Fills rd for the tile's queries over channels [off, off + n) (one head). uw: [nq][n_rot],
+// cst and cd: [nq].
+void ref_prepare(const KvKeyRef& ref, int32_t off, int32_t n, const Tile& it, float* uw, float* cst,
+                 float* cd, RefDots* rd) {
   GEIST_CHECK(ref.n_rot == 0 || (ref.head_dim == n && off % n == 0 && ref.n_rot <= n),
               "attention_kv: a key reference needs whole heads");
   rd->cs = ref.cs;
   rd->n_rot = ref.n_rot;
   rd->uw = uw;
+  rd->cst = cst;
+  rd->cd = cd;
   const int32_t half = ref.n_rot / 2;
   const int32_t stride_pair = ref.neox ? 1 : 2, second = ref.neox ? half : 1;
   for (int j = 0; j < it.nq; ++j) {
@@ -129,43 +149,66 @@ void ref_prepare(const KvKeyRef& ref, int32_t off, int32_t n, const Item& it, fl
       uw[j * ref.n_rot + 2 * i] = q[a] * ca + q[b] * cb;
       uw[j * ref.n_rot + 2 * i + 1] = q[b] * ca - q[a] * cb;
     }
-    float cst = 0;
+    float c = 0;
     for (int32_t d = ref.n_rot; d < n; ++d)
-      cst += q[d] * fp16_to_fp32(load_u16(ref.c + (off + d) * 2));
-    rd->cst[j] = cst;
+      c += q[d] * fp16_to_fp32(load_u16(ref.c + (off + d) * 2));
+    cst[j] = c;
   }
 }
 
-// Scores of positions [pa, pb) of one segment against the item's queries over channels
-// [off, off + n): scores[j][p] = scale * q_j . k_p (rd: keys relative to a reference, whose
-// q_j . R_p c is added).
+// Decodes row p's values [off, off + n) of a row segment that is not rotated; returns them
+// (in place for aligned F32 rows, else in buf).
+const float* plain_row(const KvSource& src, const KvSegment& s, int bits, int32_t p, int32_t off,
+                       int32_t n, float* buf) {
+  const uint8_t* row = s.data + seg_row(s, p) * s.row_bytes;
+  if (s.enc == KvEnc::F32) return f32_span(row, off, n, buf);
+  if (s.enc == KvEnc::F16) {
+    simd::attn_widen_f16(row + off * 2, n, buf);
+    return buf;
+  }
+  if (bits != 0) {
+    const Cover cv = cover_of(off, n, s.block);
+    simd::attn_decode_blocks(bits, row + cv.first * block_bytes(s.enc, s.block), cv.nb, s.block,
+                             buf);
+    return buf + cv.skip;
+  }
+  kv_dequantize(src, p, off, n, buf);
+  return buf;
+}
+
+// Scores of positions [pa, pb) of one segment against the tile's queries over channels
+// [off, off + n): scores[j][p] = scale * q_j . k_p for the queries that see p (rd: keys
+// relative to a reference, whose q_j . R_p c is added).
 void segment_scores(const KvSource& src, const KvSegment& s, int32_t pa, int32_t pb, int32_t off,
-                    int32_t n, float scale, const Item& it, const RefDots* rd) {
+                    int32_t n, float scale, const Tile& it, const RefDots* rd) {
   if (pa >= pb) return;
-  float dots[kMaxNq];
-  const auto put = [&](int32_t p) {
+  float* dots = it.dots;
+  const auto put = [&](int32_t p, int j0) {
     if (rd != nullptr) {
-      float cd[kMaxNq] = {};
+      float* cd = rd->cd;
       if (rd->n_rot > 0) {
-        simd::attn_dot_rows(rd->uw, rd->n_rot, it.nq, rd->cs + int64_t{p} * rd->n_rot, rd->n_rot,
-                            cd);
+        simd::attn_dot_rows(rd->uw + j0 * rd->n_rot, rd->n_rot, it.nq - j0,
+                            rd->cs + int64_t{p} * rd->n_rot, rd->n_rot, cd + j0);
+      } else {
+        std::fill(cd + j0, cd + it.nq, 0.0f);
       }
-      for (int j = 0; j < it.nq; ++j) dots[j] += cd[j] + rd->cst[j];
+      for (int j = j0; j < it.nq; ++j) dots[j] += cd[j] + rd->cst[j];
     }
-    for (int j = 0; j < it.nq; ++j) it.scores[j * it.kv_len + p] = dots[j] * scale;
+    for (int j = j0; j < it.nq; ++j) it.scores[j * it.kv_len + p] = dots[j] * scale;
   };
   const int bits = decode_bits(s.enc);
   if (s.enc == KvEnc::CH4 || s.enc == KvEnc::CH2) {
     const int64_t bb = block_bytes(s.enc, kKvBlock);
-    float g_scores[kMaxNq * kKvBlock];  // [nq][kKvBlock]
     for (int32_t p = pa; p < pb;) {
       const int32_t r = p - s.first, grp = r / kKvBlock;
-      simd::attn_ch_group_scores(enc_bits(s.enc), s.data + grp * bb * s.n_chan, bb, off, n, it.q, n,
-                                 it.nq, g_scores);
+      const int g0 = it.first(p);
+      simd::attn_ch_group_scores(enc_bits(s.enc), s.data + grp * bb * s.n_chan, bb, off, n,
+                                 it.q + g0 * n, n, it.nq - g0, it.gsc + g0 * kKvBlock);
       const int32_t end = std::min(pb, p + (kKvBlock - r % kKvBlock));
       for (; p < end; ++p) {
-        for (int j = 0; j < it.nq; ++j) dots[j] = g_scores[j * kKvBlock + (p - s.first) % kKvBlock];
-        put(p);
+        const int j0 = it.first(p);
+        for (int j = j0; j < it.nq; ++j) dots[j] = it.gsc[j * kKvBlock + (p - s.first) % kKvBlock];
+        put(p, j0);
       }
     }
     return;
@@ -182,77 +225,73 @@ void segment_scores(const KvSource& src, const KvSegment& s, int32_t pa, int32_t
       for (int32_t b = 0; b < len; b += B) fwht(qr + b, B);
     }
     for (int32_t p = pa; p < pb; ++p) {
+      const int j0 = it.first(p);
       const uint8_t* row = s.data + seg_row(s, p) * s.row_bytes;
       simd::attn_decode_blocks(bits, row + cv.first * bb, cv.nb, B, it.buf);
-      simd::attn_dot_rows(it.qrot, it.width, it.nq, it.buf, len, dots);
-      put(p);
+      simd::attn_dot_rows(it.qrot + j0 * it.width, it.width, it.nq - j0, it.buf, len, dots + j0);
+      put(p, j0);
     }
     return;
   }
   for (int32_t p = pa; p < pb; ++p) {
-    const uint8_t* row = s.data + seg_row(s, p) * s.row_bytes;
-    const float* x = it.buf;
-    if (s.enc == KvEnc::F32) {
-      x = f32_span(row, off, n, it.buf);
-    } else if (s.enc == KvEnc::F16) {
-      simd::attn_widen_f16(row + off * 2, n, it.buf);
-    } else if (bits != 0) {
-      const Cover cv = cover_of(off, n, s.block);
-      simd::attn_decode_blocks(bits, row + cv.first * block_bytes(s.enc, s.block), cv.nb, s.block,
-                               it.buf);
-      x = it.buf + cv.skip;
-    } else {
-      kv_dequantize(src, p, off, n, it.buf);
-    }
-    simd::attn_dot_rows(it.q, n, it.nq, x, n, dots);
-    put(p);
+    const int j0 = it.first(p);
+    const float* x = plain_row(src, s, bits, p, off, n, it.buf);
+    simd::attn_dot_rows(it.q + j0 * n, n, it.nq - j0, x, n, dots + j0);
+    put(p, j0);
   }
 }
 
-// out[j][0, n) += sum_p scores[j][p] * v_p over channels [off, off + n) of the positions
-// [pa, pb) of one segment. Rotated segments accumulate their codes into acc_rot[j] (stride
-// width) instead, for one rotation at the end; returns whether it did.
+// acc[j][0, n) += sum_p scores[j][p] * v_p over channels [off, off + n) of the positions
+// [pa, pb) of one segment, for the queries that see p. Rotated segments accumulate their codes
+// into acc_rot[j] (stride width) instead, for one rotation at the end; returns whether it did.
 bool segment_values(const KvSource& src, const KvSegment& s, int32_t pa, int32_t pb, int32_t off,
-                    int32_t n, const Item& it, float* out, float* acc_rot) {
-  float w[kMaxNq];
-  const auto weights = [&](int32_t p) {
-    for (int j = 0; j < it.nq; ++j) w[j] = it.scores[j * it.kv_len + p];
-  };
+                    int32_t n, const Tile& it, float* acc, float* acc_rot) {
   const int bits = decode_bits(s.enc);
   const bool rot = is_rotated(s.enc);
+  float* w = it.w;
   for (int32_t p = pa; p < pb; ++p) {
-    weights(p);
-    const uint8_t* row = s.data + seg_row(s, p) * s.row_bytes;
+    const int j0 = it.first(p);
+    for (int j = j0; j < it.nq; ++j) w[j] = it.scores[j * it.kv_len + p];
     if (rot) {
+      const uint8_t* row = s.data + seg_row(s, p) * s.row_bytes;
       const Cover cv = cover_of(off, n, s.block);
       simd::attn_decode_blocks(bits, row + cv.first * block_bytes(s.enc, s.block), cv.nb, s.block,
                                it.buf);
-      simd::attn_axpy_rows(w, it.nq, it.buf, cv.nb * s.block, acc_rot, it.width);
+      simd::attn_axpy_rows(w + j0, it.nq - j0, it.buf, cv.nb * s.block, acc_rot + j0 * it.width,
+                           it.width);
       continue;
     }
-    const float* x = it.buf;
-    if (s.enc == KvEnc::F32) {
-      x = f32_span(row, off, n, it.buf);
-    } else if (s.enc == KvEnc::F16) {
-      simd::attn_widen_f16(row + off * 2, n, it.buf);
-    } else if (bits != 0) {
-      const Cover cv = cover_of(off, n, s.block);
-      simd::attn_decode_blocks(bits, row + cv.first * block_bytes(s.enc, s.block), cv.nb, s.block,
-                               it.buf);
-      x = it.buf + cv.skip;
-    } else {
-      kv_dequantize(src, p, off, n, it.buf);
-    }
-    simd::attn_axpy_rows(w, it.nq, x, n, out, n);
+    const float* x = plain_row(src, s, bits, p, off, n, it.buf);
+    simd::attn_axpy_rows(w + j0, it.nq - j0, x, n, acc + j0 * n, n);
   }
   return rot && pa < pb;
 }
 
+// How attention_kv() tiles a call of n_tok tokens: hq query heads of a kv head for tt
+// consecutive tokens per item.
+struct Tiling {
+  int32_t hq, tt;
+};
+
+Tiling tiling_of(const AttentionShape& s, int32_t n_tok) {
+  const int32_t group = s.n_head / s.n_head_kv;
+  // A single token keeps decode's chunks of four heads: more items for the threads.
+  if (n_tok <= 1) return {std::min(group, kMaxNq), 1};
+  const int32_t hq = std::min(group, kTileQ);
+  return {hq, std::max(1, kTileQ / hq)};
+}
+
+// Floats of one thread's scratch for tiles of up to kTileQ queries.
+size_t tile_scratch_floats(const AttentionShape& s, int32_t kv_len) {
+  const size_t width = static_cast<size_t>(cover_width(s));
+  const size_t per_q = static_cast<size_t>(kv_len) + 2 * static_cast<size_t>(s.head_dim_k) +
+                       2 * width + static_cast<size_t>(s.head_dim_v) + 4 + kKvBlock;
+  return kTileQ * per_q + width;
+}
 }  // namespace
 
 size_t attention_kv_scratch_floats(const AttentionShape& s, int32_t kv_len, int n_threads) {
-  return (kMaxNq * static_cast<size_t>(kv_len) + 13 * static_cast<size_t>(cover_width(s))) *
-         static_cast<size_t>(n_threads);
+  return tile_scratch_floats(s, kv_len) * static_cast<size_t>(n_threads);
 }
 
 void attention_kv_reference(const AttentionShape& s, const float* q, int64_t q_stride,
@@ -315,58 +354,79 @@ void attention_kv(const AttentionShape& s, const float* q, int64_t q_stride, int
   GEIST_CHECK(!is_rotated(v.lo.enc) || !is_rotated(v.hi.enc) || v.lo.block == v.hi.block,
               "attention_kv: rotated V segments with different blocks");
   const int32_t group = s.n_head / s.n_head_kv;
-  const int32_t n_chunks = (group + kMaxNq - 1) / kMaxNq;
+  const Tiling tl = tiling_of(s, n_tok);
+  const int32_t n_chunks = (group + tl.hq - 1) / tl.hq;
+  const int32_t n_tiles = (n_tok + tl.tt - 1) / tl.tt;
   const int32_t kv_len = pos0 + n_tok;
   const int32_t width = cover_width(s);
-  const size_t per_thread = attention_kv_scratch_floats(s, kv_len, 1);
-  const int64_t per_tok = int64_t{s.n_head_kv} * n_chunks;
-  const int64_t n_items = n_tok * per_tok;
+  const int32_t nk = s.head_dim_k, nv = s.head_dim_v;
+  const size_t per_thread = tile_scratch_floats(s, kv_len);
+  const int64_t per_tile = int64_t{s.n_head_kv} * n_chunks;
+  const int64_t n_items = n_tiles * per_tile;
   pool.run([&](int ti, int nt) {
     float* base = scratch + static_cast<size_t>(ti) * per_thread;
-    Item it;
-    it.scores = base;  // [kMaxNq][kv_len]
+    Tile it;
+    it.scores = base;  // [kTileQ][kv_len]
     it.kv_len = kv_len;
-    it.qrot = it.scores + kMaxNq * kv_len;  // [kMaxNq][width]
-    it.buf = it.qrot + kMaxNq * width;      // [width]
-    float* acc_rot = it.buf + width;        // [kMaxNq][width]
-    float* uw = acc_rot + kMaxNq * width;   // [kMaxNq][n_rot <= head_dim_k] (RefDots)
+    float* qt = it.scores + int64_t{kTileQ} * kv_len;  // [kTileQ][nk]
+    it.qrot = qt + kTileQ * nk;                        // [kTileQ][width]
+    float* acc_rot = it.qrot + kTileQ * width;         // [kTileQ][width]
+    float* acc = acc_rot + kTileQ * width;             // [kTileQ][nv]
+    float* uw = acc + kTileQ * nv;                     // [kTileQ][n_rot <= nk] (RefDots)
+    it.dots = uw + kTileQ * nk;                        // [kTileQ]
+    it.w = it.dots + kTileQ;                           // [kTileQ]
+    float* cst = it.w + kTileQ;                        // [kTileQ]
+    float* cd = cst + kTileQ;                          // [kTileQ]
+    it.gsc = cd + kTileQ;                              // [kTileQ][kKvBlock]
+    it.buf = it.gsc + kTileQ * kKvBlock;               // [width]
     it.width = width;
-    const int64_t begin = n_items * ti / nt;
-    const int64_t end = n_items * (ti + 1) / nt;
-    for (int64_t item = begin; item < end; ++item) {
-      const int32_t t = static_cast<int32_t>(item / per_tok);
-      const int32_t g = static_cast<int32_t>(item % per_tok / n_chunks);
+    it.q = qt;
+    // Items dealt round-robin: later tiles attend more positions, so contiguous ranges would
+    // leave the last thread the most work. The assignment never changes a result.
+    for (int64_t item = ti; item < n_items; item += nt) {
+      const int32_t t0 = static_cast<int32_t>(item / per_tile) * tl.tt;
+      const int32_t g = static_cast<int32_t>(item % per_tile / n_chunks);
       const int32_t chunk = static_cast<int32_t>(item % n_chunks);
-      const int32_t h0 = g * group + chunk * kMaxNq;
-      it.nq = std::min(kMaxNq, group - chunk * kMaxNq);
-      it.n_pos = pos0 + t + 1;  // causal: keys [0, pos0 + t]
-      it.q = q + t * q_stride + static_cast<int64_t>(h0) * s.head_dim_k;
-      const int32_t koff = g * s.head_dim_k, voff = g * s.head_dim_v;
+      const int32_t h0 = g * group + chunk * tl.hq;
+      const int32_t n_t = std::min(tl.tt, n_tok - t0);
+      it.hq = std::min(tl.hq, group - chunk * tl.hq);
+      it.nq = n_t * it.hq;
+      it.p_full = pos0 + t0 + 1;  // causal: token t0 + i sees keys [0, pos0 + t0 + i]
+      it.n_pos = it.p_full + n_t - 1;
+      for (int32_t i = 0; i < n_t; ++i) {
+        std::memcpy(qt + int64_t{i} * it.hq * nk,
+                    q + (t0 + i) * q_stride + static_cast<int64_t>(h0) * nk,
+                    static_cast<size_t>(it.hq) * nk * sizeof(float));
+      }
+      const int32_t koff = g * nk, voff = g * nv;
       RefDots rd;
-      if (k.ref.c != nullptr) ref_prepare(k.ref, koff, s.head_dim_k, it, uw, &rd);
+      if (k.ref.c != nullptr) ref_prepare(k.ref, koff, nk, it, uw, cst, cd, &rd);
       for (int hi = 0; hi < 2; ++hi) {
         int32_t pa, pb;
         seg_range(k, hi != 0, it.n_pos, &pa, &pb);
-        segment_scores(k, hi ? k.hi : k.lo, pa, pb, koff, s.head_dim_k, s.scale, it,
+        segment_scores(k, hi ? k.hi : k.lo, pa, pb, koff, nk, s.scale, it,
                        !hi && k.ref.c != nullptr ? &rd : nullptr);
       }
-      for (int j = 0; j < it.nq; ++j) softmax(it.scores + j * kv_len, it.n_pos);
-      float* oh = out + t * out_stride + static_cast<int64_t>(h0) * s.head_dim_v;  // [nq][hd_v]
-      std::fill(oh, oh + static_cast<int64_t>(it.nq) * s.head_dim_v, 0.0f);
+      for (int j = 0; j < it.nq; ++j) simd::attn_softmax(it.scores + j * kv_len, it.n_pos_of(j));
+      std::fill(acc, acc + static_cast<int64_t>(it.nq) * nv, 0.0f);
       std::fill(acc_rot, acc_rot + static_cast<int64_t>(it.nq) * width, 0.0f);
       bool any_rot = false;
       for (int hi = 0; hi < 2; ++hi) {
         int32_t pa, pb;
         seg_range(v, hi != 0, it.n_pos, &pa, &pb);
-        any_rot |= segment_values(v, hi ? v.hi : v.lo, pa, pb, voff, s.head_dim_v, it, oh, acc_rot);
+        any_rot |= segment_values(v, hi ? v.hi : v.lo, pa, pb, voff, nv, it, acc, acc_rot);
       }
-      if (!any_rot) continue;
       const KvSegment& rs = is_rotated(v.lo.enc) ? v.lo : v.hi;
-      const Cover cv = cover_of(voff, s.head_dim_v, rs.block);
+      const Cover cv = any_rot ? cover_of(voff, nv, rs.block) : Cover{0, 0, 0};
       for (int j = 0; j < it.nq; ++j) {
-        float* acc = acc_rot + j * width;
-        for (int32_t b = 0; b < cv.nb * rs.block; b += rs.block) fwht(acc + b, rs.block);
-        for (int32_t d = 0; d < s.head_dim_v; ++d) oh[j * s.head_dim_v + d] += acc[cv.skip + d];
+        float* a = acc + j * nv;  // [nv] query j's output, copied to out once complete
+        if (any_rot) {
+          float* ar = acc_rot + j * width;
+          for (int32_t b = 0; b < cv.nb * rs.block; b += rs.block) fwht(ar + b, rs.block);
+          for (int32_t d = 0; d < nv; ++d) a[d] += ar[cv.skip + d];
+        }
+        float* oh = out + (t0 + j / it.hq) * out_stride + static_cast<int64_t>(h0 + j % it.hq) * nv;
+        std::memcpy(oh, a, static_cast<size_t>(nv) * sizeof(float));
       }
     }
   });

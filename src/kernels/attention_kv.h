@@ -117,9 +117,11 @@ size_t attention_kv_scratch_floats(const AttentionShape& s, int32_t kv_len, int 
 // inputs (and the CPU's SIMD target), never on n_tok, pos0's split into calls or threads.
 // When every position is F32, the result is bitwise that of attention(). Head g of a row is
 // values [g * head_dim, (g + 1) * head_dim).
-// SIMD (kernels/simd/attention_simd.h): work is split over (token, kv head, chunk of up to 4
-// of its query heads), each K/V row slice decoded once per chunk. Q8/Q4 keys are scored
-// against the block-rotated query and Q8/Q4 values accumulated rotated, then rotated back
+// SIMD (kernels/simd/attention_simd.h): work is split into tiles of up to 16 queries, the
+// query heads of one kv head for consecutive tokens (one token and up to 4 heads when n_tok is
+// 1), each K/V row slice decoded once per tile; the softmax uses a vectorised exp (<= 1 ulp off
+// std::exp). Every query runs the same operations whatever else is in its tile. Q8/Q4 keys are
+// scored against the block-rotated query and Q8/Q4 values accumulated rotated, then rotated back
 // once; KIVI key groups are scored 32 positions at a time. Relative keys (src.ref) get
 // q . R_p c as a dot of (q_a c_a + q_b c_b, q_b c_a - q_a c_b) per pair with (cos, sin) per pair,
 // plus q . c over the channels RoPE leaves alone.

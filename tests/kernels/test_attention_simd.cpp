@@ -2,7 +2,8 @@
 // attention_kv() vs attention_kv_reference() for every KV encoding (and mixed lo/hi sources),
 // attention() vs attention_reference(), on random shapes with odd head sizes, blocks that span
 // heads and GQA groups that are not a multiple of the 4-head chunk. Plus the determinism the
-// KV cache relies on: a row's bits do not depend on the batch split or the thread count.
+// KV cache relies on: a row's bits do not depend on the batch split or the thread count, nor on
+// how the kernel tiles tokens (prefill items hold several tokens with different causal ranges).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "base/thread_pool.h"
 #include "kernels/attention.h"
 #include "kernels/attention_kv.h"
+#include "kernels/simd/attention_simd.h"
 
 namespace geist {
 namespace {
@@ -29,8 +31,17 @@ struct Shape {
 // Shapes with head sizes that are not multiples of the 8-lane vector (12, 20, 5/7), heads of 48
 // whose 32-blocks span two heads, group sizes 1, 3, 4 and 6 (chunks of 4 + 2).
 const Shape kShapes[] = {
-    {{8, 2, 64, 64, 0.125f}, 9, 30}, {{6, 1, 12, 12, 0.3f}, 5, 37}, {{6, 2, 48, 48, 0.15f}, 4, 61},
-    {{3, 3, 20, 20, 0.2f}, 7, 26},   {{12, 2, 8, 8, 0.35f}, 3, 70}, {{4, 1, 16, 24, 0.25f}, 6, 33},
+    {{8, 2, 64, 64, 0.125f}, 9, 30},
+    {{6, 1, 12, 12, 0.3f}, 5, 37},
+    {{6, 2, 48, 48, 0.15f}, 4, 61},
+    {{3, 3, 20, 20, 0.2f}, 7, 26},
+    {{12, 2, 8, 8, 0.35f}, 3, 70},
+    {{4, 1, 16, 24, 0.25f}, 6, 33},
+    // Prefill from position 0 over many tiles with a short last one (37 tokens): group 4 (tiles
+    // of 4 tokens), group 1 (16 tokens), group 20 (more heads than one tile holds), odd sizes.
+    {{8, 2, 64, 64, 0.125f}, 37, 0},
+    {{2, 2, 12, 12, 0.3f}, 37, 5},
+    {{20, 1, 16, 16, 0.25f}, 3, 9},
 };
 
 struct Mode {
@@ -184,6 +195,81 @@ TEST(AttentionSimd, RowsBitwiseIndependentOfSplitAndThreads) {
           EXPECT_EQ(std::memcmp(got.data(), all.data(), all.size() * 4), 0)
               << m.name << " threads " << threads << " piece " << piece;
         }
+      }
+    }
+  }
+}
+
+// Each token of a prefill call against the same token run alone (a decode step with pos0 = its
+// position): the tiles of the prefill call mix tokens whose causal ranges differ.
+TEST(AttentionSimd, PrefillTilesBitwiseEqualSingleTokens) {
+  uint32_t seed = 300;
+  for (const Mode& m : kModes) {
+    const Shape c = {{8, 2, 24, 24, 0.2f}, 41, 33};
+    const Data d = make_data(c, m, seed++);
+    const std::vector<float> all = run_kv(attention_kv, c, d, 2, c.n_tok);
+    const std::vector<float> one = run_kv(attention_kv, c, d, 2, 1);
+    EXPECT_EQ(std::memcmp(one.data(), all.data(), all.size() * 4), 0) << m.name;
+  }
+}
+
+// The vectorised softmax against its definition in double: exp within 1 ulp and a sum in a
+// different order leave each weight within a few ulps; lengths cover vector tails and long rows.
+TEST(AttentionSimd, SoftmaxMatchesDouble) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 6.0f);
+  for (int64_t n : {1, 2, 7, 8, 9, 15, 16, 17, 63, 200, 1031}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& f : x) f = nd(rng);
+    double mx = -INFINITY, sum = 0;
+    for (float f : x) mx = std::max(mx, static_cast<double>(f));
+    for (float f : x) sum += std::exp(static_cast<double>(f) - mx);
+    std::vector<float> y = x;
+    simd::attn_softmax(y.data(), n);
+    double total = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double want = std::exp(static_cast<double>(x[static_cast<size_t>(i)]) - mx) / sum;
+      // x - max is rounded to f32 first (as in ops.h softmax): up to 2^-24 |x - max| of
+      // relative error in the weight, on top of the exp's ulp and the sum's few ulps.
+      const double d = std::fabs(static_cast<double>(x[static_cast<size_t>(i)]) - mx);
+      EXPECT_NEAR(y[static_cast<size_t>(i)], want, want * (1.2e-7 * d + 5e-7) + 1e-37)
+          << n << " " << i;
+      total += y[static_cast<size_t>(i)];
+    }
+    EXPECT_NEAR(total, 1.0, 1e-5) << n;
+  }
+}
+
+// attn_dot_rows / attn_axpy_rows over more than four rows (the tile kernels pass whole tiles):
+// every row's result is bitwise that of the row processed alone.
+TEST(AttentionSimd, RowKernelsIndependentOfRowCount) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int64_t n : {5, 8, 24, 64, 67, 128}) {
+    const int nq = 11;
+    std::vector<float> q(static_cast<size_t>(nq * n)), x(static_cast<size_t>(n)), w(nq);
+    for (float& f : q) f = nd(rng);
+    for (float& f : x) f = nd(rng);
+    for (float& f : w) f = nd(rng);
+    std::vector<float> dots(nq), acc(q);
+    simd::attn_dot_rows(q.data(), n, nq, x.data(), n, dots.data());
+    simd::attn_axpy_rows(w.data(), nq, x.data(), n, acc.data(), n);
+    for (int j = 0; j < nq; ++j) {
+      float one;
+      simd::attn_dot_rows(q.data() + j * n, n, 1, x.data(), n, &one);
+      EXPECT_EQ(std::memcmp(&one, &dots[static_cast<size_t>(j)], 4), 0) << n << " " << j;
+      double want = 0;
+      for (int64_t i = 0; i < n; ++i)
+        want += double{q[static_cast<size_t>(j * n + i)]} * x[static_cast<size_t>(i)];
+      EXPECT_NEAR(one, want, 1e-5 * static_cast<double>(n)) << n << " " << j;
+      std::vector<float> row(q.begin() + j * n, q.begin() + (j + 1) * n);
+      simd::attn_axpy_rows(&w[static_cast<size_t>(j)], 1, x.data(), n, row.data(), n);
+      EXPECT_EQ(std::memcmp(row.data(), acc.data() + j * n, static_cast<size_t>(n) * 4), 0)
+          << n << " " << j;
+      for (int64_t i = 0; i < n; ++i) {
+        const size_t at = static_cast<size_t>(j * n + i);
+        EXPECT_NEAR(row[static_cast<size_t>(i)],
+                    q[at] + w[static_cast<size_t>(j)] * x[static_cast<size_t>(i)], 1e-5);
       }
     }
   }

@@ -5,9 +5,12 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // foreach_target must come first.
 #include "hwy/highway.h"
+// math-inl.h (Exp) needs highway.h before it.
+#include "hwy/contrib/math/math-inl.h"
 
 #ifndef GEIST_KERNELS_SIMD_ATTENTION_SIMD_ONCE
 #define GEIST_KERNELS_SIMD_ATTENTION_SIMD_ONCE
+#include <cmath>
 #include <cstring>
 
 #include "base/status.h"
@@ -40,42 +43,87 @@ using DI8 = hn::Rebind<int8_t, DF>;
 using DU8 = hn::Rebind<uint8_t, DF>;
 using DH = hn::Rebind<hwy::float16_t, DF>;
 
+// Lane sums of v[0..3] into out[0..3], by a transposing tree: out[j] =
+// ((v_j[0] + v_j[2]) + (v_j[1] + v_j[3])) + (the same over lanes 4..7), a fixed tree for each
+// vector whatever the other three hold.
+HWY_INLINE void SumOfLanes4(DF df, const hn::Vec<DF>* v, float* out) {
+#if HWY_TARGET == HWY_SCALAR
+  for (int j = 0; j < 4; ++j) out[j] = hn::GetLane(v[j]);
+#else
+  const hn::Repartition<uint64_t, DF> d64;
+  const auto ab = hn::Add(hn::InterleaveLower(df, v[0], v[1]), hn::InterleaveUpper(df, v[0], v[1]));
+  const auto cd = hn::Add(hn::InterleaveLower(df, v[2], v[3]), hn::InterleaveUpper(df, v[2], v[3]));
+  const auto lo =
+      hn::BitCast(df, hn::InterleaveLower(d64, hn::BitCast(d64, ab), hn::BitCast(d64, cd)));
+  const auto hi =
+      hn::BitCast(df, hn::InterleaveUpper(d64, hn::BitCast(d64, ab), hn::BitCast(d64, cd)));
+  const auto t = hn::Add(lo, hi);  // [sum0 sum1 sum2 sum3] per 128-bit block
+  if constexpr (hn::MaxLanes(DF()) == 8) {
+    const hn::Half<DF> dh;
+    hn::StoreU(hn::Add(hn::LowerHalf(dh, t), hn::UpperHalf(dh, t)), dh, out);
+  } else {
+    hn::StoreU(t, df, out);
+  }
+#endif
+}
+
 template <int NQ>
 void DotRowsN(const float* q, int64_t q_stride, const float* x, int64_t n, float* out) {
   const DF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  hn::Vec<DF> acc[NQ];
-  for (int j = 0; j < NQ; ++j) acc[j] = hn::Zero(df);
+  hn::Vec<DF> acc[4];
+  for (int j = 0; j < 4; ++j) acc[j] = hn::Zero(df);
   int64_t i = 0;
   for (; i + N <= n; i += N) {
     const auto xv = hn::LoadU(df, x + i);
     for (int j = 0; j < NQ; ++j)
       acc[j] = hn::MulAdd(hn::LoadU(df, q + j * q_stride + i), xv, acc[j]);
   }
+  float sums[4];
+  SumOfLanes4(df, acc, sums);
   for (int j = 0; j < NQ; ++j) {
     float tail = 0.0f;
     for (int64_t k = i; k < n; ++k) tail += q[j * q_stride + k] * x[k];
-    out[j] = hn::GetLane(hn::SumOfLanes(df, acc[j])) + tail;
+    out[j] = sums[j] + tail;
   }
 }
 
+// Rows in groups of four: each row's sum runs the same chain whatever the group, so the split
+// into groups does not change any result.
 void DotRows(const float* q, int64_t q_stride, int nq, const float* x, int64_t n, float* out) {
-  switch (nq) {
+  int j = 0;
+  for (; j + 4 <= nq; j += 4) DotRowsN<4>(q + j * q_stride, q_stride, x, n, out + j);
+  switch (nq - j) {
     case 1:
-      return DotRowsN<1>(q, q_stride, x, n, out);
+      return DotRowsN<1>(q + j * q_stride, q_stride, x, n, out + j);
     case 2:
-      return DotRowsN<2>(q, q_stride, x, n, out);
+      return DotRowsN<2>(q + j * q_stride, q_stride, x, n, out + j);
     case 3:
-      return DotRowsN<3>(q, q_stride, x, n, out);
+      return DotRowsN<3>(q + j * q_stride, q_stride, x, n, out + j);
     default:
-      return DotRowsN<4>(q, q_stride, x, n, out);
+      return;
   }
 }
 
+// Each output element is one chain of multiply-adds in call order, so neither nq nor the
+// loop order over rows changes a result. Rows of 64 values keep x in registers.
 void AxpyRows(const float* w, int nq, const float* x, int64_t n, float* acc, int64_t acc_stride) {
   const DF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   int64_t i = 0;
+  if (n >= 8 * N) {
+    for (; i + 8 * N <= n; i += 8 * N) {
+      hn::Vec<DF> xv[8];
+      for (int u = 0; u < 8; ++u) xv[u] = hn::LoadU(df, x + i + u * N);
+      for (int j = 0; j < nq; ++j) {
+        const auto wv = hn::Set(df, w[j]);
+        float* a = acc + j * acc_stride + i;
+        for (int u = 0; u < 8; ++u) {
+          hn::StoreU(hn::MulAdd(wv, xv[u], hn::LoadU(df, a + u * N)), df, a + u * N);
+        }
+      }
+    }
+  }
   for (; i + N <= n; i += N) {
     const auto xv = hn::LoadU(df, x + i);
     for (int j = 0; j < nq; ++j) {
@@ -86,6 +134,39 @@ void AxpyRows(const float* w, int nq, const float* x, int64_t n, float* acc, int
   for (int j = 0; j < nq; ++j) {
     for (int64_t k = i; k < n; ++k) acc[j * acc_stride + k] += w[j] * x[k];
   }
+}
+
+// max, then e_i = exp(x_i - max) (Highway's Exp, <= 1 ulp) summed in N lanes (lane l takes
+// i % N == l; the tail is padded with -inf-like values whose exp is exactly 0) reduced by
+// SumOfLanes, then scaled by 1 / sum. Fixed order for a given n.
+void Softmax(float* x, int64_t n) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  auto vmax = hn::Set(df, -HUGE_VALF);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) vmax = hn::Max(vmax, hn::LoadU(df, x + i));
+  float mx = hn::GetLane(hn::MaxOfLanes(df, vmax));
+  for (int64_t k = i; k < n; ++k) mx = x[k] > mx ? x[k] : mx;
+  const auto m = hn::Set(df, mx);
+  auto vsum = hn::Zero(df);
+  i = 0;
+  for (; i + N <= n; i += N) {
+    const auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, x + i), m));
+    hn::StoreU(e, df, x + i);
+    vsum = hn::Add(vsum, e);
+  }
+  if (i < n) {
+    HWY_ALIGN float tail[8];
+    for (int64_t k = 0; k < N; ++k) tail[k] = i + k < n ? x[i + k] - mx : -1000.0f;
+    const auto e = hn::Exp(df, hn::Load(df, tail));
+    hn::Store(e, df, tail);
+    vsum = hn::Add(vsum, e);
+    for (int64_t k = i; k < n; ++k) x[k] = tail[k - i];
+  }
+  const auto inv = hn::Set(df, 1.0f / hn::GetLane(hn::SumOfLanes(df, vsum)));
+  i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(df, x + i), inv), df, x + i);
+  for (; i < n; ++i) x[i] *= hn::GetLane(inv);
 }
 
 void WidenF16(const uint8_t* src, int64_t n, float* dst) {
@@ -203,16 +284,17 @@ HWY_EXPORT(AxpyRows);
 HWY_EXPORT(WidenF16);
 HWY_EXPORT(DecodeBlocks);
 HWY_EXPORT(ChGroupScores);
+HWY_EXPORT(Softmax);
 
 void attn_dot_rows(const float* q, int64_t q_stride, int nq, const float* x, int64_t n,
                    float* out) {
-  GEIST_CHECK(nq >= 1 && nq <= 4, "attn_dot_rows: nq must be 1..4");
+  GEIST_CHECK(nq >= 1, "attn_dot_rows: nq must be positive");
   HWY_DYNAMIC_DISPATCH(DotRows)(q, q_stride, nq, x, n, out);
 }
 
 void attn_axpy_rows(const float* w, int nq, const float* x, int64_t n, float* acc,
                     int64_t acc_stride) {
-  GEIST_CHECK(nq >= 1 && nq <= 4, "attn_axpy_rows: nq must be 1..4");
+  GEIST_CHECK(nq >= 1, "attn_axpy_rows: nq must be positive");
   HWY_DYNAMIC_DISPATCH(AxpyRows)(w, nq, x, n, acc, acc_stride);
 }
 
@@ -231,8 +313,17 @@ void attn_decode_blocks(int bits, const uint8_t* src, int nb, int32_t block, flo
 void attn_ch_group_scores(int bits, const uint8_t* group, int64_t block_bytes, int32_t off,
                           int32_t n, const float* q, int64_t q_stride, int nq, float* out) {
   GEIST_CHECK(bits == 4 || bits == 2, "attn_ch_group_scores: bits must be 4 or 2");
-  GEIST_CHECK(nq >= 1 && nq <= 4, "attn_ch_group_scores: nq must be 1..4");
-  HWY_DYNAMIC_DISPATCH(ChGroupScores)(bits, group, block_bytes, off, n, q, q_stride, nq, out);
+  GEIST_CHECK(nq >= 1, "attn_ch_group_scores: nq must be positive");
+  // Groups of four queries: each query's scores are computed alone inside the kernel.
+  for (int j = 0; j < nq; j += 4) {
+    HWY_DYNAMIC_DISPATCH(ChGroupScores)
+    (bits, group, block_bytes, off, n, q + j * q_stride, q_stride, nq - j < 4 ? nq - j : 4,
+     out + j * 32);
+  }
+}
+
+void attn_softmax(float* x, int64_t n) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(Softmax)(x, n);
 }
 
 }  // namespace geist::simd

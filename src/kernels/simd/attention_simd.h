@@ -12,10 +12,10 @@
 
 namespace geist::simd {
 
-// out[j] = sum_i q[j * q_stride + i] * x[i] for j < nq (1..4), i < n (any n, tails included).
+// out[j] = sum_i q[j * q_stride + i] * x[i] for j < nq (>= 1), i < n (any n, tails included).
 void attn_dot_rows(const float* q, int64_t q_stride, int nq, const float* x, int64_t n, float* out);
 
-// acc[j * acc_stride + i] += w[j] * x[i] for j < nq (1..4), i < n (any n).
+// acc[j * acc_stride + i] += w[j] * x[i] for j < nq (>= 1), i < n (any n).
 void attn_axpy_rows(const float* w, int nq, const float* x, int64_t n, float* acc,
                     int64_t acc_stride);
 
@@ -32,8 +32,12 @@ void attn_decode_blocks(int bits, const uint8_t* src, int nb, int32_t block, flo
 
 // Raw scores of the 32 positions of one CH4 / CH2 group (bits 4 or 2) over channels
 // [off, off + n): out[j * 32 + r] = sum_c q[j * q_stride + c - off] * (min_c + scale_c * q_c[r]),
-// for j < nq (1..4). The channel blocks are at group + c * block_bytes.
+// for j < nq (>= 1). The channel blocks are at group + c * block_bytes.
 void attn_ch_group_scores(int bits, const uint8_t* group, int64_t block_bytes, int32_t off,
                           int32_t n, const float* q, int64_t q_stride, int nq, float* out);
+
+// In place: x[i] = exp(x[i] - max) / sum (see ops.h softmax) with a vectorised exp (<= 1 ulp
+// off std::exp) and the sum taken in vector lanes; a fixed order for a given n.
+void attn_softmax(float* x, int64_t n);
 
 }  // namespace geist::simd
