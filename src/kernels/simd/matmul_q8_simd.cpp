@@ -286,6 +286,8 @@ GEIST_VNNI_ATTR void DotQ8PanelsVnni(const uint8_t* src, size_t row_bytes, int c
 // bytes are broadcast, so each vpdpbusd adds 4 products to each of 16 rows' block sums: no
 // horizontal adds. Up to two tokens share each weight load. Two accumulators per plane keep
 // the dependency chains short; the sums are exact, so their order does not matter.
+constexpr int64_t kPrefetchBlocks = 16;  // distance of the decode kernel's software prefetch
+
 template <bool kQ4, int T>
 GEIST_VNNI_ATTR void GroupTileVnni(const uint8_t* grp, int64_t nb, int64_t n_in, const int8_t* q,
                                    const float* dx, const int32_t* sx, __m512 acc[T]) {
@@ -296,6 +298,11 @@ GEIST_VNNI_ATTR void GroupTileVnni(const uint8_t* grp, int64_t nb, int64_t n_in,
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = grp + b * kStride;
+    // Each weight byte is read once: fetch a few blocks ahead so the stream of a matrix that
+    // is cold in cache starts at full speed (the prefetchers ramp up per 4 KiB page).
+    for (int64_t l = 0; l < kStride; l += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetchBlocks * kStride + l), _MM_HINT_T0);
+    }
     __m512i s1[T][2], s2[T][2];  // [token][chain]: coarse and fine plane sums
     for (int t = 0; t < T; ++t) {
       s1[t][0] = s1[t][1] = s2[t][0] = s2[t][1] = _mm512_setzero_si512();
