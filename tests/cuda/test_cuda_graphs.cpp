@@ -3,7 +3,10 @@
 // of a session launching every op plainly (GEIST_CUDA_GRAPHS=0, GEIST_CUDA_FUSE=0), which
 // the other CUDA tests hold against the CPU oracle and the external references. The
 // schedule crosses the cases that change what a step captures: a long prefill between
-// decode steps (scratch regrows), a restart at position 0 (Qwen3.5 resets its state).
+// decode steps (scratch regrows), a restart at position 0 (Qwen3.5 resets its state). Graphs
+// are captured once and replayed at later positions where the KV layout allows (row modes:
+// positions read on the device), and captured at every step where it does not (KIVI, q4):
+// both are held to plain launches in several KV modes.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -47,13 +50,14 @@ struct ScheduleResult {
 
 // prompt, 20 greedy steps, a long prefill of fixed pseudo-random ids, 12 greedy steps, then
 // one token at position 0 and 8 greedy steps.
-ScheduleResult run_schedule(const ArchModel& m, bool plain, const std::vector<int32_t>& prompt) {
+ScheduleResult run_schedule(const ArchModel& m, bool plain, const std::vector<int32_t>& prompt,
+                            KvMode kv_mode) {
   ScheduleResult r;
   const int32_t nv = m.info().n_vocab;
   std::unique_ptr<ArchState> state;
   {
     PlainLaunches env(plain);
-    const Status st = m.create_state(512, &state);
+    const Status st = m.create_state(512, kv_mode, &state);
     EXPECT_TRUE(st.is_ok()) << st.message();
     if (!st) return r;
   }
@@ -96,7 +100,11 @@ ScheduleResult run_schedule(const ArchModel& m, bool plain, const std::vector<in
   return r;
 }
 
-void expect_bitwise(const std::string& name, bool expect_stats) {
+// How many one-token steps must replay a graph without capturing it (stats of qwen35 only).
+enum class Replays { UNCHECKED, MOST, NONE };
+
+void expect_bitwise(const std::string& name, KvMode kv_mode, Replays replays) {
+  SCOPED_TRACE(name + " kv " + kv_mode_name(kv_mode));
   qwen35_test::Loaded l;
   {
     Status st = GgufFile::open(fixture_path("models/" + name), &l.file);
@@ -107,8 +115,8 @@ void expect_bitwise(const std::string& name, bool expect_stats) {
   const std::vector<int32_t> prompt = qwen35_test::json_int_array(
       read_text_file(fixture_path("reference/stories260K/prompt1.json")), "prompt_tokens");
   ASSERT_GE(prompt.size(), 2u);
-  const ScheduleResult plain = run_schedule(*l.model, true, prompt);
-  const ScheduleResult graph = run_schedule(*l.model, false, prompt);
+  const ScheduleResult plain = run_schedule(*l.model, true, prompt, kv_mode);
+  const ScheduleResult graph = run_schedule(*l.model, false, prompt, kv_mode);
   ASSERT_EQ(plain.logits.size(), graph.logits.size());
   const size_t nv = static_cast<size_t>(l.model->info().n_vocab);
   int first_diff = -1;
@@ -121,28 +129,42 @@ void expect_bitwise(const std::string& name, bool expect_stats) {
   }
   EXPECT_EQ(first_diff, -1) << name << ": logits of forward " << first_diff << " differ";
   EXPECT_EQ(plain.tokens, graph.tokens);
-  if (expect_stats) {
-    std::printf("    %s: graph steps %lld, plain steps %lld, capture failures %lld\n", name.c_str(),
-                static_cast<long long>(graph.stats.graph_steps),
-                static_cast<long long>(graph.stats.plain_steps),
-                static_cast<long long>(graph.stats.capture_failures));
-    // 40 one-token steps; the first, and the first after the restart's warm-up, run plainly.
+  if (replays != Replays::UNCHECKED) {
+    std::printf(
+        "    %s kv %s: graph steps %lld (replayed %lld), plain steps %lld, capture "
+        "failures %lld\n",
+        name.c_str(), kv_mode_name(kv_mode), static_cast<long long>(graph.stats.graph_steps),
+        static_cast<long long>(graph.stats.replays),
+        static_cast<long long>(graph.stats.plain_steps),
+        static_cast<long long>(graph.stats.capture_failures));
+    // 41 one-token steps; the first runs plainly (it sizes the buffers).
     EXPECT_GE(graph.stats.graph_steps, 35);
     EXPECT_EQ(graph.stats.capture_failures, 0);
     EXPECT_EQ(plain.stats.graph_steps, 0);
+    // Row modes: captures only at the first step, after the long prefill (its token ids moved
+    // to a larger scratch) and around a centred cache's position 0.
+    if (replays == Replays::MOST) {
+      EXPECT_GE(graph.stats.replays, 32);
+    } else {
+      EXPECT_EQ(graph.stats.replays, 0);
+    }
   }
 }
 
 TEST(CudaGraphs, LlamaGraphStepsBitwiseEqualPlainLaunches) {
   GEIST_REQUIRE_FIXTURES();
   GEIST_REQUIRE_CUDA();
-  expect_bitwise("stories260K.gguf", false);
+  for (KvMode m : {KvMode::F32, KvMode::F16, KvMode::Q8, KvMode::Q4, KvMode::KIVI4}) {
+    expect_bitwise("stories260K.gguf", m, Replays::UNCHECKED);
+  }
 }
 
 TEST(CudaGraphs, Qwen35GraphStepsBitwiseEqualPlainLaunches) {
   GEIST_REQUIRE_FIXTURES();
   GEIST_REQUIRE_CUDA();
-  expect_bitwise("stories-qwen35-f32.gguf", true);
+  expect_bitwise("stories-qwen35-f32.gguf", KvMode::F32, Replays::MOST);
+  expect_bitwise("stories-qwen35-f32.gguf", KvMode::Q8, Replays::MOST);
+  expect_bitwise("stories-qwen35-f32.gguf", KvMode::KIVI4, Replays::NONE);
 }
 
 }  // namespace

@@ -73,10 +73,17 @@ cudaError_t rms_norm(cudaStream_t s, const float* x, int64_t x_stride, const flo
 cudaError_t add_rms_norm(cudaStream_t s, float* x, const float* res, const float* w, float* y,
                          int64_t y_stride, int32_t n_rows, int64_t n, float eps);
 
-// rope() for n_tok tokens at positions pos0 + t; angles in double. p.freq_factors is a device
-// address or nullptr.
-cudaError_t rope(cudaStream_t s, float* x, int64_t x_stride, int32_t n_tok, int32_t n_head,
-                 int32_t head_dim, int32_t pos0, const RopeParams& p);
+// rope() for n_tok tokens at positions pos0 + t (+ *pos_dev when pos_dev is not null: the
+// position of a replayed graph step, read on the device); angles in double. p.freq_factors
+// is a device address or nullptr. Tensors a and b (b.n_head 0: none; q and k of a layer,
+// disjoint) turn in one launch, each element bitwise as in a launch of its own.
+struct RopeTensor {
+  float* x = nullptr;  // token t's heads at x + t * x_stride, [n_head][head_dim]
+  int64_t x_stride = 0;
+  int32_t n_head = 0;
+};
+cudaError_t rope(cudaStream_t s, const RopeTensor& a, const RopeTensor& b, int32_t n_tok,
+                 int32_t head_dim, int32_t pos0, const int32_t* pos_dev, const RopeParams& p);
 
 cudaError_t add(cudaStream_t s, float* y, const float* x, int64_t n);
 cudaError_t swiglu(cudaStream_t s, const float* gate, const float* up, float* out, int64_t n);
@@ -109,15 +116,19 @@ struct KvDevSrc {
 // (row i at dst + i * dst_row_bytes) in a row encoding with blocks of `block` values, bitwise
 // the CPU's bytes. ref: nullptr, or n_embd device halves subtracted from every row first
 // (Q8 / Q4 keys relative to position 0's key: x - float(ref), as KvCache::write).
+// row_dev: nullptr, or a device int32 of rows to skip in dst first (a replayed graph step's
+// position; the rows land at dst + (*row_dev + i) * dst_row_bytes).
 cudaError_t kv_encode_rows(cudaStream_t s, KvEnc enc, int32_t block, const float* src,
                            int64_t src_stride, int32_t n, int32_t n_embd, const uint16_t* ref,
-                           uint8_t* dst, int64_t dst_row_bytes);
+                           uint8_t* dst, int64_t dst_row_bytes, const int32_t* row_dev = nullptr);
 
 // kv_encode_rows of keys at positions pos0 + i minus R_p c (ref: KvKeyRef with device
 // addresses), bitwise KvCache::write's q4 key rows.
+// row_dev as above, only with ref.n_rot == 0.
 cudaError_t kv_encode_rows_rel(cudaStream_t s, KvEnc enc, int32_t block, const float* src,
                                int64_t src_stride, int32_t n, int32_t n_embd, const KvKeyRef& ref,
-                               int32_t pos0, uint8_t* dst, int64_t dst_row_bytes);
+                               int32_t pos0, uint8_t* dst, int64_t dst_row_bytes,
+                               const int32_t* row_dev = nullptr);
 
 // KIVI: quantizes one full group from its f16 residual rows, as KvCache's quantize_group:
 // keys per channel (kv_quantize_group, k_enc CH4 / CH2) into k_dst (one group), values per row
@@ -135,9 +146,10 @@ cudaError_t kv_attention_setup();
 // queries at pos0 + t, t < n_tok. Rotated encodings (Q8 / Q8A / Q4) need head dims that are
 // multiples of their block (cudaErrorInvalidValue otherwise); head_dim_v <= 256.
 // A row's bits depend only on its query, its position and the KV bytes it reads, never on
-// n_tok or pos0 (kv_attn_cuda.cu says how).
+// n_tok or pos0 (kv_attn_cuda.cu says how). pos_dev: nullptr, or a device int32 added to pos0
+// in the kernel (a replayed graph step's position).
 cudaError_t kv_attention(cudaStream_t s, const AttentionShape& sh, const float* q, int64_t q_stride,
                          int32_t n_tok, int32_t pos0, const KvDevSrc& k, const KvDevSrc& v,
-                         float* out, int64_t out_stride);
+                         float* out, int64_t out_stride, const int32_t* pos_dev = nullptr);
 
 }  // namespace geist::cuda

@@ -136,6 +136,32 @@ class CudaKvStore final : public KvStore {
     GEIST_CHECK(pos >= 0 && n >= 0 && pos + n <= max_seq_len_,
                 "cuda kv attend: positions out of range");
     core_->flush();  // a held-back op of the stream goes first, as for every op
+    // Row layouts (but for a centred cache's first key) write and read at offsets of the
+    // position alone: a graph step can take it from the device (StreamCore::pos_ref) and be
+    // replayed at any position. KIVI's groups and q4's window bake positions into the launches.
+    const bool relative = !kivi() && !windowed() && !(centered() && pos == 0);
+    if (core_->mode != StepMode::PLAIN) {
+      Layer& l = layers_[static_cast<size_t>(il)];
+      int32_t off = pos;
+      const int32_t* pd = relative ? core_->pos_ref(pos, &off) : nullptr;
+      const bool skip =
+          relative ? core_->note_op(kRecAttend, il, mode_, s.n_head, s.n_head_kv, s.head_dim_k,
+                                    s.head_dim_v, s.scale, q, q_stride, n, off, pd, k, k_stride, v,
+                                    v_stride, out, out_stride, l.k, l.v, l.k_ref)
+                   : core_->note_absolute();
+      if (skip) {  // a replayed step: the graph writes the rows
+        if (n > 0) l.written_end = pos + n;
+        return;
+      }
+      if (relative) {
+        if (!write(il, pos, n, k, k_stride, v, v_stride, off, pd)) return;
+        KvDevSrc ks, vs;
+        view(il, pos + n, &ks, &vs);
+        core_->ok(kv_attention(core_->stream, s, q, q_stride, n, off, ks, vs, out, out_stride, pd),
+                  "kv attention kernel launch");
+        return;
+      }
+    }
     const int32_t end = pos + n;
     for (int32_t a = pos; a < end;) {
       int32_t b = end;
@@ -148,7 +174,10 @@ class CudaKvStore final : public KvStore {
         b = std::min(end, std::max(63, (a + 1) / 32 * 32 + 31));
       }
       const int64_t i = a - pos;
-      if (!write(il, a, b - a, k + i * k_stride, k_stride, v + i * v_stride, v_stride)) return;
+      if (!write(il, a, b - a, k + i * k_stride, k_stride, v + i * v_stride, v_stride, a,
+                 nullptr)) {
+        return;
+      }
       KvDevSrc ks, vs;
       view(il, b, &ks, &vs);
       if (!core_->ok(kv_attention(core_->stream, s, q + i * q_stride, q_stride, b - a, a, ks, vs,
@@ -259,8 +288,10 @@ class CudaKvStore final : public KvStore {
 
   // Positions [pos, pos + n) of layer il into the store (KvCache::write); within one KIVI group
   // (attend's pieces never cross one). False when a launch failed (recorded on the stream).
+  // Row layouts put the rows at row_off (+ *row_dev when set: a graph step's position read on
+  // the device) instead of pos.
   bool write(int32_t il, int32_t pos, int32_t n, const float* k, int64_t k_stride, const float* v,
-             int64_t v_stride) {
+             int64_t v_stride, int32_t row_off, const int32_t* row_dev) {
     Layer& l = layers_[static_cast<size_t>(il)];
     const int32_t nk = l.spec.n_embd_k, nv = l.spec.n_embd_v;
     cudaStream_t st = core_->stream;
@@ -319,12 +350,12 @@ class CudaKvStore final : public KvStore {
           a += len;
         }
       } else if (!core_->ok(kv_encode_rows(st, enc_.k, l.k_block, k, k_stride, n, nk, ref,
-                                           l.k + int64_t{pos} * l.k_row, l.k_row),
+                                           l.k + int64_t{row_off} * l.k_row, l.k_row, row_dev),
                             "kv store K kernel launch")) {
         return false;
       }
       if (!core_->ok(kv_encode_rows(st, enc_.v, l.v_block, v, v_stride, n, nv, nullptr,
-                                    l.v + int64_t{pos} * l.v_row, l.v_row),
+                                    l.v + int64_t{row_off} * l.v_row, l.v_row, row_dev),
                      "kv store V kernel launch")) {
         return false;
       }

@@ -17,6 +17,27 @@ StreamCore::~StreamCore() {
     cudaStreamSynchronize(stream);  // buffers freed after this may still be in use otherwise
     cudaStreamDestroy(stream);
   }
+  if (pos_dev != nullptr) cudaFree(pos_dev);
+}
+
+bool StreamCore::note(std::initializer_list<uint64_t> words) {
+  if (mode == StepMode::CAPTURE) {
+    record.insert(record.end(), words);
+    return false;
+  }
+  if (mode != StepMode::REPLAY) return false;
+  for (const uint64_t w : words) {
+    if (cursor >= record.size() || record[cursor] != w) mismatch = true;
+    ++cursor;
+  }
+  return true;
+}
+
+bool StreamCore::note_absolute() {
+  if (mode == StepMode::CAPTURE) absolute = true;
+  if (mode != StepMode::REPLAY) return false;
+  mismatch = true;
+  return true;
 }
 
 bool StreamCore::ok(cudaError_t e, const char* what) {
@@ -40,6 +61,18 @@ void StreamCore::flush() {
     ok(cuda::matmul_batch(stream, held.out, n, held.x, held.x_stride, held.n_tok),
        "matmul kernel launch");
   }
+  if (rope.n_tok > 0) {
+    const PendingRope r = rope;
+    rope.n_tok = 0;
+    ok(cuda::rope(stream, r.t, RopeTensor{}, r.n_tok, r.head_dim, r.pos_off, r.pos_dev, r.p),
+       "rope kernel launch");
+  }
+  if (l2.n_tok > 0) {
+    const PendingL2 q = l2;
+    l2.n_tok = 0;
+    cuda::l2_norm_heads(stream, q.x, q.x_stride, q.n_tok, q.n_heads, q.d, q.eps, q.scale);
+    ok(cudaGetLastError(), "l2_norm_heads kernel launch");
+  }
   if (pending.n == 0) return;
   const PendingAdd p = pending;
   pending = PendingAdd{};
@@ -47,7 +80,7 @@ void StreamCore::flush() {
 }
 
 bool StreamCore::plain_only() {
-  if (mode == StepMode::PLAIN) return true;
+  if (mode == StepMode::PLAIN) return true;  // CAPTURE / REPLAY: the step fails
   step_failed = true;
   return false;
 }
@@ -119,12 +152,16 @@ class Scratch {
     if (!core.ok(cudaMalloc(&p, want), what)) return nullptr;
     p_ = p;
     cap_ = want;
+    ++gen_;
     return p_;
   }
+  // Allocations made so far (a graph made before the last one must not run again).
+  uint64_t gen() const { return gen_; }
 
  private:
   void* p_ = nullptr;  // device bytes [cap_]
   size_t cap_ = 0;
+  uint64_t gen_ = 0;
 };
 
 // Page-locked host memory that only grows: the staging of token ids and logits, so their
@@ -148,30 +185,48 @@ class Pinned {
     }
     p_ = p;
     cap_ = bytes;
+    ++gen_;
     return true;
   }
   bool has(size_t bytes) const { return p_ != nullptr && bytes <= cap_; }
   void* get() const { return p_; }
+  // Allocations made so far: a graph's copy node must not outlive the allocation it was made
+  // with, even when a new one lands at the same address.
+  uint64_t gen() const { return gen_; }
 
  private:
   void* p_ = nullptr;  // host bytes [cap_]
   size_t cap_ = 0;
+  uint64_t gen_ = 0;
 };
 
-// Decode steps (forwards of one token) run as CUDA graphs: the step's ops are captured with
-// exactly the launches and arguments a plain step makes, the graph is instantiated once and
-// later captures only update its parameters (cudaGraphExecUpdate), and one cudaGraphLaunch
-// runs the step, so the device executes the ~20 kernels per layer back to back instead of
-// waiting for the host to launch each. Being the same kernels with the same arguments, a
-// graph step is bitwise a plain one. The first one-token step after the stream is created
-// runs plainly, sizing the scratch and staging buffers that a capture cannot allocate.
-// Every step is captured anew because positions are kernel arguments (rope, the KV store's
-// kernels); that costs host time per launch, which reading the position from a device step
-// block in those kernels would save (one capture could then serve every step).
+// Decode steps (forwards of one token) run as CUDA graphs, so the device executes the ~20
+// kernels per layer back to back instead of waiting for the host to launch each. Capture
+// once, replay many: a step is captured (with exactly the launches and arguments a plain
+// step makes, positions read from StreamCore::pos_dev) while each op notes its arguments
+// into the step record; a later step whose ops note the same words (only the position and
+// the token differ) launches nothing while it is issued and replays the graph, after one
+// 4-byte copy of its position into the graph's pinned source. A step whose ops differ (a
+// scratch buffer regrown, another KV layout) is captured again (cudaGraphExecUpdate keeps
+// the instance when only arguments changed). Being the same kernels with the same
+// arguments, a graph step is bitwise a plain one. The first one-token step after the stream
+// is created runs plainly, sizing the scratch and staging buffers that a capture cannot
+// allocate.
 class CudaStream final : public Stream {
  public:
   CudaStream(std::shared_ptr<StreamCore> core, cudaEvent_t staged, bool graphs, bool fuse)
-      : core_(std::move(core)), staged_(staged), graphs_(graphs), fuse_(fuse) {}
+      : core_(std::move(core)), staged_(staged), graphs_(graphs), fuse_(fuse) {
+    // Positions read on the device need their pinned source; without it every graph step is
+    // captured with its positions as arguments.
+    if (graphs_ && step_host_.reserve(sizeof(int32_t))) {
+      void* p = nullptr;
+      if (cudaMalloc(&p, sizeof(int32_t)) == cudaSuccess) {
+        core_->pos_dev = static_cast<int32_t*>(p);
+      } else {
+        cudaGetLastError();
+      }
+    }
+  }
   ~CudaStream() override {
     cudaStreamSynchronize(core_->stream);  // the staging buffers may still be read
     if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
@@ -183,42 +238,78 @@ class CudaStream final : public Stream {
 
   void set_pool(ThreadPool*) override {}
 
-  void begin_forward(const int32_t* /*tokens*/, int32_t n, int32_t /*pos*/) override {
-    core_->flush();
-    core_->mode = StepMode::PLAIN;
-    core_->step_failed = false;
+  void begin_forward(const int32_t* /*tokens*/, int32_t n, int32_t pos) override {
+    StreamCore& c = *core_;
+    c.flush();
+    c.mode = StepMode::PLAIN;
+    c.step_failed = false;
+    c.step_pos = pos;
     logits_dst_ = nullptr;
     step_n_ = n;
     in_step_ = true;
-    if (!graphs_ || n != 1 || !warm_ || retry_plain_ || !core_->error.is_ok()) return;
+    if (!graphs_ || n != 1 || !warm_ || retry_plain_ || !c.error.is_ok()) return;
     // The staging buffers are rewritten by this step: the last step's copies must be done.
-    if (!core_->ok(cudaEventSynchronize(staged_), "cudaEventSynchronize(staging)")) return;
-    if (cudaStreamBeginCapture(core_->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+    if (!c.ok(cudaEventSynchronize(staged_), "cudaEventSynchronize(staging)")) return;
+    if (c.pos_dev != nullptr) *static_cast<int32_t*>(step_host_.get()) = pos;
+    if (exec_ != nullptr && exec_gen_ != buffers_gen()) {
+      // A buffer the graph copies to or from was allocated anew since its capture (a prefill
+      // grew it): the graph is instantiated afresh rather than replayed or updated.
+      cudaGraphExecDestroy(exec_);
+      exec_ = nullptr;
+      exec_generic_ = false;
+    }
+    if (exec_ != nullptr && exec_generic_ && !recapture_) {
+      c.mode = StepMode::REPLAY;
+      c.cursor = 0;
+      c.mismatch = false;
+      return;
+    }
+    if (cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
       cudaGetLastError();
       graphs_ = false;  // capture is not possible here: plain launches from now on
       return;
     }
-    core_->mode = StepMode::CAPTURE;
+    c.mode = StepMode::CAPTURE;
+    c.record.clear();
+    c.absolute = false;
+    if (c.pos_dev != nullptr) {
+      c.ok(cudaMemcpyAsync(c.pos_dev, step_host_.get(), sizeof(int32_t), cudaMemcpyHostToDevice,
+                           c.stream),
+           "cudaMemcpyAsync(step position)");
+    }
   }
 
   bool end_forward() override {
-    core_->flush();
+    StreamCore& c = *core_;
+    c.flush();
     in_step_ = false;
-    if (core_->mode == StepMode::PLAIN) {
+    if (c.mode == StepMode::PLAIN) {
       ++stats_.plain_steps;
-      if (step_n_ == 1 && core_->error.is_ok()) warm_ = true;
+      if (step_n_ == 1 && c.error.is_ok()) warm_ = true;
       retry_plain_ = false;
       return true;
     }
-    core_->mode = StepMode::PLAIN;
+    if (c.mode == StepMode::REPLAY) {
+      c.mode = StepMode::PLAIN;
+      if (c.mismatch || c.step_failed || c.cursor != c.record.size()) {
+        recapture_ = true;  // nothing ran: the caller issues the step again, captured
+        return false;
+      }
+      ++stats_.replays;
+      launch_graph();
+      return true;
+    }
+    c.mode = StepMode::PLAIN;
     cudaGraph_t g = nullptr;
-    const cudaError_t e = cudaStreamEndCapture(core_->stream, &g);
-    bool good = e == cudaSuccess && g != nullptr && !core_->step_failed && instantiate(g);
+    const cudaError_t e = cudaStreamEndCapture(c.stream, &g);
+    bool good = e == cudaSuccess && g != nullptr && !c.step_failed && instantiate(g);
     if (g != nullptr) cudaGraphDestroy(g);
+    recapture_ = false;
     if (!good) {
       cudaGetLastError();  // capture failures are not errors of the session
       if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
       exec_ = nullptr;
+      exec_generic_ = false;
       if (++stats_.capture_failures >= kMaxCaptureFailures) {
         graphs_ = false;
         std::fprintf(stderr, "geist: cuda: decode steps of this session run without graphs\n");
@@ -226,13 +317,9 @@ class CudaStream final : public Stream {
       retry_plain_ = true;  // nothing ran: the caller issues the step again, plainly
       return false;
     }
-    ++stats_.graph_steps;
-    bool ran = core_->ok(cudaGraphLaunch(exec_, core_->stream), "cudaGraphLaunch") &&
-               core_->ok(cudaEventRecord(staged_, core_->stream), "cudaEventRecord(staging)");
-    if (logits_dst_ != nullptr) {
-      ran = ran && core_->ok(cudaStreamSynchronize(core_->stream), "cudaStreamSynchronize(logits)");
-      copy_logits_out(ran);
-    }
+    exec_generic_ = !c.absolute && c.pos_dev != nullptr;
+    exec_gen_ = buffers_gen();
+    launch_graph();
     return true;
   }
 
@@ -263,6 +350,7 @@ class CudaStream final : public Stream {
   }
   void fill_zero(void* device_dst, size_t n) override {
     core_->flush();
+    if (core_->note_op(kRecFillZero, device_dst, n)) return;
     if (n > 0) core_->ok(cudaMemsetAsync(device_dst, 0, n, core_->stream), "cudaMemsetAsync");
   }
   Status create_kv(KvMode mode, const std::vector<KvLayerSpec>& layers, int32_t max_seq_len,
@@ -272,7 +360,8 @@ class CudaStream final : public Stream {
   }
 
   // The ids go through page-locked staging with an asynchronous copy: no wait for the device
-  // (except for the previous step's copy out of the same staging, long done by then).
+  // (except for the previous step's copy out of the same staging, long done by then). A
+  // replayed step only writes its ids into the staging that the graph's copy reads.
   void get_rows(const WeightMatrix& w, const int32_t* ids, int32_t n, float* out) override {
     core_->flush();
     if (n <= 0) return;
@@ -291,6 +380,10 @@ class CudaStream final : public Stream {
       return;
     }
     std::memcpy(ids_host_.get(), ids, bytes);
+    if (core_->note_op(kRecGetRows, w.type, w.data, w.n_in, w.n_out, w.row_bytes, w.layout, n, out,
+                       dev_ids, ids_host_.get())) {
+      return;
+    }
     const bool good = core_->ok(
         cudaMemcpyAsync(dev_ids, ids_host_.get(), bytes, cudaMemcpyHostToDevice, core_->stream),
         "cudaMemcpyAsync(token ids)");
@@ -307,6 +400,10 @@ class CudaStream final : public Stream {
   // device with their neighbours. Each output is bitwise the same either way.
   void matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int32_t n_tok, float* y,
               int64_t y_stride) override {
+    if (core_->note_op(kRecMatmul, w.type, w.data, w.n_in, w.n_out, w.row_bytes, w.layout, x,
+                       x_stride, n_tok, y, y_stride)) {
+      return;
+    }
     const int64_t x_len = n_tok > 0 ? (n_tok - 1) * x_stride + w.n_in : 0;  // floats x spans
     const int64_t y_len = n_tok > 0 ? (n_tok - 1) * y_stride + w.n_out : 0;
     if (!fuse_ || !in_step_ || !cuda::matmul_batchable(w, n_tok) || !disjoint(y, y_len, x, x_len)) {
@@ -340,24 +437,29 @@ class CudaStream final : public Stream {
     const size_t total = row * static_cast<size_t>(n_tok);
     auto* tmp =
         static_cast<float*>(y_tmp_.get(*core_, total, "matmul_to_host scratch"));  // [n_tok][n_out]
-    bool good = tmp != nullptr &&
-                core_->ok(cuda::matmul(core_->stream, w, x, x_stride, n_tok, tmp, w.n_out),
-                          "matmul kernel launch");
-    const bool staged =
-        n_tok == 1 &&
-        (core_->mode == StepMode::CAPTURE ? logits_host_.has(total) : logits_host_.reserve(total));
-    if (core_->mode == StepMode::CAPTURE) {
+    if (core_->mode != StepMode::PLAIN) {
+      const bool staged = n_tok == 1 && logits_host_.has(total);
       if (!staged) core_->step_failed = true;
-      if (!good || !staged) return;
-      core_->ok(
-          cudaMemcpyAsync(logits_host_.get(), tmp, total, cudaMemcpyDeviceToHost, core_->stream),
-          "cudaMemcpyAsync(logits to staging)");
+      const bool replay = core_->note_op(kRecToHost, w.type, w.data, w.n_in, w.n_out, w.row_bytes,
+                                         w.layout, x, x_stride, n_tok, tmp, logits_host_.get());
+      if (tmp == nullptr || !staged) return;
+      const bool good =
+          replay || (core_->ok(cuda::matmul(core_->stream, w, x, x_stride, n_tok, tmp, w.n_out),
+                               "matmul kernel launch") &&
+                     core_->ok(cudaMemcpyAsync(logits_host_.get(), tmp, total,
+                                               cudaMemcpyDeviceToHost, core_->stream),
+                               "cudaMemcpyAsync(logits to staging)"));
+      if (!good) return;
       logits_dst_ = host_y;  // end_forward copies the staged rows out after the launch
       logits_stride_ = y_stride;
       logits_rows_ = n_tok;
       logits_row_bytes_ = row;
       return;
     }
+    bool good = tmp != nullptr &&
+                core_->ok(cuda::matmul(core_->stream, w, x, x_stride, n_tok, tmp, w.n_out),
+                          "matmul kernel launch");
+    const bool staged = n_tok == 1 && logits_host_.reserve(total);
     logits_dst_ = host_y;
     logits_stride_ = y_stride;
     logits_rows_ = n_tok;
@@ -381,6 +483,7 @@ class CudaStream final : public Stream {
   // follows it takes it in (add_rms_norm), saving a launch and a pass over the rows.
   void rms_norm(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride,
                 int32_t n_rows, int64_t n, float eps) override {
+    if (core_->note_op(kRecRmsNorm, x, x_stride, w, y, y_stride, n_rows, n, eps)) return;
     const StreamCore::PendingAdd p = core_->pending;
     const int64_t rows_len = n_rows > 0 ? (n_rows - 1) * y_stride + n : 0;  // floats y spans
     const bool fuse = p.n > 0 && p.y == x && x_stride == n && p.n == n_rows * n &&
@@ -396,13 +499,47 @@ class CudaStream final : public Stream {
     core_->ok(cuda::rms_norm(core_->stream, x, x_stride, w, y, y_stride, n_rows, n, eps),
               "rms_norm kernel launch");
   }
+  // A rope is held back when fusing: the next one (k after q) with the same shape and position
+  // joins it in one launch.
   void rope(float* x, int64_t x_stride, int32_t n_tok, int32_t n_head, int32_t head_dim,
             int32_t pos0, const RopeParams& p) override {
+    int32_t off = 0;
+    const int32_t* pd = core_->pos_ref(pos0, &off);
+    if (core_->note_op(kRecRope, x, x_stride, n_tok, n_head, head_dim, off, pd, p.style, p.n_rot,
+                       p.freq_base, p.freq_scale, p.freq_factors)) {
+      return;
+    }
+    const RopeTensor t{x, x_stride, n_head};
+    StreamCore::PendingRope& r = core_->rope;
+    const auto span = [&](const RopeTensor& u) {  // floats a tensor's rows cover
+      return n_tok > 0 ? (n_tok - 1) * u.x_stride + int64_t{u.n_head} * head_dim : 0;
+    };
+    if (r.n_tok > 0 && r.n_tok == n_tok && r.head_dim == head_dim && r.pos_off == off &&
+        r.pos_dev == pd && r.p.style == p.style && r.p.n_rot == p.n_rot &&
+        r.p.freq_base == p.freq_base && r.p.freq_scale == p.freq_scale &&
+        r.p.freq_factors == p.freq_factors && n_head > 0 &&
+        disjoint(x, span(t), r.t.x, span(r.t))) {
+      const StreamCore::PendingRope q = r;
+      r.n_tok = 0;
+      core_->ok(cuda::rope(core_->stream, q.t, t, n_tok, head_dim, off, pd, p),
+                "rope kernel launch");
+      return;
+    }
     core_->flush();
-    core_->ok(cuda::rope(core_->stream, x, x_stride, n_tok, n_head, head_dim, pos0, p),
+    if (fuse_ && in_step_ && n_tok > 0 && n_head > 0) {
+      r.t = t;
+      r.n_tok = n_tok;
+      r.head_dim = head_dim;
+      r.pos_off = off;
+      r.pos_dev = pd;
+      r.p = p;
+      return;
+    }
+    core_->ok(cuda::rope(core_->stream, t, RopeTensor{}, n_tok, head_dim, off, pd, p),
               "rope kernel launch");
   }
   void add(float* y, const float* x, int64_t n) override {
+    if (core_->note_op(kRecAdd, y, x, n)) return;
     core_->flush();
     // Only inside a forward step: there every later access to y goes through this stream
     // (outside one, a caller may read y by other means right after).
@@ -413,11 +550,13 @@ class CudaStream final : public Stream {
     core_->ok(cuda::add(core_->stream, y, x, n), "add kernel launch");
   }
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override {
+    if (core_->note_op(kRecSwiglu, gate, up, out, n)) return;
     core_->flush();
     core_->ok(cuda::swiglu(core_->stream, gate, up, out, n), "swiglu kernel launch");
   }
   void sigmoid_mul(float* x, int64_t x_stride, const float* gate, int64_t gate_stride,
                    int32_t n_rows, int64_t n) override {
+    if (core_->note_op(kRecSigmoidMul, x, x_stride, gate, gate_stride, n_rows, n)) return;
     core_->flush();
     core_->ok(cuda::sigmoid_mul(core_->stream, x, x_stride, gate, gate_stride, n_rows, n),
               "sigmoid_mul kernel launch");
@@ -427,19 +566,41 @@ class CudaStream final : public Stream {
   // state; it is collected right after each call.
   void deltanet_gates(float* beta, float* g, int32_t n_tok, int32_t n_heads, const float* a,
                       const float* dt_bias) override {
+    if (core_->note_op(kRecGates, beta, g, n_tok, n_heads, a, dt_bias)) return;
     core_->flush();
     cuda::deltanet_gates(core_->stream, beta, g, n_tok, n_heads, a, dt_bias);
     core_->ok(cudaGetLastError(), "deltanet_gates kernel launch");
   }
   void conv1d_silu(const float* x, int64_t x_stride, int32_t n_tok, int64_t n_ch, const float* w,
                    int32_t kernel, float* state, float* out, int64_t out_stride) override {
+    if (core_->note_op(kRecConv, x, x_stride, n_tok, n_ch, w, kernel, state, out, out_stride)) {
+      return;
+    }
     core_->flush();
     cuda::conv1d_silu(core_->stream, x, x_stride, n_tok, n_ch, w, kernel, state, out, out_stride);
     core_->ok(cudaGetLastError(), "conv1d_silu kernel launch");
   }
+  // Held back when fusing: the next call with the same shape (k after q) joins it in one
+  // launch.
   void l2_norm_heads(float* x, int64_t x_stride, int32_t n_tok, int32_t n_heads, int32_t d,
                      float eps, float scale) override {
+    if (core_->note_op(kRecL2Norm, x, x_stride, n_tok, n_heads, d, eps, scale)) return;
+    StreamCore::PendingL2& h = core_->l2;
+    const int64_t len = n_tok > 0 ? (n_tok - 1) * x_stride + int64_t{n_heads} * d : 0;
+    if (h.n_tok > 0 && h.n_tok == n_tok && h.x_stride == x_stride && h.n_heads == n_heads &&
+        h.d == d && h.eps == eps && disjoint(x, len, h.x, len)) {
+      const StreamCore::PendingL2 q = h;
+      h.n_tok = 0;
+      cuda::l2_norm_heads2(core_->stream, q.x, q.scale, x, scale, x_stride, n_tok, n_heads, d, eps);
+      core_->ok(cudaGetLastError(), "l2_norm_heads kernel launch");
+      return;
+    }
     core_->flush();
+    if (fuse_ && in_step_ && n_tok > 0 && n_heads > 0 && d > 0 &&
+        x_stride >= int64_t{n_heads} * d) {
+      h = StreamCore::PendingL2{x, x_stride, n_tok, n_heads, d, eps, scale};
+      return;
+    }
     cuda::l2_norm_heads(core_->stream, x, x_stride, n_tok, n_heads, d, eps, scale);
     core_->ok(cudaGetLastError(), "l2_norm_heads kernel launch");
   }
@@ -451,23 +612,54 @@ class CudaStream final : public Stream {
       scratch = dn_scratch_.get(*core_, bytes, "gated_delta_rule scratch");
       if (scratch == nullptr) return;
     }
+    if (core_->note_op(kRecDelta, a.n_tokens, a.n_k_heads, a.n_v_heads, a.d_k, a.d_v, a.q,
+                       a.q_stride, a.k, a.k_stride, a.v, a.v_stride, a.g, a.beta, a.state, a.out,
+                       a.out_stride, chunk, scratch)) {
+      return;
+    }
     cuda::gated_delta_rule(core_->stream, a, chunk, scratch);
     core_->ok(cudaGetLastError(), "gated_delta_rule kernel launch");
   }
   void rms_norm_gated(const float* x, const float* z, const float* w, int32_t n_rows, int32_t d,
                       float eps, float* out) override {
+    if (core_->note_op(kRecNormGated, x, z, w, n_rows, d, eps, out)) return;
     core_->flush();
     cuda::rms_norm_gated(core_->stream, x, z, w, n_rows, d, eps, out);
     core_->ok(cudaGetLastError(), "rms_norm_gated kernel launch");
   }
 
  private:
+  uint64_t buffers_gen() const {
+    return ids_.gen() + y_tmp_.gen() + dn_scratch_.gen() + ids_host_.gen() + logits_host_.gen();
+  }
+  // Runs the step's graph (exec_), then copies the staged logits out if the step has any.
+  void launch_graph() {
+    StreamCore& c = *core_;
+    ++stats_.graph_steps;
+    bool ran = c.ok(cudaGraphLaunch(exec_, c.stream), "cudaGraphLaunch") &&
+               c.ok(cudaEventRecord(staged_, c.stream), "cudaEventRecord(staging)");
+    if (logits_dst_ != nullptr) {
+      ran = ran && c.ok(cudaStreamSynchronize(c.stream), "cudaStreamSynchronize(logits)");
+      copy_logits_out(ran);
+    }
+  }
   // Makes exec_ run graph g: updates the parameters of the existing instance when the
-  // topology is unchanged (the usual case: only positions differ), else instantiates anew.
+  // topology is unchanged (the usual case: a buffer moved, or a position argument of an
+  // absolute capture), else instantiates anew.
+  // A graph with another node count (a KIVI group filling adds a kernel) cannot be an update
+  // of exec_: it is instantiated directly rather than through a failing update.
   bool instantiate(cudaGraph_t g) {
+    size_t nodes = 0;
+    if (cudaGraphGetNodes(g, nullptr, &nodes) != cudaSuccess) {
+      cudaGetLastError();
+      nodes = 0;
+    }
     if (exec_ != nullptr) {
       cudaGraphExecUpdateResultInfo info{};
-      if (cudaGraphExecUpdate(exec_, g, &info) == cudaSuccess) return true;
+      if (nodes != 0 && nodes == exec_nodes_ &&
+          cudaGraphExecUpdate(exec_, g, &info) == cudaSuccess) {
+        return true;
+      }
       cudaGetLastError();
       cudaGraphExecDestroy(exec_);
       exec_ = nullptr;
@@ -477,6 +669,7 @@ class CudaStream final : public Stream {
       exec_ = nullptr;
       return false;
     }
+    exec_nodes_ = nodes;
     return true;
   }
   // Copies the staged logits rows to their host destination (0xFF bytes when !good).
@@ -502,8 +695,13 @@ class CudaStream final : public Stream {
   Scratch dn_scratch_;  // gated_delta_rule's device scratch
   Pinned ids_host_;     // int32 [n] staged token ids
   Pinned logits_host_;  // float [1][n_out] staged logits of a one-token step
+  Pinned step_host_;    // int32 [1] the graph step's position, copied to core_->pos_dev
 
-  cudaGraphExec_t exec_ = nullptr;  // the decode step's graph, updated at every capture
+  cudaGraphExec_t exec_ = nullptr;  // the decode step's graph
+  bool exec_generic_ = false;       // exec_ reads positions from pos_dev: it may be replayed
+  uint64_t exec_gen_ = 0;           // buffers_gen() when exec_ was captured
+  size_t exec_nodes_ = 0;           // nodes of the graph exec_ was instantiated from
+  bool recapture_ = false;          // the last replay did not match: the repeat is captured
   int32_t step_n_ = 0;              // tokens of the current step
   bool in_step_ = false;            // between begin_forward and end_forward
   bool warm_ = false;               // a plain one-token step has sized the buffers

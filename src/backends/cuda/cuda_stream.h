@@ -4,7 +4,10 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
+#include <initializer_list>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "backends/backend.h"
@@ -17,7 +20,44 @@ namespace geist::cuda {
 //   PLAIN    launched one by one as they are issued.
 //   CAPTURE  recorded into a CUDA graph with the same launches and arguments (nothing runs
 //            yet); end_forward() launches the graph.
-enum class StepMode { PLAIN, CAPTURE };
+//   REPLAY   nothing is launched or recorded: each op only checks that it is the op, with the
+//            arguments, that the current graph was captured from (StreamCore::note);
+//            end_forward() launches that graph when every op matched.
+enum class StepMode { PLAIN, CAPTURE, REPLAY };
+
+// An op argument as one word of a step record (StreamCore::record): pointers by address,
+// floats by their bits, integers and enums by value.
+template <class T>
+uint64_t record_word(T v) {
+  if constexpr (std::is_pointer_v<T>) {
+    return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(v));
+  } else if constexpr (std::is_same_v<T, float>) {
+    uint32_t u;
+    std::memcpy(&u, &v, sizeof u);
+    return u;
+  } else {
+    return static_cast<uint64_t>(v);
+  }
+}
+
+// The first word of each op's entry in a step record.
+enum RecordOp : uint64_t {
+  kRecGetRows = 1,
+  kRecMatmul,
+  kRecToHost,
+  kRecRmsNorm,
+  kRecRope,
+  kRecAdd,
+  kRecSwiglu,
+  kRecSigmoidMul,
+  kRecGates,
+  kRecConv,
+  kRecL2Norm,
+  kRecDelta,
+  kRecNormGated,
+  kRecFillZero,
+  kRecAttend,
+};
 
 // One cudaStream_t and the first CUDA failure seen on it. Shared (shared_ptr) by the
 // CudaStream and the KvStore it creates, so neither outlives the stream they enqueue on,
@@ -34,6 +74,20 @@ struct StreamCore {
 
   StepMode mode = StepMode::PLAIN;
   bool step_failed = false;  // an op of the step being captured could not be recorded
+
+  // Capture once, replay many: a captured step's ops, as words of their arguments (noted by
+  // each op; positions relative to the step's), so that a later step whose ops note the same
+  // words can replay the graph instead of capturing it again. Kernels that depend on the
+  // position read it from pos_dev, which the graph's first node fills from pinned memory, so
+  // one graph serves every position. An op whose launches bake a position in (KIVI and q4
+  // KV writes, the first key of a centred cache) marks the capture `absolute`: such graphs
+  // are captured anew at every step, as before.
+  std::vector<uint64_t> record;  // CAPTURE: appended; REPLAY: compared at `cursor`
+  size_t cursor = 0;
+  bool mismatch = false;       // REPLAY: an op differed from the record
+  bool absolute = false;       // CAPTURE: a launch holds an absolute position
+  int32_t step_pos = 0;        // position of the step's first token
+  int32_t* pos_dev = nullptr;  // device int32 [1]: step_pos while a graph runs (null: none)
 
   // A residual add held back so that the rms_norm after it can run fused with it
   // (CudaStream::add; only inside a forward step); flush() enqueues it before anything else
@@ -55,6 +109,27 @@ struct StreamCore {
     MatmulOut out[kMaxMatmulBatch];
   } held;
 
+  // A rope held back so that the next one (q then k) can run in the same launch
+  // (CudaStream::rope; only inside a forward step); flush() enqueues it.
+  struct PendingRope {
+    RopeTensor t;
+    int32_t n_tok = 0;  // 0: nothing pending
+    int32_t head_dim = 0;
+    int32_t pos_off = 0;
+    const int32_t* pos_dev = nullptr;
+    RopeParams p;
+  } rope;
+
+  // An l2_norm_heads held back so that the next one (DeltaNet's q then k) can run in the same
+  // launch (CudaStream::l2_norm_heads; only inside a forward step); flush() enqueues it.
+  struct PendingL2 {
+    float* x = nullptr;  // [n_tok][x_stride]
+    int64_t x_stride = 0;
+    int32_t n_tok = 0;  // 0: nothing pending
+    int32_t n_heads = 0, d = 0;
+    float eps = 0, scale = 1;
+  } l2;
+
   StreamCore() = default;
   StreamCore(const StreamCore&) = delete;
   StreamCore& operator=(const StreamCore&) = delete;
@@ -62,6 +137,27 @@ struct StreamCore {
 
   // Records a failure of `what` (the first one wins); true when e == cudaSuccess.
   bool ok(cudaError_t e, const char* what);
+  // An op's identity and arguments: appended to the record while capturing, compared with it
+  // while replaying. True when the op must launch nothing (REPLAY).
+  bool note(std::initializer_list<uint64_t> words);
+  template <class... A>
+  bool note_op(A... args) {
+    if (mode == StepMode::PLAIN) return false;
+    return note({record_word(args)...});
+  }
+  // A kernel's view of position `pos`: (pointer, offset) with position = offset + *pointer,
+  // or (nullptr, pos) when the step is not recorded as position-independent.
+  const int32_t* pos_ref(int32_t pos, int32_t* offset) const {
+    if (mode == StepMode::PLAIN || pos_dev == nullptr) {
+      *offset = pos;
+      return nullptr;
+    }
+    *offset = pos - step_pos;
+    return pos_dev;
+  }
+  // For an op whose launches bake in an absolute position: the capture can serve this step
+  // only; a replay fails (the step is then captured). True when the op must launch nothing.
+  bool note_absolute();
   // Enqueues the pending add or the held matmuls, if any.
   void flush();
   // For an op that cannot be recorded in a graph (a host copy): fails the step being
@@ -90,6 +186,7 @@ struct CudaStepStats {
   int64_t graph_steps = 0;       // steps that ran as a CUDA graph
   int64_t plain_steps = 0;       // steps launched op by op (includes the repeats below)
   int64_t capture_failures = 0;  // captures that failed (the step was then run plainly)
+  int64_t replays = 0;           // graph steps that replayed the last graph without a capture
 };
 // GEIST_E_INVALID_ARG for a stream of another backend.
 Status cuda_stream_stats(Stream& s, CudaStepStats* out);

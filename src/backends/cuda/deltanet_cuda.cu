@@ -90,12 +90,18 @@ __global__ void conv1d_state_kernel(const float* x, int64_t x_stride, int32_t n_
 
 // ---- per-head / per-row norms (one warp per vector) ----
 
-__global__ void l2_norm_heads_kernel(float* x, int64_t x_stride, int64_t rows, int32_t n_heads,
-                                     int32_t d, float eps, float scale) {
+// Rows [0, rows) of x_a (scale_a), then rows [rows, 2 * rows) of x_b (scale_b) when x_b is set.
+__global__ void l2_norm_heads_kernel(float* x_a, float scale_a, float* x_b, float scale_b,
+                                     int64_t x_stride, int64_t rows, int32_t n_heads, int32_t d,
+                                     float eps) {
   const int lane = threadIdx.x & 31;
   const int64_t warp0 = blockIdx.x * int64_t{kWarpsPerRow} + (threadIdx.x >> 5);
-  for (int64_t row = warp0; row < rows; row += int64_t{gridDim.x} * kWarpsPerRow) {
-    float* p = x + (row / n_heads) * x_stride + (row % n_heads) * int64_t{d};  // [d]
+  const int64_t all = x_b != nullptr ? 2 * rows : rows;
+  for (int64_t r = warp0; r < all; r += int64_t{gridDim.x} * kWarpsPerRow) {
+    const bool in_a = r < rows;
+    const int64_t row = in_a ? r : r - rows;
+    const float scale = in_a ? scale_a : scale_b;
+    float* p = (in_a ? x_a : x_b) + (row / n_heads) * x_stride + (row % n_heads) * int64_t{d};
     double ss = 0.0;
     for (int32_t i = lane; i < d; i += 32) ss += double{p[i]} * p[i];
     ss = warp_sum(ss);
@@ -296,7 +302,17 @@ void l2_norm_heads(cudaStream_t s, float* x, int64_t x_stride, int32_t n_tok, in
   const int64_t rows = int64_t{n_tok} * n_heads;
   if (rows == 0) return;
   l2_norm_heads_kernel<<<grid_for(rows, kWarpsPerRow), kWarpsPerRow * 32, 0, s>>>(
-      x, x_stride, rows, n_heads, d, eps, scale);
+      x, scale, nullptr, 1.0f, x_stride, rows, n_heads, d, eps);
+}
+
+void l2_norm_heads2(cudaStream_t s, float* x_a, float scale_a, float* x_b, float scale_b,
+                    int64_t x_stride, int32_t n_tok, int32_t n_heads, int32_t d, float eps) {
+  GEIST_CHECK(n_tok >= 0 && n_heads >= 1 && d >= 1 && x_stride >= int64_t{n_heads} * d,
+              "l2_norm_heads: bad shape or stride");
+  const int64_t rows = int64_t{n_tok} * n_heads;
+  if (rows == 0) return;
+  l2_norm_heads_kernel<<<grid_for(2 * rows, kWarpsPerRow), kWarpsPerRow * 32, 0, s>>>(
+      x_a, scale_a, x_b, scale_b, x_stride, rows, n_heads, d, eps);
 }
 
 size_t gated_delta_rule_scratch_bytes(const GatedDeltaArgs& a, int32_t chunk) {

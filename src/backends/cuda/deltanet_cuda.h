@@ -50,6 +50,10 @@ void conv1d_silu(cudaStream_t s, const float* x, int64_t x_stride, int32_t n_tok
 // then *= scale when scale != 1. One warp per head.
 void l2_norm_heads(cudaStream_t s, float* x, int64_t x_stride, int32_t n_tok, int32_t n_heads,
                    int32_t d, float eps, float scale);
+// Two such calls with the same shape (DeltaNet's q and k heads, disjoint) in one launch,
+// each head bitwise as in l2_norm_heads.
+void l2_norm_heads2(cudaStream_t s, float* x_a, float scale_a, float* x_b, float scale_b,
+                    int64_t x_stride, int32_t n_tok, int32_t n_heads, int32_t d, float eps);
 
 // Device scratch bytes gated_delta_rule needs for these shapes: 0 (see below), so `scratch`
 // may be nullptr. Kept in the interface so that a future chunked (tensor-core) prefill can

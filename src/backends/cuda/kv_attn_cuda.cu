@@ -45,13 +45,14 @@ struct AttnArgs {
   const float* q;
   int64_t q_stride;
   int32_t n_tok, pos0;
-  int32_t nq;      // query heads of one kv head per block (<= kRows)
-  int32_t qt;      // tokens per block (kRows / nq)
-  int32_t rot_k;   // rotation block of K (0: not rotated)
-  int32_t rot_v;   // rotation block of V (0: not rotated)
-  int32_t n_corr;  // extra score channels for a key reference: n_rot + 1 (0: none)
-  int32_t wk;      // widest K slice read over all kv heads, plus n_corr (shared-memory row length)
-  int32_t wv;      // likewise for V
+  const int32_t* pos_dev;  // nullptr, or a device int32 added to pos0 (a replayed graph step)
+  int32_t nq;              // query heads of one kv head per block (<= kRows)
+  int32_t qt;              // tokens per block (kRows / nq)
+  int32_t rot_k;           // rotation block of K (0: not rotated)
+  int32_t rot_v;           // rotation block of V (0: not rotated)
+  int32_t n_corr;          // extra score channels for a key reference: n_rot + 1 (0: none)
+  int32_t wk;  // widest K slice read over all kv heads, plus n_corr (shared-memory row length)
+  int32_t wv;  // likewise for V
   KvDevSrc k, v;
   float* out;
   int64_t out_stride;
@@ -125,9 +126,10 @@ __global__ void __launch_bounds__(FEW ? kFewThreads : kThreads) flash_kernel(con
   const int32_t t0 = static_cast<int32_t>(blockIdx.x) * a.qt;
   const int32_t n_tok_blk = a.n_tok - t0 < a.qt ? a.n_tok - t0 : a.qt;
   const int32_t nq_blk = a.group - h0 < a.nq ? a.group - h0 : a.nq;
-  const int32_t last_pos = a.pos0 + t0 + n_tok_blk - 1;
+  const int32_t pos0 = a.pos_dev != nullptr ? a.pos0 + *a.pos_dev : a.pos0;
+  const int32_t last_pos = pos0 + t0 + n_tok_blk - 1;
   const auto row_ok = [&](int r) { return r / a.nq < n_tok_blk && r % a.nq < nq_blk; };
-  const auto row_pos = [&](int r) { return a.pos0 + t0 + r / a.nq; };
+  const auto row_pos = [&](int r) { return pos0 + t0 + r / a.nq; };
   // Rotated rows are read in whole blocks: the query is zero outside its slice, so the extra
   // channels (another head's) add nothing to a score, and the output takes the slice back out.
   const Cover ck = cover_of(g, a.hd_k, a.rot_k), cv = cover_of(g, a.hd_v, a.rot_v);
@@ -387,7 +389,7 @@ cudaError_t kv_attention_setup() {
 
 cudaError_t kv_attention(cudaStream_t s, const AttentionShape& sh, const float* q, int64_t q_stride,
                          int32_t n_tok, int32_t pos0, const KvDevSrc& k, const KvDevSrc& v,
-                         float* out, int64_t out_stride) {
+                         float* out, int64_t out_stride, const int32_t* pos_dev) {
   if (n_tok <= 0) return cudaSuccess;
   if (sh.n_head <= 0 || sh.n_head_kv <= 0 || sh.n_head % sh.n_head_kv != 0 || sh.head_dim_k <= 0 ||
       sh.head_dim_v <= 0 || sh.head_dim_k > kMaxHd || sh.head_dim_v > kMaxHd || pos0 < 0) {
@@ -403,6 +405,7 @@ cudaError_t kv_attention(cudaStream_t s, const AttentionShape& sh, const float* 
   a.q_stride = q_stride;
   a.n_tok = n_tok;
   a.pos0 = pos0;
+  a.pos_dev = pos_dev;
   a.nq = a.group < kRows ? a.group : kRows;
   a.qt = kRows / a.nq;
   // Rotated K / V (Q8, Q8A, Q4 rows) are read in the rotated domain over the whole blocks

@@ -17,10 +17,11 @@ constexpr int kThreads = 128;
 // F32 / F16 rows, one thread per element (F16: round to nearest even, as fp32_to_fp16).
 __global__ void encode_plain_kernel(bool f16, const float* __restrict__ src, int64_t src_stride,
                                     int32_t n, int32_t n_embd, uint8_t* __restrict__ dst,
-                                    int64_t dst_row_bytes) {
+                                    int64_t dst_row_bytes, const int32_t* __restrict__ row_dev) {
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= static_cast<int64_t>(n) * n_embd) return;
   const int64_t r = idx / n_embd;
+  if (row_dev != nullptr) dst += static_cast<int64_t>(*row_dev) * dst_row_bytes;
   const int32_t c = static_cast<int32_t>(idx % n_embd);
   const float x = src[r * src_stride + c];
   uint8_t* row = dst + r * dst_row_bytes;
@@ -37,10 +38,11 @@ __global__ void encode_plain_kernel(bool f16, const float* __restrict__ src, int
 __global__ void encode_blocks_kernel(KvEnc enc, int32_t block, const float* __restrict__ src,
                                      int64_t src_stride, int32_t n, int32_t n_embd,
                                      const KvKeyRef ref, int32_t pos0, uint8_t* __restrict__ dst,
-                                     int64_t dst_row_bytes) {
+                                     int64_t dst_row_bytes, const int32_t* __restrict__ row_dev) {
   const int32_t nb = (n_embd + block - 1) / block;
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= static_cast<int64_t>(n) * nb) return;
+  if (row_dev != nullptr) dst += static_cast<int64_t>(*row_dev) * dst_row_bytes;
   const int64_t r = idx / nb;
   const int32_t b0 = static_cast<int32_t>(idx % nb) * block;
   const int32_t m = n_embd - b0 < block ? n_embd - b0 : block;
@@ -98,30 +100,34 @@ bool valid_block(int32_t b) { return b == 8 || b == 16 || b == 32; }
 
 cudaError_t kv_encode_rows(cudaStream_t s, KvEnc enc, int32_t block, const float* src,
                            int64_t src_stride, int32_t n, int32_t n_embd, const uint16_t* ref,
-                           uint8_t* dst, int64_t dst_row_bytes) {
+                           uint8_t* dst, int64_t dst_row_bytes, const int32_t* row_dev) {
   if (n <= 0 || n_embd <= 0) return cudaSuccess;
   if (enc == KvEnc::F32 || enc == KvEnc::F16) {
     if (ref != nullptr) return cudaErrorInvalidValue;
     encode_plain_kernel<<<blocks_for(int64_t{n} * n_embd), kThreads, 0, s>>>(
-        enc == KvEnc::F16, src, src_stride, n, n_embd, dst, dst_row_bytes);
+        enc == KvEnc::F16, src, src_stride, n, n_embd, dst, dst_row_bytes, row_dev);
     return cudaGetLastError();
   }
   KvKeyRef kr;  // Q8: the plain reference row (R_p = identity)
   kr.c = reinterpret_cast<const uint8_t*>(ref);
-  return kv_encode_rows_rel(s, enc, block, src, src_stride, n, n_embd, kr, 0, dst, dst_row_bytes);
+  return kv_encode_rows_rel(s, enc, block, src, src_stride, n, n_embd, kr, 0, dst, dst_row_bytes,
+                            row_dev);
 }
 
 cudaError_t kv_encode_rows_rel(cudaStream_t s, KvEnc enc, int32_t block, const float* src,
                                int64_t src_stride, int32_t n, int32_t n_embd, const KvKeyRef& ref,
-                               int32_t pos0, uint8_t* dst, int64_t dst_row_bytes) {
+                               int32_t pos0, uint8_t* dst, int64_t dst_row_bytes,
+                               const int32_t* row_dev) {
   if (n <= 0 || n_embd <= 0) return cudaSuccess;
+  // A rotated reference depends on the position, which row_dev does not shift.
   if (!valid_block(block) || enc == KvEnc::CH4 || enc == KvEnc::CH2 || enc == KvEnc::F32 ||
-      enc == KvEnc::F16 || (ref.n_rot > 0 && (ref.cs == nullptr || ref.head_dim <= 0))) {
+      enc == KvEnc::F16 || (ref.n_rot > 0 && (ref.cs == nullptr || ref.head_dim <= 0)) ||
+      (ref.n_rot > 0 && row_dev != nullptr)) {
     return cudaErrorInvalidValue;
   }
   const int64_t nb = (n_embd + block - 1) / block;
   encode_blocks_kernel<<<blocks_for(n * nb), kThreads, 0, s>>>(
-      enc, block, src, src_stride, n, n_embd, ref, pos0, dst, dst_row_bytes);
+      enc, block, src, src_stride, n, n_embd, ref, pos0, dst, dst_row_bytes, row_dev);
   return cudaGetLastError();
 }
 

@@ -96,16 +96,17 @@ __global__ void __launch_bounds__(1024)
 }
 
 // One block per token: the pairs' angles (double) once into shared memory, then one thread
-// per (head, pair) with its loads issued together. Per element the arithmetic of the CPU's
-// rope(): the same double angle, rounded cos / sin, f32 products.
+// per (head, pair) of both tensors (a's heads, then b's) with its loads issued together. Per
+// element the arithmetic of the CPU's rope(): the same double angle, rounded cos / sin, f32
+// products.
 __global__ void __launch_bounds__(kRopeThreads)
-    rope_kernel(float* x, int64_t x_stride, int32_t n_head, int32_t head_dim, int32_t pos0,
-                int32_t n_rot, int32_t neox, float freq_base, float freq_scale,
-                const float* __restrict__ freq_factors) {
+    rope_kernel(const RopeTensor a, const RopeTensor b, int32_t head_dim, int32_t pos0,
+                const int32_t* __restrict__ pos_dev, int32_t n_rot, int32_t neox, float freq_base,
+                float freq_scale, const float* __restrict__ freq_factors) {
   __shared__ float cs[2][128];  // [cos / sin][pair], n_rot <= 256
   const int32_t half = n_rot / 2;
   const int32_t t = static_cast<int32_t>(blockIdx.x);
-  const int32_t pos = pos0 + t;
+  const int32_t pos = (pos_dev != nullptr ? pos0 + *pos_dev : pos0) + t;
   for (int32_t i = static_cast<int32_t>(threadIdx.x); i < half; i += kRopeThreads) {
     double theta = static_cast<double>(pos) * static_cast<double>(freq_scale) *
                    pow(static_cast<double>(freq_base), -2.0 * i / n_rot);
@@ -114,28 +115,35 @@ __global__ void __launch_bounds__(kRopeThreads)
     cs[1][i] = static_cast<float>(sin(theta));
   }
   __syncthreads();
-  float* xt = x + static_cast<int64_t>(t) * x_stride;
-  const int32_t total = n_head * half;
+  float* xa = a.x + static_cast<int64_t>(t) * a.x_stride;
+  float* xb = b.x + static_cast<int64_t>(t) * b.x_stride;  // unused when b.n_head == 0
+  const int32_t n_a = a.n_head * half;
+  const int32_t total = n_a + b.n_head * half;
   constexpr int U = 4;
   for (int32_t e0 = static_cast<int32_t>(threadIdx.x); e0 < total; e0 += U * kRopeThreads) {
     float x0[U], x1[U];
-    int64_t ia[U], ib[U];
+    float* pa[U];
+    float* pb[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int32_t e = e0 + u * kRopeThreads;
-      const int32_t h = e / half, i = e % half;
-      ia[u] = static_cast<int64_t>(h) * head_dim + (neox ? i : 2 * i);
-      ib[u] = static_cast<int64_t>(h) * head_dim + (neox ? i + half : 2 * i + 1);
-      x0[u] = e < total ? xt[ia[u]] : 0.0f;
-      x1[u] = e < total ? xt[ib[u]] : 0.0f;
+      const bool in_a = e < n_a;
+      const int32_t eh = in_a ? e : e - n_a;
+      const int32_t h = eh / half, i = eh % half;
+      float* xt = in_a ? xa : xb;
+      pa[u] = xt + static_cast<int64_t>(h) * head_dim + (neox ? i : 2 * i);
+      pb[u] = xt + static_cast<int64_t>(h) * head_dim + (neox ? i + half : 2 * i + 1);
+      x0[u] = e < total ? *pa[u] : 0.0f;
+      x1[u] = e < total ? *pb[u] : 0.0f;
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int32_t e = e0 + u * kRopeThreads;
       if (e < total) {
-        const float c = cs[0][e % half], sn = cs[1][e % half];
-        xt[ia[u]] = __fsub_rn(__fmul_rn(x0[u], c), __fmul_rn(x1[u], sn));
-        xt[ib[u]] = __fadd_rn(__fmul_rn(x0[u], sn), __fmul_rn(x1[u], c));
+        const int32_t i = (e < n_a ? e : e - n_a) % half;
+        const float c = cs[0][i], sn = cs[1][i];
+        *pa[u] = __fsub_rn(__fmul_rn(x0[u], c), __fmul_rn(x1[u], sn));
+        *pb[u] = __fadd_rn(__fmul_rn(x0[u], sn), __fmul_rn(x1[u], c));
       }
     }
   }
@@ -197,14 +205,20 @@ cudaError_t add_rms_norm(cudaStream_t s, float* x, const float* res, const float
   return cudaGetLastError();
 }
 
-cudaError_t rope(cudaStream_t s, float* x, int64_t x_stride, int32_t n_tok, int32_t n_head,
-                 int32_t head_dim, int32_t pos0, const RopeParams& p) {
+cudaError_t rope(cudaStream_t s, const RopeTensor& a, const RopeTensor& b, int32_t n_tok,
+                 int32_t head_dim, int32_t pos0, const int32_t* pos_dev, const RopeParams& p) {
   if (n_tok <= 0 || p.n_rot <= 0 || p.n_rot % 2 != 0 || p.n_rot > head_dim || p.n_rot > 256) {
     return n_tok <= 0 ? cudaSuccess : cudaErrorInvalidValue;
   }
-  if (n_head <= 0) return cudaSuccess;
+  RopeTensor ta = a, tb = b;
+  if (ta.n_head <= 0) {  // b alone (or nothing)
+    ta = tb;
+    tb = RopeTensor{};
+  }
+  if (ta.n_head <= 0) return cudaSuccess;
+  if (tb.n_head < 0) tb.n_head = 0;
   rope_kernel<<<static_cast<unsigned>(n_tok), kRopeThreads, 0, s>>>(
-      x, x_stride, n_head, head_dim, pos0, p.n_rot, p.style == RopeStyle::NEOX ? 1 : 0, p.freq_base,
+      ta, tb, head_dim, pos0, pos_dev, p.n_rot, p.style == RopeStyle::NEOX ? 1 : 0, p.freq_base,
       p.freq_scale, p.freq_factors);
   return cudaGetLastError();
 }
