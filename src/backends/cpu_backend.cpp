@@ -231,6 +231,11 @@ class CpuBackend : public Backend {
       return Status::ok();
     }
     const size_t n = weight_groups16_bytes(host);
+    try {
+      weights_.reserve(weights_.size() + 1);  // so the push_back below cannot throw
+    } catch (const std::bad_alloc&) {
+      return Status(GEIST_E_OOM, "cpu backend: out of memory");
+    }
     std::unique_ptr<uint8_t, AlignedFree> buf(
         static_cast<uint8_t*>(::operator new (n, std::align_val_t{kWeightAlign}, std::nothrow)));
     if (!buf) {

@@ -1,7 +1,5 @@
 #include "kernels/matmul.h"
 
-#include <cstring>
-
 #include "base/status.h"
 #include "kernels/quant.h"
 #include "kernels/simd/matmul_simd.h"
