@@ -123,8 +123,16 @@ class CpuStream : public Stream {
   void add(float* y, const float* x, int64_t n) override {
     for (int64_t i = 0; i < n; ++i) y[i] += x[i];
   }
+  // Element-wise, so the split over threads does not change a value (swiglu_simd).
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override {
-    geist::swiglu(gate, up, out, n);
+    constexpr int64_t kMinPerThread = 4096;  // below this one thread is faster
+    if (n < kMinPerThread * 2) {
+      swiglu_simd(gate, up, out, n);
+      return;
+    }
+    pool_->parallel_for(n, [&](int64_t begin, int64_t end) {
+      swiglu_simd(gate + begin, up + begin, out + begin, end - begin);
+    });
   }
   void sigmoid_mul(float* x, int64_t x_stride, const float* gate, int64_t gate_stride,
                    int32_t n_rows, int64_t n) override {

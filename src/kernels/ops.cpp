@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "base/status.h"
+#include "kernels/simd/activation_simd.h"
 
 namespace geist {
 
@@ -44,6 +45,10 @@ float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
 void swiglu(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = silu(gate[i]) * up[i];
+}
+
+void swiglu_simd(const float* gate, const float* up, float* out, int64_t n) {
+  simd::swiglu(gate, up, out, n);
 }
 
 void rope(float* x, int32_t n_head, int32_t head_dim, int32_t pos, const RopeParams& p) {

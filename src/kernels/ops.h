@@ -27,6 +27,9 @@ void softmax(float* x, int64_t n);
 float silu(float x);
 // out[i] = silu(gate[i]) * up[i]; out may alias gate or up.
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
+// The same with a vectorised exp (kernels/simd/activation_simd.h): within a few ulp of
+// swiglu(), and each element's value independent of n and of how a caller splits the range.
+void swiglu_simd(const float* gate, const float* up, float* out, int64_t n);
 
 // Pairing of the rotated dimensions within a head.
 enum class RopeStyle {
