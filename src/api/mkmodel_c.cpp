@@ -1,10 +1,9 @@
 // geist_mkmodel (geist_util.h): the C entry point of engine/mkmodel.
 #include <cstdio>
-#include <exception>
 #include <functional>
-#include <new>
 #include <string>
 
+#include "api/handles.h"
 #include "engine/mkmodel.h"
 #include "geist/geist_util.h"
 
@@ -21,34 +20,25 @@ extern "C" geist_status geist_mkmodel(const char* preset, const char* type, cons
                                       uint64_t seed, geist_progress_fn progress_fn,
                                       void* progress_user, char* err_buf, size_t err_cap) {
   set_error(err_buf, err_cap, "");
-  try {
-    if (preset == nullptr || type == nullptr || out_path == nullptr) {
-      set_error(err_buf, err_cap, "geist_mkmodel: preset, type and out_path must not be NULL");
-      return GEIST_E_INVALID_ARG;
-    }
-    const geist::MkModelPreset* p = geist::find_mkmodel_preset(preset);
-    if (p == nullptr) {
-      set_error(err_buf, err_cap,
-                std::string("unknown preset '") + preset +
-                    "' (expected one of: " + geist::mkmodel_preset_list() + ")");
-      return GEIST_E_INVALID_ARG;
-    }
-    std::function<void(float)> progress;
-    if (progress_fn != nullptr) {
-      // The writer cannot stop half-way, so the callback's return value is not a cancel.
-      progress = [&](float f) { (void)progress_fn(progress_user, f); };
-    }
-    const geist::Status st = geist::mkmodel_write(*p, type, out_path, seed, progress);
-    if (!st.is_ok()) set_error(err_buf, err_cap, st.message());
-    return st.code();
-  } catch (const std::bad_alloc&) {
-    set_error(err_buf, err_cap, "geist_mkmodel: out of memory");
-    return GEIST_E_OOM;
-  } catch (const std::exception& e) {
-    set_error(err_buf, err_cap, std::string("geist_mkmodel: internal error: ") + e.what());
-    return GEIST_E_INTERNAL;
-  } catch (...) {
-    set_error(err_buf, err_cap, "geist_mkmodel: internal error");
-    return GEIST_E_INTERNAL;
-  }
+  auto sink = [&](const std::string& msg) { set_error(err_buf, err_cap, msg); };
+  return geist::api::guarded(
+      [&]() -> geist::Status {
+        if (preset == nullptr || type == nullptr || out_path == nullptr) {
+          return geist::Status(GEIST_E_INVALID_ARG,
+                               "geist_mkmodel: preset, type and out_path must not be NULL");
+        }
+        const geist::MkModelPreset* p = geist::find_mkmodel_preset(preset);
+        if (p == nullptr) {
+          return geist::Status(GEIST_E_INVALID_ARG,
+                               std::string("unknown preset '") + preset +
+                                   "' (expected one of: " + geist::mkmodel_preset_list() + ")");
+        }
+        std::function<void(float)> progress;
+        if (progress_fn != nullptr) {
+          // The writer cannot stop half-way, so the callback's return value is not a cancel.
+          progress = [&](float f) { (void)progress_fn(progress_user, f); };
+        }
+        return geist::mkmodel_write(*p, type, out_path, seed, progress);
+      },
+      sink);
 }
