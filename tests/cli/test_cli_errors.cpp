@@ -23,6 +23,9 @@ void expect_failure(const std::vector<std::string>& args, const std::string& nee
 TEST(CliErrors, UsageProblemsAreNamed) {
   expect_failure({}, "usage");
   expect_failure({"frobnicate"}, "unknown command 'frobnicate'");
+  // The list of valid verbs names the newest ones too.
+  expect_failure({"frobnicate"}, "bench-snapshot");
+  expect_failure({"frobnicate"}, "quantize");
   expect_failure({"run", "-m", "x.gguf", "-p", "hi", "--bogus"}, "unknown option '--bogus'");
   expect_failure({"run", "-m", "x.gguf", "-p"}, "-p needs a value");
   expect_failure({"run", "-m", "x.gguf", "-p", "hi", "-n", "ten"}, "invalid value 'ten'");

@@ -24,6 +24,20 @@ int print_load_progress(void* /*user*/, float fraction) {
 
 bool stderr_is_terminal() { return isatty(STDERR_FILENO) == 1; }
 
+void json_string(const std::string& s) {
+  std::putchar('"');
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      std::printf("\\%c", c);
+    } else if (c < 0x20) {
+      std::printf("\\u%04x", c);
+    } else {
+      std::putchar(c);
+    }
+  }
+  std::putchar('"');
+}
+
 double now_seconds() {
   using clock = std::chrono::steady_clock;
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();

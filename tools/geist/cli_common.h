@@ -51,6 +51,9 @@ bool parse_kv_mode(const std::string& verb, const std::string& name, int32_t* ou
 // The CLI name of a geist_kv_mode ("?" outside the enum).
 const char* kv_mode_label(int32_t mode);
 
+// Writes s to stdout as a JSON string literal (quotes, backslashes and control bytes escaped).
+void json_string(const std::string& s);
+
 // Seconds on a monotonic clock.
 double now_seconds();
 

@@ -77,20 +77,6 @@ bool time_decode(const char* verb, geist_session* s, geist_token first, int32_t 
   return true;
 }
 
-void json_string(const std::string& s) {
-  std::putchar('"');
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      std::printf("\\%c", c);
-    } else if (c < 0x20) {
-      std::printf("\\u%04x", c);
-    } else {
-      std::putchar(c);
-    }
-  }
-  std::putchar('"');
-}
-
 }  // namespace
 
 const VerbSpec& bench_spec() {

@@ -195,10 +195,12 @@ void print_json_row(const std::string& model, int32_t threads, int32_t reps, con
   auto stats = [](const char* key, const Stats& s) {
     std::printf(", \"%s\": [%.6g, %.6g, %.6g]", key, s.median, s.min, s.max);
   };
+  std::printf("{\"model\": ");
+  json_string(model);
   std::printf(
-      "{\"model\": \"%s\", \"threads\": %d, \"repetitions\": %d, \"kv_mode\": \"%s\", "
-      "\"prefix\": %d, \"suffix\": %d, \"image_bytes\": %zu",
-      model.c_str(), threads, reps, c.kv_mode.c_str(), c.prefix, suffix, r.image_bytes);
+      ", \"threads\": %d, \"repetitions\": %d, \"kv_mode\": \"%s\", \"prefix\": %d, "
+      "\"suffix\": %d, \"image_bytes\": %zu",
+      threads, reps, c.kv_mode.c_str(), c.prefix, suffix, r.image_bytes);
   stats("snapshot_s", r.snapshot_s);
   stats("restore_s", r.restore_s);
   stats("memcpy_s", r.memcpy_s);

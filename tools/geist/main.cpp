@@ -56,8 +56,12 @@ int main(int argc, char** argv) {
   for (const Verb& v : kVerbs) {
     if (verb == v.spec().name) return v.run(argc - 2, argv + 2);
   }
-  geist_cli::cli_error(
-      "", "unknown command '%s' (expected run, logits, tokenize, info, mkmodel or bench)",
-      verb.c_str());
+  std::string names;  // every verb, from the table, so the list cannot go stale
+  for (const Verb& v : kVerbs) {
+    if (!names.empty()) names += ", ";
+    names += v.spec().name;
+  }
+  geist_cli::cli_error("", "unknown command '%s' (expected one of: %s)", verb.c_str(),
+                       names.c_str());
   return geist_cli::kExitUsage;
 }
