@@ -66,7 +66,7 @@ const char* geist_status_string(geist_status status) {
 }
 
 // Kept equal to project(geist VERSION ...) in CMakeLists.txt.
-const char* geist_version(void) { return "0.1.0"; }
+const char* geist_version(void) { return GEIST_VERSION_STRING; }
 
 void geist_model_params_default(geist_model_params* params) {
   if (params == nullptr) return;

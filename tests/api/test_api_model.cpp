@@ -3,6 +3,9 @@
 
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -35,7 +38,16 @@ TEST(ApiBasics, StatusStringsNameEveryCode) {
   EXPECT_NE(geist_status_string(static_cast<geist_status>(999)), nullptr);
 }
 
-TEST(ApiBasics, VersionMatchesTheProject) { EXPECT_STREQ(geist_version(), "0.1.0"); }
+// The version declared in the top-level CMakeLists.txt's project() call.
+TEST(ApiBasics, VersionMatchesTheProject) {
+  std::ifstream in(std::string(GEIST_SOURCE_DIR) + "/CMakeLists.txt");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::smatch m;
+  const std::string s = text.str();
+  ASSERT_TRUE(std::regex_search(s, m, std::regex(R"(project\(geist VERSION ([0-9.]+))")));
+  EXPECT_EQ(std::string(geist_version()), m[1].str());
+}
 
 TEST(ApiBasics, NullHandlesAreHarmless) {
   geist_model_free(nullptr);
