@@ -5,9 +5,9 @@
 #pragma once
 
 #include <string>
-#include <unordered_map>
 
 #include "tokenizer/pretokenize.h"
+#include "tokenizer/token_table.h"
 #include "tokenizer/tokenizer_base.h"
 
 namespace geist {
@@ -31,9 +31,20 @@ class BpeTokenizer : public TokenizerBase {
   void encode_word(const std::string& word, std::vector<int32_t>* out) const;
   // Id of a vocabulary entry BPE may emit for this byte-level text, -1 if none.
   int32_t find(std::string_view text) const;
+  // Key of a symbol's text for merging: its token id, n_vocab + its index in parts_, or -1
+  // when no merge rule names it.
+  int32_t symbol_key(std::string_view text) const;
+  // Builds merges_ and parts_ from vocab_.merges, then empties vocab_.merges.
+  void build_merges();
 
   PreTokenizerInfo pre_;
-  std::unordered_map<std::string, int32_t> merge_rank_;  // "left right" -> rank
+  // Rules by (left key, right key). Equivalent to looking "left right" up by text: symbol
+  // texts never contain an ASCII space (bytes are byte-level encoded), and a key stands for
+  // exactly one text.
+  MergeTable merges_;
+  // Merge parts that are not tokens (only in inconsistent files), so that such rules still
+  // apply exactly as their text says.
+  TokenTable parts_;
   std::vector<bool> usable_;  // [n_vocab] false: BPE must not emit this id (see constructor)
 };
 

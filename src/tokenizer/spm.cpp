@@ -23,8 +23,7 @@ class SpmTokenizer final : public TokenizerBase {
     for (int b = 0; b < 256; ++b) {
       char name[8];
       std::snprintf(name, sizeof name, "<0x%02X>", b);
-      auto it = vocab_.token_to_id.find(name);
-      byte_token_[b] = it == vocab_.token_to_id.end() ? -1 : it->second;
+      byte_token_[b] = vocab_.tokens.find(name);
     }
   }
 
@@ -51,10 +50,7 @@ class SpmTokenizer final : public TokenizerBase {
   };
   using Queue = std::priority_queue<Bigram, std::vector<Bigram>, Worse>;
 
-  int32_t lookup(std::string_view s) const {
-    auto it = vocab_.token_to_id.find(std::string(s));
-    return it == vocab_.token_to_id.end() ? -1 : it->second;
-  }
+  int32_t lookup(std::string_view s) const { return vocab_.tokens.find(s); }
   void try_add(const std::string& text, const std::vector<Symbol>& syms, int32_t l, int32_t r,
                Queue* q) const {
     if (l < 0 || r < 0) return;
@@ -129,13 +125,14 @@ Status SpmTokenizer::encode_fragment(std::string_view text, bool starts_text,
 }
 
 std::string SpmTokenizer::piece_bytes(int32_t id) const {
-  const std::string& t = vocab_.tokens[id];
+  const std::string_view t = vocab_.tokens[id];
   if (vocab_.types[id] == TokenAttr::BYTE) {
     unsigned v = 0;
-    if (t.size() == 6 && std::sscanf(t.c_str(), "<0x%2X>", &v) == 1) {
+    // sscanf needs a terminated string; the table's texts are not.
+    if (t.size() == 6 && std::sscanf(std::string(t).c_str(), "<0x%2X>", &v) == 1) {
       return std::string(1, static_cast<char>(v));
     }
-    return t;  // a byte token not named <0xAB>: its text is the best we have
+    return std::string(t);  // a byte token not named <0xAB>: its text is the best we have
   }
   std::string r;
   r.reserve(t.size());

@@ -85,7 +85,7 @@ Status TokenizerBase::encode(std::string_view text, bool add_special, bool parse
   std::vector<Fragment> next;
   for (int32_t id : special_ids_) {
     if (!parse_special && vocab_.types[id] != TokenAttr::USER_DEFINED) continue;
-    const std::string& s = vocab_.tokens[id];
+    const std::string_view s = vocab_.tokens[id];
     bool found = false;
     for (const Fragment& f : frags) {
       if (f.token < 0 && f.text.find(s) != std::string_view::npos) {
@@ -139,7 +139,7 @@ Status TokenizerBase::token_to_piece(int32_t id, std::string* out) const {
       *out = piece_bytes(id);
       break;
     case TokenAttr::USER_DEFINED:
-      *out = vocab_.tokens[id];
+      out->assign(vocab_.tokens[id]);
       break;
     default:  // control, unknown, unused, undefined: nothing in the text stream
       out->clear();

@@ -8,6 +8,10 @@ namespace geist {
 namespace {
 
 constexpr std::string_view kPrefix = "tokenizer.ggml.";
+// Text of all tokens (or all merges) together; well below the 32-bit offsets of the tables,
+// and far above any real vocabulary (~2 MiB for 250k tokens).
+constexpr size_t kMaxTextBytes = size_t{1} << 31;
+constexpr size_t kMaxRenamedBytes = 24;  // "[EMPTY_<index>]" for an int32 index, rounded up
 
 std::string key_of(std::string_view name) { return std::string(kPrefix) + std::string(name); }
 
@@ -150,17 +154,27 @@ Status Vocab::load(const GgufFile& file, Vocab* out) {
   const size_t n = toks->size();
   const int32_t n_vocab = static_cast<int32_t>(n);
 
-  v.tokens.reserve(n);
-  v.token_to_id.reserve(n);
+  // The flat tables address text with 32-bit offsets; the bound leaves room for the names
+  // that replace empty texts.
+  size_t bytes = 0;
+  for (std::string_view t : *toks) bytes += t.empty() ? kMaxRenamedBytes : t.size();
+  if (bytes > kMaxTextBytes) {
+    return Status::error(GEIST_E_FORMAT, "tokenizer.ggml.tokens holds %zu bytes of text (max %zu)",
+                         bytes, kMaxTextBytes);
+  }
+  v.tokens.reserve(n, bytes);
+  std::string renamed;
   for (size_t i = 0; i < n; ++i) {
     // An empty text could never be matched or printed; llama.cpp renames it the same way.
-    std::string text =
-        (*toks)[i].empty() ? "[EMPTY_" + std::to_string(i) + "]" : std::string((*toks)[i]);
-    if (!v.token_to_id.emplace(text, static_cast<int32_t>(i)).second) {
-      return Status::error(GEIST_E_FORMAT, "tokenizer.ggml.tokens: token %zu duplicates '%s'", i,
-                           text.c_str());
+    std::string_view text = (*toks)[i];
+    if (text.empty()) {
+      renamed = "[EMPTY_" + std::to_string(i) + "]";
+      text = renamed;
     }
-    v.tokens.push_back(std::move(text));
+    if (!v.tokens.push_back(text)) {
+      return Status::error(GEIST_E_FORMAT, "tokenizer.ggml.tokens: token %zu duplicates '%.*s'", i,
+                           static_cast<int>(text.size()), text.data());
+    }
   }
 
   if (file.find(key_of("scores"))) {
@@ -193,7 +207,15 @@ Status Vocab::load(const GgufFile& file, Vocab* out) {
   if (file.find(key_of("merges"))) {
     const std::vector<std::string_view>* merges = nullptr;
     GEIST_RETURN_IF_ERROR(file.get_arr_str(key_of("merges"), &merges));
-    v.merges.assign(merges->begin(), merges->end());
+    bytes = 0;
+    for (std::string_view m : *merges) bytes += m.size();
+    if (bytes > kMaxTextBytes || merges->size() > static_cast<size_t>(INT32_MAX)) {
+      return Status::error(GEIST_E_FORMAT,
+                           "tokenizer.ggml.merges has %zu entries, %zu bytes of text (too many)",
+                           merges->size(), bytes);
+    }
+    v.merges.reserve(merges->size(), bytes);
+    for (std::string_view m : *merges) v.merges.push_back(m);
   } else if (v.model == "gpt2") {
     return Status(GEIST_E_FORMAT, "tokenizer.ggml.merges is required for a gpt2 tokenizer");
   }
@@ -237,12 +259,12 @@ Status Vocab::load(const GgufFile& file, Vocab* out) {
   // End of generation: the named ids plus turn terminators recognised by their text. Such a
   // token is made CONTROL so that it is never printed and only parsed when asked to.
   for (std::string_view text : kEogTexts) {
-    auto it = v.token_to_id.find(std::string(text));
-    if (it == v.token_to_id.end()) continue;
-    if (v.eot < 0 && text != "<|eom_id|>") v.eot = it->second;
-    if (v.eom < 0 && text == "<|eom_id|>") v.eom = it->second;
-    v.eog_ids.push_back(it->second);
-    v.types[it->second] = TokenAttr::CONTROL;
+    const int32_t id = v.tokens.find(text);
+    if (id < 0) continue;
+    if (v.eot < 0 && text != "<|eom_id|>") v.eot = id;
+    if (v.eom < 0 && text == "<|eom_id|>") v.eom = id;
+    v.eog_ids.push_back(id);
+    v.types[id] = TokenAttr::CONTROL;
   }
   for (int32_t id : {v.eos, v.eot, v.eom}) {
     if (id >= 0) v.eog_ids.push_back(id);

@@ -5,19 +5,19 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "base/log.h"
 #include "base/status.h"
 #include "formats/gguf.h"
+#include "tokenizer/token_table.h"
 
 namespace geist {
 
 class Tokenizer;
 
 // tokenizer.ggml.token_type values (llama.cpp's numbering).
-enum class TokenAttr : int32_t {
+enum class TokenAttr : uint8_t {
   UNDEFINED = 0,
   NORMAL = 1,
   UNKNOWN = 2,
@@ -30,12 +30,14 @@ enum class TokenAttr : int32_t {
 struct Vocab {
   std::string model;  // tokenizer.ggml.model: "llama", "gpt2", "bert", ...
   std::string pre;    // tokenizer.ggml.pre ("" if absent)
-  std::vector<std::string>
-      tokens;  // [n_vocab] token text as stored (SPM: '▁' for space; BPE: byte-level chars)
-  std::vector<float> scores;        // [n_vocab] (0 when absent)
-  std::vector<TokenAttr> types;     // [n_vocab] (NORMAL when absent)
-  std::vector<std::string> merges;  // BPE merges "a b", in priority order
-  std::unordered_map<std::string, int32_t> token_to_id;
+  // [n_vocab] token text as stored (SPM: '▁' for space; BPE: byte-level chars), unique;
+  // tokens.find(text) is the id of a text.
+  TokenTable tokens;
+  std::vector<float> scores;     // [n_vocab] (0 when absent)
+  std::vector<TokenAttr> types;  // [n_vocab] (NORMAL when absent)
+  // BPE merges "a b", in priority order. The BPE tokenizer turns them into its own table and
+  // then empties this list, so that the texts are not kept twice.
+  StringList merges;
   int32_t bos = -1, eos = -1, eot = -1, eom = -1, unk = -1, sep = -1, pad = -1, mask = -1;
   bool add_bos = false, add_eos = false, add_space_prefix = false;
   bool add_sep = false;  // tokenizer.ggml.add_sep_token: SEP after the text (BERT)
@@ -45,7 +47,7 @@ struct Vocab {
   bool strip_accents = true;     // tokenizer.ggml.normalizer.strip_accents (WPM)
   std::vector<int32_t> eog_ids;  // ids that end generation (eos, eot, eom, ...)
 
-  int32_t n_vocab() const { return static_cast<int32_t>(tokens.size()); }
+  int32_t n_vocab() const { return tokens.size(); }
   // Reads and validates tokenizer.ggml.* (lengths consistent, ids in range).
   static Status load(const GgufFile& file, Vocab* out);
 };

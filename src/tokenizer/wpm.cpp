@@ -14,7 +14,9 @@ constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581
 class WpmTokenizer final : public TokenizerBase {
  public:
   WpmTokenizer(Vocab vocab, const Logger& log) : TokenizerBase(std::move(vocab), log) {
-    for (const std::string& t : vocab_.tokens) max_token_len_ = std::max(max_token_len_, t.size());
+    for (int32_t id = 0; id < vocab_.n_vocab(); ++id) {
+      max_token_len_ = std::max(max_token_len_, vocab_.tokens[id].size());
+    }
   }
 
  protected:
@@ -69,11 +71,8 @@ Status WpmTokenizer::encode_fragment(std::string_view text, bool /*starts_text*/
       size_t j = std::min(n, i + max_token_len_);
       int32_t id = -1;
       for (; j > i; --j) {
-        auto it = vocab_.token_to_id.find(w.substr(i, j - i));
-        if (it != vocab_.token_to_id.end()) {
-          id = it->second;
-          break;
-        }
+        id = vocab_.tokens.find(std::string_view(w).substr(i, j - i));
+        if (id >= 0) break;
       }
       if (id < 0) {  // a part of the word has no piece: the whole word is unknown
         out->resize(start);
@@ -94,8 +93,8 @@ Status WpmTokenizer::encode_fragment(std::string_view text, bool /*starts_text*/
 }
 
 std::string WpmTokenizer::piece_bytes(int32_t id) const {
-  const std::string& t = vocab_.tokens[id];
-  if (t.compare(0, kSpace.size(), kSpace) != 0) return t;
+  const std::string_view t = vocab_.tokens[id];
+  if (t.compare(0, kSpace.size(), kSpace) != 0) return std::string(t);
   std::string r(1, ' ');
   r.append(t, kSpace.size(), std::string::npos);
   return r;

@@ -14,12 +14,13 @@ std::unique_ptr<Tokenizer> make(const std::vector<std::string>& extra,
   Vocab v;
   v.model = "gpt2";
   v.pre = pre;
-  for (int b = 0; b < 256; ++b) v.tokens.push_back(unicode::utf8_encode(unicode::byte_to_cpt(b)));
-  for (const auto& t : extra) v.tokens.push_back(t);
-  v.types.assign(v.tokens.size(), TokenAttr::NORMAL);
-  v.scores.assign(v.tokens.size(), 0.0f);
-  v.merges = merges;
-  for (int32_t i = 0; i < v.n_vocab(); ++i) v.token_to_id.emplace(v.tokens[i], i);
+  for (int b = 0; b < 256; ++b) {
+    EXPECT_TRUE(v.tokens.push_back(unicode::utf8_encode(unicode::byte_to_cpt(b))));
+  }
+  for (const auto& t : extra) EXPECT_TRUE(v.tokens.push_back(t));
+  v.types.assign(static_cast<size_t>(v.n_vocab()), TokenAttr::NORMAL);
+  v.scores.assign(static_cast<size_t>(v.n_vocab()), 0.0f);
+  for (const auto& m : merges) v.merges.push_back(m);
   std::unique_ptr<Tokenizer> tok;
   EXPECT_TRUE(make_bpe_tokenizer(std::move(v), Logger{}, &tok).is_ok());
   return tok;
@@ -65,6 +66,48 @@ TEST(BpeMerges, IgnoreMergesTakesWholeWordTokens) {
   EXPECT_EQ(enc(*gpt2, "abc"), (std::vector<int32_t>{'a', 'b', 'c'}));
 }
 
+TEST(BpeMerges, FirstOfRepeatedRulesKeepsItsRank) {
+  // "a b" is listed at ranks 0 and 2; rank 0 must stay, so (a,b) beats "b c" (rank 1).
+  const auto t = make({"ab", "bc"}, {"a b", "b c", "a b"}, "gpt-2");
+  EXPECT_EQ(enc(*t, "abc"), (std::vector<int32_t>{256, 'c'}));
+}
+
+TEST(BpeMerges, RulesThroughTextsThatAreNotTokens) {
+  // Inconsistent files: "bc" is no token, yet "b c" makes it and "a bc" joins it to "abc",
+  // which is, exactly as the rules' texts say.
+  const auto t = make({"abc"}, {"b c", "a bc"}, "gpt-2");
+  EXPECT_EQ(enc(*t, "abc"), (std::vector<int32_t>{256}));
+  // A merge result that is no token and merges no further falls back to its characters.
+  const auto u = make({}, {"b c"}, "gpt-2");
+  EXPECT_EQ(enc(*u, "abc"), (std::vector<int32_t>{'a', 'b', 'c'}));
+  // A rule naming texts no word contains changes nothing and is no error.
+  const auto v = make({"ab"}, {"zz q", "a b"}, "gpt-2");
+  EXPECT_EQ(enc(*v, "abc"), (std::vector<int32_t>{256, 'c'}));
+}
+
+TEST(BpeMerges, RuleWithTwoSpacesNeverApplies) {
+  // A rule is "left right" split at its first space; a right half with a space can never be
+  // a symbol of a byte-encoded word, whose spaces are U+0120.
+  const auto t = make({"ab", "abc"}, {"a b c", "ab c"}, "gpt-2");
+  EXPECT_EQ(enc(*t, "abc"), (std::vector<int32_t>{'a', 'b', 'c'}));
+}
+
+TEST(BpeMerges, MalformedMergesAreFormatErrors) {
+  for (const char* bad : {"nospace", " a", "a ", " "}) {
+    Vocab v;
+    v.model = "gpt2";
+    ASSERT_TRUE(v.tokens.push_back("a"));
+    v.types = {TokenAttr::NORMAL};
+    v.scores = {0.0f};
+    v.merges.push_back("a a");
+    v.merges.push_back(bad);
+    std::unique_ptr<Tokenizer> tok;
+    const Status st = make_bpe_tokenizer(std::move(v), Logger{}, &tok);
+    EXPECT_EQ(st.code(), GEIST_E_FORMAT) << bad;
+    EXPECT_NE(st.message().find("tokenizer.ggml.merges[1]"), std::string::npos) << st.message();
+  }
+}
+
 TEST(BpeMerges, PiecesDecodeBytes) {
   const auto t = make({}, {}, "gpt-2");
   std::string s;
@@ -77,11 +120,10 @@ TEST(BpeMerges, PiecesDecodeBytes) {
 TEST(BpeMerges, MalformedMergeIsAFormatError) {
   Vocab v;
   v.model = "gpt2";
-  v.tokens = {"a"};
+  ASSERT_TRUE(v.tokens.push_back("a"));
   v.types = {TokenAttr::NORMAL};
   v.scores = {0.0f};
-  v.token_to_id = {{"a", 0}};
-  v.merges = {"nospace"};
+  v.merges.push_back("nospace");
   std::unique_ptr<Tokenizer> tok;
   EXPECT_EQ(make_bpe_tokenizer(std::move(v), Logger{}, &tok).code(), GEIST_E_FORMAT);
 }
@@ -96,10 +138,11 @@ TEST(BpeMerges, UnknownPreWarnsAndFallsBackToDefault) {
   Vocab v;
   v.model = "gpt2";
   v.pre = "no-such-pre";
-  for (int b = 0; b < 256; ++b) v.tokens.push_back(unicode::utf8_encode(unicode::byte_to_cpt(b)));
+  for (int b = 0; b < 256; ++b) {
+    ASSERT_TRUE(v.tokens.push_back(unicode::utf8_encode(unicode::byte_to_cpt(b))));
+  }
   v.types.assign(256, TokenAttr::NORMAL);
   v.scores.assign(256, 0.0f);
-  for (int32_t i = 0; i < 256; ++i) v.token_to_id.emplace(v.tokens[i], i);
   std::unique_ptr<Tokenizer> tok;
   ASSERT_TRUE(make_bpe_tokenizer(std::move(v), log, &tok).is_ok());
   EXPECT_EQ(warnings, 1);

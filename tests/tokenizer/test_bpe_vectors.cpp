@@ -115,9 +115,8 @@ TEST_P(BpeRoundTrip, PiecesReproduceInput) {
   const Vocab& vocab = base->vocab();
   bool has_byte[256];
   for (int b = 0; b < 256; ++b) {
-    const auto it = vocab.token_to_id.find(unicode::utf8_encode(unicode::byte_to_cpt(b)));
-    has_byte[b] =
-        it != vocab.token_to_id.end() && vocab.types[it->second] != TokenAttr::USER_DEFINED;
+    const int32_t id = vocab.tokens.find(unicode::utf8_encode(unicode::byte_to_cpt(b)));
+    has_byte[b] = id >= 0 && vocab.types[id] != TokenAttr::USER_DEFINED;
   }
   // Everything up to plane 3 must be representable: printable ASCII, tab, newline, the
   // continuation bytes and the leads 0xC2..0xF0 (falcon and starcoder lack some of the leads

@@ -50,7 +50,7 @@ TEST(Vocab, MinimalDefaults) {
   EXPECT_FALSE(v.add_eos);
   EXPECT_TRUE(v.add_space_prefix);
   EXPECT_EQ(v.types[1], TokenAttr::CONTROL);
-  EXPECT_EQ(v.token_to_id.at("</s>"), 2);
+  EXPECT_EQ(v.tokens.find("</s>"), 2);
   EXPECT_EQ(v.eog_ids, std::vector<int32_t>{2});
 }
 
@@ -81,6 +81,30 @@ TEST(Vocab, MissingOrBadKeys) {
   Meta no_merges;  // a gpt2 vocabulary cannot work without its merges
   no_merges.model = "gpt2";
   EXPECT_EQ(load_meta(no_merges, &v).code(), GEIST_E_FORMAT);
+}
+
+TEST(Vocab, DuplicateAndEmptyTokenTexts) {
+  // A repeated text is refused (its id would be ambiguous), naming the later index.
+  Vocab v;
+  Meta dup;
+  dup.tokens = {"<unk>", "x", "<s>", "x"};
+  dup.scores = {0, 0, 0, 0};
+  dup.types = {2, 1, 3, 1};
+  const Status st = load_meta(dup, &v);
+  EXPECT_EQ(st.code(), GEIST_E_FORMAT);
+  EXPECT_NE(st.message().find("token 3 duplicates 'x'"), std::string::npos) << st.message();
+  // An empty text is renamed as llama.cpp renames it, and found under that name.
+  Meta empty;
+  empty.tokens = {"<unk>", "<s>", "</s>", ""};
+  empty.scores = {0, 0, 0, 0};
+  empty.types = {2, 3, 3, 1};
+  ASSERT_TRUE(load_meta(empty, &v).is_ok());
+  EXPECT_EQ(v.tokens[3], "[EMPTY_3]");
+  EXPECT_EQ(v.tokens.find("[EMPTY_3]"), 3);
+  EXPECT_EQ(v.tokens.find(""), -1);
+  // ... so that it can collide with a token that has that name.
+  empty.tokens = {"<unk>", "[EMPTY_3]", "</s>", ""};
+  EXPECT_EQ(load_meta(empty, &v).code(), GEIST_E_FORMAT);
 }
 
 TEST(Vocab, SpecialIdsOutOfRange) {
@@ -145,8 +169,8 @@ TEST(Vocab, Fixtures) {
     EXPECT_EQ(v.sep, c.sep) << c.path;
     EXPECT_EQ(v.add_bos, c.add_bos) << c.path;
     EXPECT_EQ(v.add_sep, c.add_sep) << c.path;
-    EXPECT_EQ(v.tokens.size(), v.scores.size());
-    EXPECT_EQ(v.tokens.size(), v.types.size());
+    EXPECT_EQ(static_cast<size_t>(v.n_vocab()), v.scores.size());
+    EXPECT_EQ(static_cast<size_t>(v.n_vocab()), v.types.size());
   }
 }
 

@@ -97,7 +97,7 @@ bool is_lossless(const Tokenizer& tok) {
     for (int b = 0; b < 256; ++b) {
       char name[8];
       std::snprintf(name, sizeof name, "<0x%02X>", b);
-      if (!v.token_to_id.count(name)) return false;
+      if (v.tokens.find(name) < 0) return false;
     }
     return true;
   }
