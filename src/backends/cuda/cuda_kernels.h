@@ -152,4 +152,11 @@ cudaError_t kv_attention(cudaStream_t s, const AttentionShape& sh, const float* 
                          int32_t n_tok, int32_t pos0, const KvDevSrc& k, const KvDevSrc& v,
                          float* out, int64_t out_stride, const int32_t* pos_dev = nullptr);
 
+// kv_attention's fast path for one query token over F32 / F16 rows (no reference, unrotated;
+// kv_attn_decode_cuda.cu): bitwise the general kernel's row. False (nothing enqueued) when
+// the case is not covered; else *err is the launch status.
+bool kv_attention_decode(cudaStream_t s, const AttentionShape& sh, const float* q, int64_t q_stride,
+                         int32_t n_tok, int32_t pos0, const KvDevSrc& k, const KvDevSrc& v,
+                         float* out, const int32_t* pos_dev, cudaError_t* err);
+
 }  // namespace geist::cuda

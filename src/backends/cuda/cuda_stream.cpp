@@ -11,100 +11,6 @@
 
 namespace geist::cuda {
 
-StreamCore::~StreamCore() {
-  if (stream != nullptr) {
-    flush();
-    cudaStreamSynchronize(stream);  // buffers freed after this may still be in use otherwise
-    cudaStreamDestroy(stream);
-  }
-  if (pos_dev != nullptr) cudaFree(pos_dev);
-}
-
-bool StreamCore::note(std::initializer_list<uint64_t> words) {
-  if (mode == StepMode::CAPTURE) {
-    record.insert(record.end(), words);
-    return false;
-  }
-  if (mode != StepMode::REPLAY) return false;
-  for (const uint64_t w : words) {
-    if (cursor >= record.size() || record[cursor] != w) mismatch = true;
-    ++cursor;
-  }
-  return true;
-}
-
-bool StreamCore::note_absolute() {
-  if (mode == StepMode::CAPTURE) absolute = true;
-  if (mode != StepMode::REPLAY) return false;
-  mismatch = true;
-  return true;
-}
-
-bool StreamCore::ok(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return true;
-  if (mode == StepMode::CAPTURE) {
-    // Not an error of the session: the step is issued again and runs plainly.
-    step_failed = true;
-    return false;
-  }
-  if (error.is_ok()) {
-    error = status_from(e, what);
-    std::fprintf(stderr, "geist: %s\n", error.message().c_str());
-  }
-  return false;
-}
-
-void StreamCore::flush() {
-  if (held.count > 0) {
-    const int n = held.count;
-    held.count = 0;
-    ok(cuda::matmul_batch(stream, held.out, n, held.x, held.x_stride, held.n_tok),
-       "matmul kernel launch");
-  }
-  if (rope.n_tok > 0) {
-    const PendingRope r = rope;
-    rope.n_tok = 0;
-    ok(cuda::rope(stream, r.t, RopeTensor{}, r.n_tok, r.head_dim, r.pos_off, r.pos_dev, r.p),
-       "rope kernel launch");
-  }
-  if (l2.n_tok > 0) {
-    const PendingL2 q = l2;
-    l2.n_tok = 0;
-    cuda::l2_norm_heads(stream, q.x, q.x_stride, q.n_tok, q.n_heads, q.d, q.eps, q.scale);
-    ok(cudaGetLastError(), "l2_norm_heads kernel launch");
-  }
-  if (pending.n == 0) return;
-  const PendingAdd p = pending;
-  pending = PendingAdd{};
-  ok(cuda::add(stream, p.y, p.x, p.n), "add kernel launch");
-}
-
-bool StreamCore::plain_only() {
-  if (mode == StepMode::PLAIN) return true;  // CAPTURE / REPLAY: the step fails
-  step_failed = true;
-  return false;
-}
-
-void StreamCore::download(void* host_dst, const void* device_src, size_t n) {
-  if (n == 0) return;
-  flush();
-  if (!plain_only()) return;
-  const bool good = ok(cudaMemcpyAsync(host_dst, device_src, n, cudaMemcpyDeviceToHost, stream),
-                       "cudaMemcpyAsync(device to host)") &&
-                    ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize(after download)");
-  if (!good) std::memset(host_dst, 0xFF, n);
-}
-
-void StreamCore::upload(void* device_dst, const void* host_src, size_t n) {
-  if (n == 0) return;
-  flush();
-  if (!plain_only()) return;
-  if (ok(cudaMemcpyAsync(device_dst, host_src, n, cudaMemcpyHostToDevice, stream),
-         "cudaMemcpyAsync(host to device)")) {
-    ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize(after upload)");
-  }
-}
-
 namespace {
 
 // A failed capture costs one step issued twice; after this many a stream stops trying.
@@ -568,12 +474,45 @@ class CudaStream final : public Stream {
                       const float* dt_bias) override {
     if (core_->note_op(kRecGates, beta, g, n_tok, n_heads, a, dt_bias)) return;
     core_->flush();
+    if (fuse_ && in_step_ && n_tok == 1 && n_heads > 0) {
+      StreamCore::PendingPrep& h = core_->prep;
+      h.gates = true;
+      h.p.beta = beta;
+      h.p.g = g;
+      h.p.a = a;
+      h.p.dt_bias = dt_bias;
+      h.p.gate_heads = n_heads;
+      return;
+    }
     cuda::deltanet_gates(core_->stream, beta, g, n_tok, n_heads, a, dt_bias);
     core_->ok(cudaGetLastError(), "deltanet_gates kernel launch");
   }
   void conv1d_silu(const float* x, int64_t x_stride, int32_t n_tok, int64_t n_ch, const float* w,
                    int32_t kernel, float* state, float* out, int64_t out_stride) override {
     if (core_->note_op(kRecConv, x, x_stride, n_tok, n_ch, w, kernel, state, out, out_stride)) {
+      return;
+    }
+    StreamCore::PendingPrep& h = core_->prep;
+    const int64_t hist_len = int64_t{kernel - 1} * n_ch;  // floats of state
+    // The held gates run first in the fused launch too; they may join only where they share
+    // no memory with the conv.
+    const bool gates_apart = h.gates && !h.conv && disjoint(h.p.beta, h.p.gate_heads, x, n_ch) &&
+                             disjoint(h.p.g, h.p.gate_heads, x, n_ch) &&
+                             disjoint(h.p.beta, h.p.gate_heads, out, n_ch) &&
+                             disjoint(h.p.g, h.p.gate_heads, out, n_ch) &&
+                             disjoint(h.p.beta, h.p.gate_heads, state, hist_len) &&
+                             disjoint(h.p.g, h.p.gate_heads, state, hist_len);
+    if (!gates_apart) core_->flush();
+    if (fuse_ && in_step_ && n_tok == 1 && n_ch > 0 && kernel >= 1 &&
+        disjoint(out, n_ch, x, n_ch) && disjoint(out, n_ch, state, hist_len)) {
+      h.conv = true;
+      h.p.x = x;
+      h.p.n_ch = n_ch;
+      h.p.w = w;
+      h.p.kernel = kernel;
+      h.p.state = state;
+      h.p.out = out;
+      h.p.n_l2 = 0;
       return;
     }
     core_->flush();
@@ -585,6 +524,27 @@ class CudaStream final : public Stream {
   void l2_norm_heads(float* x, int64_t x_stride, int32_t n_tok, int32_t n_heads, int32_t d,
                      float eps, float scale) override {
     if (core_->note_op(kRecL2Norm, x, x_stride, n_tok, n_heads, d, eps, scale)) return;
+    StreamCore::PendingPrep& pp = core_->prep;
+    if (pp.conv && pp.p.n_l2 < 2 && n_tok == 1 && n_heads > 0 && d > 0) {
+      DeltaPrep& p = pp.p;
+      const int64_t run = int64_t{n_heads} * d;
+      // q's heads start the conv's output, k's follow them.
+      const bool joins = p.n_l2 == 0 ? x == p.out && run <= p.n_ch
+                                     : x == p.out + run && p.l2_heads == n_heads && p.d == d &&
+                                           p.eps == eps && 2 * run <= p.n_ch;
+      if (joins) {
+        if (p.n_l2 == 0) {
+          p.l2_heads = n_heads;
+          p.d = d;
+          p.eps = eps;
+          p.scale_q = scale;
+        } else {
+          p.scale_k = scale;
+        }
+        if (++p.n_l2 == 2) core_->flush();
+        return;
+      }
+    }
     StreamCore::PendingL2& h = core_->l2;
     const int64_t len = n_tok > 0 ? (n_tok - 1) * x_stride + int64_t{n_heads} * d : 0;
     if (h.n_tok > 0 && h.n_tok == n_tok && h.x_stride == x_stride && h.n_heads == n_heads &&

@@ -12,6 +12,7 @@
 
 #include "backends/backend.h"
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/deltanet_cuda.h"
 #include "base/status.h"
 
 namespace geist::cuda {
@@ -129,6 +130,15 @@ struct StreamCore {
     int32_t n_heads = 0, d = 0;
     float eps = 0, scale = 1;
   } l2;
+
+  // A one-token DeltaNet prologue held back to run as one launch (cuda::deltanet_prep): the
+  // gates, then the conv1d, then the l2 norms of q and k join it as they are issued
+  // (CudaStream::deltanet_gates / conv1d_silu / l2_norm_heads; only inside a forward step);
+  // flush() enqueues what has joined.
+  struct PendingPrep {
+    bool gates = false, conv = false;
+    DeltaPrep p;
+  } prep;
 
   StreamCore() = default;
   StreamCore(const StreamCore&) = delete;

@@ -88,6 +88,61 @@ __global__ void conv1d_state_kernel(const float* x, int64_t x_stride, int32_t n_
   }
 }
 
+// One token (decode): the gates, the conv1d + SiLU with its state advance, and the l2 norms of
+// the first n_l2 * l2_heads heads of the output, in one launch. Each element takes the
+// arithmetic of gates_kernel / conv1d_silu_kernel + conv1d_state_kernel / l2_norm_heads_kernel
+// (the same device functions, the same order), so the results are bitwise the separate
+// launches'. Warps [0, n_l2 * l2_heads) each own one normed head of d channels (lane l:
+// channels l + 32 i); the other channels go one per thread of the warps after them; the last
+// block computes the gates.
+__device__ __forceinline__ void conv_step(const DeltaPrep& p, int64_t c) {
+  const int32_t hist = p.kernel - 1;
+  const float* wc = p.w + c * p.kernel;
+  float acc = 0.0f;
+  for (int32_t j = 0; j < hist; ++j)
+    acc = __fadd_rn(acc, __fmul_rn(wc[j], p.state[j * p.n_ch + c]));
+  const float xc = p.x[c];
+  acc = __fadd_rn(acc, __fmul_rn(wc[hist], xc));
+  p.out[c] = acc * sigmoid_dev(acc);
+  // The state column after the read: shifted by one, x last (conv1d_state_kernel, n_tok 1).
+  for (int32_t r = 0; r + 1 < hist; ++r) p.state[r * p.n_ch + c] = p.state[(r + 1) * p.n_ch + c];
+  if (hist > 0) p.state[int64_t{hist - 1} * p.n_ch + c] = xc;
+}
+
+__global__ void __launch_bounds__(kBlock)
+    deltanet_prep_kernel(const DeltaPrep p, int32_t conv_blocks) {
+  if (static_cast<int32_t>(blockIdx.x) == conv_blocks) {
+    for (int32_t i = threadIdx.x; i < p.gate_heads; i += blockDim.x) {
+      p.beta[i] = sigmoid_dev(p.beta[i]);
+      p.g[i] = p.a[i] * softplus_dev(p.g[i] + p.dt_bias[i]);
+    }
+    return;
+  }
+  const int lane = threadIdx.x & 31;
+  const int64_t warp = blockIdx.x * int64_t{kBlock / 32} + (threadIdx.x >> 5);
+  const int64_t n_normed = int64_t{p.n_l2} * p.l2_heads;
+  if (warp < n_normed) {
+    const int64_t c0 = warp * p.d;
+    for (int32_t i = lane; i < p.d; i += 32) conv_step(p, c0 + i);
+    float* x = p.out + c0;  // this lane reads back only what it wrote
+    double ss = 0.0;
+    for (int32_t i = lane; i < p.d; i += 32) ss += double{x[i]} * x[i];
+    ss = warp_sum(ss);
+    const float inv = 1.0f / sqrtf(static_cast<float>(ss) + p.eps);
+    const float scale = warp < p.l2_heads ? p.scale_q : p.scale_k;
+    for (int32_t i = lane; i < p.d; i += 32) {
+      float v = x[i] * inv;
+      if (scale != 1.0f) v *= scale;
+      x[i] = v;
+    }
+    return;
+  }
+  const int64_t first = n_normed * p.d;  // channels past the normed heads, one per thread
+  const int64_t normed_blocks = (n_normed + kBlock / 32 - 1) / (kBlock / 32);
+  const int64_t c = first + (blockIdx.x - normed_blocks) * int64_t{kBlock} + threadIdx.x;
+  if (blockIdx.x >= normed_blocks && c < p.n_ch) conv_step(p, c);
+}
+
 // ---- per-head / per-row norms (one warp per vector) ----
 
 // Rows [0, rows) of x_a (scale_a), then rows [rows, 2 * rows) of x_b (scale_b) when x_b is set.
@@ -313,6 +368,22 @@ void l2_norm_heads2(cudaStream_t s, float* x_a, float scale_a, float* x_b, float
   if (rows == 0) return;
   l2_norm_heads_kernel<<<grid_for(2 * rows, kWarpsPerRow), kWarpsPerRow * 32, 0, s>>>(
       x_a, scale_a, x_b, scale_b, x_stride, rows, n_heads, d, eps);
+}
+
+void deltanet_prep(cudaStream_t s, const DeltaPrep& p) {
+  GEIST_CHECK(p.n_ch >= 1 && p.kernel >= 1 && p.n_l2 >= 0 && p.n_l2 <= 2 &&
+                  (p.n_l2 == 0 ||
+                   (p.l2_heads >= 1 && p.d >= 1 && int64_t{p.n_l2} * p.l2_heads * p.d <= p.n_ch)) &&
+                  p.gate_heads >= 0,
+              "deltanet_prep: bad shape");
+  const int64_t n_normed = int64_t{p.n_l2} * p.l2_heads;
+  const int64_t normed_blocks = (n_normed + kBlock / 32 - 1) / (kBlock / 32);
+  const int64_t rest = p.n_ch - n_normed * p.d;
+  const int64_t conv_blocks = normed_blocks + ceil_div(rest, kBlock);
+  GEIST_CHECK(conv_blocks < 0x7fffffff, "deltanet_prep: too many channels");
+  const int64_t blocks = conv_blocks + (p.gate_heads > 0 ? 1 : 0);
+  deltanet_prep_kernel<<<static_cast<unsigned>(blocks), kBlock, 0, s>>>(
+      p, static_cast<int32_t>(conv_blocks));
 }
 
 size_t gated_delta_rule_scratch_bytes(const GatedDeltaArgs& a, int32_t chunk) {

@@ -55,6 +55,27 @@ void l2_norm_heads(cudaStream_t s, float* x, int64_t x_stride, int32_t n_tok, in
 void l2_norm_heads2(cudaStream_t s, float* x_a, float scale_a, float* x_b, float scale_b,
                     int64_t x_stride, int32_t n_tok, int32_t n_heads, int32_t d, float eps);
 
+// One token's deltanet_gates (gate_heads 0: none), conv1d_silu, and l2_norm_heads of its
+// output's first n_l2 (0..2) runs of l2_heads heads of d (q with scale_q, then k with scale_k),
+// in one launch; bitwise the separate calls (in that order). Decode only: one token, rows
+// contiguous (x and out of n_ch channels); the regions must be disjoint as in a layer.
+struct DeltaPrep {
+  float* beta = nullptr;  // [gate_heads]
+  float* g = nullptr;     // [gate_heads]
+  const float* a = nullptr;
+  const float* dt_bias = nullptr;
+  int32_t gate_heads = 0;
+  const float* x = nullptr;  // [n_ch]
+  int64_t n_ch = 0;
+  const float* w = nullptr;  // [n_ch][kernel]
+  int32_t kernel = 0;
+  float* state = nullptr;  // [kernel-1][n_ch]
+  float* out = nullptr;    // [n_ch]
+  int32_t n_l2 = 0, l2_heads = 0, d = 0;
+  float eps = 0, scale_q = 1, scale_k = 1;
+};
+void deltanet_prep(cudaStream_t s, const DeltaPrep& p);
+
 // Device scratch bytes gated_delta_rule needs for these shapes: 0 (see below), so `scratch`
 // may be nullptr. Kept in the interface so that a future chunked (tensor-core) prefill can
 // ask for scratch without changing the callers.

@@ -395,6 +395,10 @@ cudaError_t kv_attention(cudaStream_t s, const AttentionShape& sh, const float* 
       sh.head_dim_v <= 0 || sh.head_dim_k > kMaxHd || sh.head_dim_v > kMaxHd || pos0 < 0) {
     return cudaErrorInvalidValue;
   }
+  cudaError_t dec_err = cudaSuccess;
+  if (kv_attention_decode(s, sh, q, q_stride, n_tok, pos0, k, v, out, pos_dev, &dec_err)) {
+    return dec_err;
+  }
   AttnArgs a;
   a.n_head_kv = sh.n_head_kv;
   a.group = sh.n_head / sh.n_head_kv;

@@ -1,0 +1,119 @@
+// StreamCore (cuda_stream.h): the recorded error, the step record of graph capture / replay,
+// the held-back ops and their flush, and the synchronous copies.
+#include <cstdio>
+#include <cstring>
+
+#include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/cuda_stream.h"
+#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/deltanet_cuda.h"
+
+namespace geist::cuda {
+
+StreamCore::~StreamCore() {
+  if (stream != nullptr) {
+    flush();
+    cudaStreamSynchronize(stream);  // buffers freed after this may still be in use otherwise
+    cudaStreamDestroy(stream);
+  }
+  if (pos_dev != nullptr) cudaFree(pos_dev);
+}
+
+bool StreamCore::note(std::initializer_list<uint64_t> words) {
+  if (mode == StepMode::CAPTURE) {
+    record.insert(record.end(), words);
+    return false;
+  }
+  if (mode != StepMode::REPLAY) return false;
+  for (const uint64_t w : words) {
+    if (cursor >= record.size() || record[cursor] != w) mismatch = true;
+    ++cursor;
+  }
+  return true;
+}
+
+bool StreamCore::note_absolute() {
+  if (mode == StepMode::CAPTURE) absolute = true;
+  if (mode != StepMode::REPLAY) return false;
+  mismatch = true;
+  return true;
+}
+
+bool StreamCore::ok(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return true;
+  if (mode == StepMode::CAPTURE) {
+    // Not an error of the session: the step is issued again and runs plainly.
+    step_failed = true;
+    return false;
+  }
+  if (error.is_ok()) {
+    error = status_from(e, what);
+    std::fprintf(stderr, "geist: %s\n", error.message().c_str());
+  }
+  return false;
+}
+
+void StreamCore::flush() {
+  if (prep.gates || prep.conv) {
+    const PendingPrep q = prep;
+    prep = PendingPrep{};
+    if (q.conv) {
+      DeltaPrep p = q.p;
+      if (!q.gates) p.gate_heads = 0;
+      cuda::deltanet_prep(stream, p);
+    } else {
+      cuda::deltanet_gates(stream, q.p.beta, q.p.g, 1, q.p.gate_heads, q.p.a, q.p.dt_bias);
+    }
+    ok(cudaGetLastError(), "deltanet prologue kernel launch");
+  }
+  if (held.count > 0) {
+    const int n = held.count;
+    held.count = 0;
+    ok(cuda::matmul_batch(stream, held.out, n, held.x, held.x_stride, held.n_tok),
+       "matmul kernel launch");
+  }
+  if (rope.n_tok > 0) {
+    const PendingRope r = rope;
+    rope.n_tok = 0;
+    ok(cuda::rope(stream, r.t, RopeTensor{}, r.n_tok, r.head_dim, r.pos_off, r.pos_dev, r.p),
+       "rope kernel launch");
+  }
+  if (l2.n_tok > 0) {
+    const PendingL2 q = l2;
+    l2.n_tok = 0;
+    cuda::l2_norm_heads(stream, q.x, q.x_stride, q.n_tok, q.n_heads, q.d, q.eps, q.scale);
+    ok(cudaGetLastError(), "l2_norm_heads kernel launch");
+  }
+  if (pending.n == 0) return;
+  const PendingAdd p = pending;
+  pending = PendingAdd{};
+  ok(cuda::add(stream, p.y, p.x, p.n), "add kernel launch");
+}
+
+bool StreamCore::plain_only() {
+  if (mode == StepMode::PLAIN) return true;  // CAPTURE / REPLAY: the step fails
+  step_failed = true;
+  return false;
+}
+
+void StreamCore::download(void* host_dst, const void* device_src, size_t n) {
+  if (n == 0) return;
+  flush();
+  if (!plain_only()) return;
+  const bool good = ok(cudaMemcpyAsync(host_dst, device_src, n, cudaMemcpyDeviceToHost, stream),
+                       "cudaMemcpyAsync(device to host)") &&
+                    ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize(after download)");
+  if (!good) std::memset(host_dst, 0xFF, n);
+}
+
+void StreamCore::upload(void* device_dst, const void* host_src, size_t n) {
+  if (n == 0) return;
+  flush();
+  if (!plain_only()) return;
+  if (ok(cudaMemcpyAsync(device_dst, host_src, n, cudaMemcpyHostToDevice, stream),
+         "cudaMemcpyAsync(host to device)")) {
+    ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize(after upload)");
+  }
+}
+
+}  // namespace geist::cuda
