@@ -91,10 +91,11 @@ constexpr int64_t kQ8RowsMax = 2;  // up to this many tokens: row layout and the
 constexpr int64_t kRowUnit = 16;   // weight rows per unit of work split over the threads (and
                                    // rows per GROUPS16 group)
 
-// Q8 path (Q8_0, Q4_0): activations quantized to int8 per 32-block, 8-bit multiply-adds. A
-// chunk of at most kQ8RowsMax tokens keeps the row layout (the decode kernel puts weight rows in
-// vector lanes); longer chunks go to panels of 16 tokens (the prefill kernel puts tokens in
-// lanes). Both compute the same per-output formula (matmul_simd.h), so the bits agree.
+// Q8 path (Q8_0, Q4_0, Q4_K, Q6_K): activations quantized to int8 per 32-block, 8-bit
+// multiply-adds. A chunk of at most kQ8RowsMax tokens keeps the row layout (the decode kernel
+// puts weight rows in vector lanes); longer chunks go to panels of 16 tokens (the prefill kernel
+// puts tokens in lanes). Both compute the same per-output formula (matmul_simd.h), so the bits
+// agree.
 void matmul_q8(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
                int64_t y_stride, float* scratch, ThreadPool& pool) {
   const int nt = pool.n_threads();
@@ -106,6 +107,7 @@ void matmul_q8(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t 
       reinterpret_cast<uint8_t*>(scratch + static_cast<size_t>(nt) * weight_buf_floats(n_in));
   const int64_t n_units = (w.n_out + kRowUnit - 1) / kRowUnit;
   const int planes = simd::q8_planes(w.type);
+  const bool half_sums = w.type == GgmlType::Q6_K;  // its kernels' -32 (matmul_simd.h)
   for (int64_t t0 = 0; t0 < n_tok; t0 += chunk) {
     const int64_t m = n_tok - t0 < chunk ? n_tok - t0 : chunk;
     const bool row_layout = m <= kQ8RowsMax;
@@ -121,10 +123,12 @@ void matmul_q8(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t 
         const float* xt = t < m ? x + (t0 + t) * x_stride : nullptr;
         if (row_layout) {
           simd::quantize_row_q8(xt, n_in, planes, q + t * 2 * n_in, dx + t * nb, sx + t * nb);
+          if (half_sums) simd::q8_half_sums_row(q + t * 2 * n_in, n_in);
         } else {
           const int64_t p = t / simd::kQ8Panel;
           simd::quantize_row_q8_panel(xt, n_in, planes, t % simd::kQ8Panel, q + p * nb * 1024,
                                       dx + p * nb * simd::kQ8Panel, sx + p * nb * simd::kQ8Panel);
+          if (half_sums) simd::q8_half_sums_panel(q + p * nb * 1024, nb, t % simd::kQ8Panel);
         }
       }
     };

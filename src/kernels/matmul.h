@@ -50,12 +50,13 @@ size_t matmul_scratch_floats(int64_t n_in, int n_threads);
 //   y: [n_tok][y_stride], the first w.n_out floats of each row written
 //   scratch: >= matmul_scratch_floats(w.n_in, pool.n_threads()) floats:
 //            [thread][4][n_in] weight buffers, then the quantized activations of one chunk
-// SIMD kernels picked at run time (src/kernels/simd/). Q8_0 and Q4_0 weights take the Q8 path:
-// each x row is quantized per 32-element block to int8 (steps of 1/127 of the block's max, as
-// llama.cpp does; for Q8_0 weights a second plane refines them to 1/(127 * 254)) and dotted
-// with 8-bit multiply-adds (AVX-512 VNNI where present). Q4_K and Q6_K take the int16 path: x
-// quantized to int16 per block (steps of 1/32767 of the max) and dotted in int32 per block,
-// far finer than llama.cpp's 8-bit activations. Other types are
+// SIMD kernels picked at run time (src/kernels/simd/). Where AVX-512 VNNI is present, Q8_0,
+// Q4_0, Q4_K and Q6_K weights take the Q8 path: each x row is quantized per 32-element block to
+// int8 (steps of 1/127 of the block's max, as llama.cpp does; for Q8_0 weights a second plane
+// refines them to 1/(127 * 254)) and dotted with 8-bit multiply-adds, K-quants read in the
+// file's super-blocks. Elsewhere Q4_K and Q6_K (and Q8_0 / Q4_0) take the int16 path: x
+// quantized to int16 per block (steps of 1/32767 of the max) and dotted in int32 per block.
+// Other types are
 // widened or dequantized to f32 and dotted in f32. Output rows are split over the pool's
 // threads in groups of four; long batches run in chunks of 64 rows per thread, each chunk
 // reading the weights once.

@@ -8,7 +8,8 @@
 //     decoding itself is checked bitwise through get_rows, which uses the same decoders as the
 //     matmul kernel.
 //   vs the CPU matmul() (which quantizes activations per block for quantized types, finely
-//     enough for 2e-4 * sum|w x| + 1e-6, except for Q4_0 weights: one int8 plane, steps of
+//     enough for 2e-4 * sum|w x| + 1e-6, except for Q4_0, Q4_K and Q6_K weights on CPUs with
+//     the 8-bit kernels (one int8 plane; elsewhere finer int16 codes): steps of
 //     amax_b / 127 per 32-block b, so each activation is off by up to amax_b / 254 and the
 //     CPU's dot by up to sum_b amax_b / 254 * sum_{i in b} |w_i|, which is added).
 //   rms_norm: the only difference is the order of the double sum of squares: 4 ulp.
@@ -138,8 +139,12 @@ TEST_F(CudaOps, MatmulMatchesExactDotAndCpuMatmul) {
             exact += p;
             mag += std::fabs(p);
           }
-          double q8_err = 0;  // Q4_0: the CPU's int8 activation rounding (see the top)
-          for (int64_t b0 = 0; c.type == GgmlType::Q4_0 && b0 < c.n_in; b0 += 32) {
+          // The CPU's int8 activation rounding (see the top); an upper bound where it takes
+          // the finer int16 path instead.
+          const bool one_plane =
+              c.type == GgmlType::Q4_0 || c.type == GgmlType::Q4_K || c.type == GgmlType::Q6_K;
+          double q8_err = 0;
+          for (int64_t b0 = 0; one_plane && b0 < c.n_in; b0 += 32) {
             double amax = 0, wsum = 0;
             for (int64_t i = b0; i < b0 + 32; ++i) {
               amax = std::max(amax, static_cast<double>(std::fabs(x[t * x_stride + i])));

@@ -76,13 +76,16 @@ TEST(OpsMatmul, MatchesDoubleProductOnOddShapes) {
           ref += p;
           mag += std::fabs(p);
           // Q8_0 weights take activations in steps of 1/(127 * 254) of the 32-block's max |x|
-          // (<= 1 here), Q4_0 weights in steps of 1/127 (one plane, as llama.cpp): each off by
-          // about half a step.
-          const double steps = c.type == GgmlType::Q4_0 ? 127.0 : 127.0 * 254.0;
+          // (<= 1 here), Q4_0, Q4_K and Q6_K weights in steps of 1/127 (one plane, as
+          // llama.cpp): each off by about half a step.
+          const bool one_plane =
+              c.type == GgmlType::Q4_0 || c.type == GgmlType::Q4_K || c.type == GgmlType::Q6_K;
+          const double steps = one_plane ? 127.0 : 127.0 * 254.0;
           qerr += std::fabs(m.deq[o * c.n_in + i]) * 0.51 / steps;
         }
         // f32 accumulation over n_in terms: error bounded by ~n_in * eps * sum|terms|.
-        const bool act8 = c.type == GgmlType::Q8_0 || c.type == GgmlType::Q4_0;
+        const bool act8 = c.type == GgmlType::Q8_0 || c.type == GgmlType::Q4_0 ||
+                          c.type == GgmlType::Q4_K || c.type == GgmlType::Q6_K;
         const double tol = 1e-6 + 4.0 * c.n_in * 6e-8 * mag + (act8 ? qerr : 0.0);
         EXPECT_NEAR(y[t * y_stride + o], ref, tol) << "t=" << t << " o=" << o;
       }

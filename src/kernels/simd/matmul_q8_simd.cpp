@@ -1,4 +1,5 @@
-// 8-bit activation kernels for Q8_0 and Q4_0 weights (see matmul_simd.h, "Q8 path").
+// 8-bit activation kernels for Q8_0 and Q4_0 weights (see matmul_simd.h, "Q8 path"); Q4_K and
+// Q6_K have theirs in matmul_kq_simd.cpp, reached through the dispatchers here.
 // foreach_target.h re-includes this file once per SIMD target; the HWY_ONCE part at the end
 // holds the dispatchers and the target-independent quantizers.
 //
@@ -541,7 +542,9 @@ HWY_EXPORT(DotQ8Panels);
 HWY_EXPORT(Q8Fast);
 HWY_EXPORT(QuantizeRowQ8);
 
-bool q8_path_supported(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::Q4_0; }
+bool q8_path_supported(GgmlType t) {
+  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q4_K || t == GgmlType::Q6_K;
+}
 
 bool q8_panels_fast() { return HWY_DYNAMIC_DISPATCH(Q8Fast)(); }
 
@@ -554,6 +557,11 @@ void quantize_row_q8(const float* x, int64_t n_in, int planes, int8_t* q, float*
 void dot_q8_rows(GgmlType t, bool groups, const uint8_t* src, size_t row_bytes, int count,
                  int64_t n_in, const int8_t* q, const float* dx, const int32_t* sx, int64_t n_tok,
                  float* out, int64_t out_stride) {
+  if (t == GgmlType::Q4_K || t == GgmlType::Q6_K) {
+    GEIST_CHECK(!groups, "dot_q8_rows: K-quants have no GROUPS16 layout");
+    dot_kq_rows(t, src, row_bytes, count, n_in, q, dx, sx, n_tok, out, out_stride);
+    return;
+  }
   HWY_DYNAMIC_DISPATCH(DotQ8Rows)
   (t, groups, src, row_bytes, count, n_in, q, dx, sx, n_tok, out, out_stride);
 }
@@ -561,6 +569,11 @@ void dot_q8_rows(GgmlType t, bool groups, const uint8_t* src, size_t row_bytes, 
 void dot_q8_panels(GgmlType t, bool groups, const uint8_t* src, size_t row_bytes, int count,
                    int64_t n_in, const int8_t* pq, const float* pdx, const int32_t* psx,
                    int64_t n_tok, float* out, int64_t out_stride) {
+  if (t == GgmlType::Q4_K || t == GgmlType::Q6_K) {
+    GEIST_CHECK(!groups, "dot_q8_panels: K-quants have no GROUPS16 layout");
+    dot_kq_panels(t, src, row_bytes, count, n_in, pq, pdx, psx, n_tok, out, out_stride);
+    return;
+  }
   HWY_DYNAMIC_DISPATCH(DotQ8Panels)
   (t, groups, src, row_bytes, count, n_in, pq, pdx, psx, n_tok, out, out_stride);
 }

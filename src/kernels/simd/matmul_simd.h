@@ -58,7 +58,7 @@ bool packed_dot_supported(GgmlType t);
 void dot_packed_rows(GgmlType t, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
                      const int16_t* q16, const float* dx, float* out);
 
-// --- Q8 path (Q8_0 and Q4_0 weights, src/kernels/simd/matmul_q8_simd.cpp) ---
+// --- Q8 path (Q8_0, Q4_0, Q4_K, Q6_K weights, src/kernels/simd/matmul_q8_simd.cpp) ---
 // Activations quantized per 32-block to int8: q1 = round(x / d), d = max|x| / 127 (llama.cpp's
 // q8_0 codes). Q8_0 weights add a second plane, q2 = round((x - d * q1) / dx) with
 // dx = d / kQ8Fine, so x ~= dx * (kQ8Fine * q1 + q2) within dx / 2: as fine as 16-bit codes
@@ -74,10 +74,41 @@ void dot_packed_rows(GgmlType t, const uint8_t* src, size_t row_bytes, int count
 constexpr int64_t kQ8Panel = 16;  // tokens per activation panel (one 512-bit vector of lanes)
 constexpr int32_t kQ8Fine = 254;  // fine steps per coarse step
 
-bool q8_path_supported(GgmlType t);  // Q8_0, Q4_0
+//
+// K-quants (Q4_K, Q6_K; src/kernels/simd/matmul_kq_simd.cpp) read the weights in the file's
+// super-blocks (no repack) with one activation plane (dx_b = d_b, sx_b = sum of q1):
+//   Q4_K, 32-block b = sub-block j of its super-block (f16 d, dmin; 6-bit sc_j, m_j), u the
+//   4-bit codes: isum_b = dot(u, q1), and per block, in block order,
+//     acc = fma(float(isum_b), (d * sc_j) * dx_b, acc)
+//     acc = fma(dmin * m_j, -(float(sx_b) * dx_b), acc)
+//   (d * sc_j and dmin * m_j are exact in f32: an f16 times a 6-bit integer).
+//   Q6_K, 32-block b = sub-blocks s, s + 1 of 16 (int8 scales sc_s, sc_s1; f16 d), u the 6-bit
+//   codes: isum_b = sc_s * dot16(u - 32, q1) + sc_s1 * dot16'(u - 32, q1), exact, then
+//     acc = fma(float(isum_b), d * dx_b, acc)
+//   |isum_b| < 2^24, so an exact f32 evaluation of it is also allowed. Kernels take the -32
+//   from the activations' 16-element sums (q8_half_sums_*), written where the unused q2 plane
+//   would be.
+bool q8_path_supported(GgmlType t);  // Q8_0, Q4_0, Q4_K, Q6_K
 
-// Activation planes the Q8 path uses for weights of type t: 2 for Q8_0, 1 for Q4_0.
-inline int q8_planes(GgmlType t) { return t == GgmlType::Q4_0 ? 1 : 2; }
+// Activation planes the Q8 path uses for weights of type t: 2 for Q8_0, 1 for the 4-bit and
+// 6-bit types (their own steps are 16x / 4x coarser than q1's).
+inline int q8_planes(GgmlType t) { return t == GgmlType::Q8_0 ? 2 : 1; }
+
+// Q6_K's activation extras, after quantize_row_q8 / _panel with one plane: the sums of q1 over
+// each 16-element half of every 32-block.
+//   row:   reads q[0, n_in), writes int32 hs [nb][2] at q + n_in (the q2 plane's place)
+//   panel: reads lane `lane` of the panel at pq, writes int32 phs [nb][2][16] (half h of block b,
+//          lane j at (b * 2 + h) * 16 + j) at pq + nb * 512 bytes (the q2 plane's place)
+void q8_half_sums_row(int8_t* q, int64_t n_in);
+void q8_half_sums_panel(int8_t* pq, int64_t nb, int64_t lane);
+
+// The K-quant kernels behind dot_q8_rows / dot_q8_panels (same arguments; groups == false).
+void dot_kq_rows(GgmlType t, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
+                 const int8_t* q, const float* dx, const int32_t* sx, int64_t n_tok, float* out,
+                 int64_t out_stride);
+void dot_kq_panels(GgmlType t, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
+                   const int8_t* pq, const float* pdx, const int32_t* psx, int64_t n_tok,
+                   float* out, int64_t out_stride);
 
 // True where dot_q8_panels / dot_q8_rows run the 8-bit multiply-add kernels (VNNI).
 bool q8_panels_fast();
