@@ -3,7 +3,9 @@
 // both ways, and attention within f32 rounding of the CPU's scalar attention_kv_reference()
 // reading the same bytes.
 //
-// Attention tolerance: the GPU uses an online softmax over tiles of 32 positions with FMAs and,
+// Attention tolerance: the GPU uses an online softmax over key tiles (F16 / F32 rows of head
+// size 64, 128 or 256: tiles of 64 on the tensor cores with bf16 hi/lo splits, about 16
+// significant bits per factor, kv_attn_mma_cuda.cu; the other modes: tiles of 32 with FMAs) and,
 // for Q8 / Q4 rows, scores and accumulates in the Hadamard-rotated domain (rotating the query
 // and the result instead of every row); the CPU reference decodes each row (rotating it back)
 // and uses a two-pass softmax. With |q|, |k|, |v| <= 1, head_dim <= 256 and scale
@@ -436,6 +438,66 @@ TEST_F(CudaKv, LongPrefillMatchesCpuOnSampledRows) {
       std::vector<float> r(ref.begin() + t * qs, ref.begin() + (t + 1) * qs);
       SCOPED_TRACE("token " + std::to_string(t));
       expect_close(g, r, 0, qs, hd, attn_tol(mode));
+    }
+  }
+}
+
+// F16 / F32 caches with heads of 64, 128 or 256 run on the tensor cores (kv_attn_mma_cuda.cu):
+// groups that leave padding rows in a block (6 heads per kv head), more than one block of
+// queries, single-token calls among prefill chunks of odd lengths. Every split gives the same
+// bits, and every row stays within attn_tol of the CPU reference (the bf16 hi/lo products
+// keep ~16 significant bits of q and p, and F16 values exactly: a few 1e-6 on these inputs).
+TEST_F(CudaKv, TensorCoreAttentionIsSplitIndependentAndMatchesCpu) {
+  struct Case {
+    int32_t n_head, n_head_kv, hd;
+  };
+  const int32_t total = 200;
+  ThreadPool pool(8);
+  // 32/8 heads: the 200-token call has enough blocks for one block per row's channels, the
+  // shorter calls split the channels over 4 blocks (kv_attn_mma_cuda.cu, launch).
+  for (const Case c : {Case{12, 2, 128}, Case{8, 2, 256}, Case{4, 4, 64}, Case{32, 8, 64}}) {
+    for (const KvMode mode : {KvMode::F16, KvMode::F32}) {
+      SCOPED_TRACE(std::string(kv_mode_name(mode)) + " hd " + std::to_string(c.hd));
+      const int32_t n_kv = c.n_head_kv * c.hd;
+      const int64_t qs = int64_t{c.n_head} * c.hd;
+      const std::vector<KvLayerSpec> layers = {roped_layer(c.n_head_kv, c.hd)};
+      const AttentionShape s{c.n_head, c.n_head_kv, c.hd, c.hd,
+                             1.0f / std::sqrt(static_cast<float>(c.hd))};
+      const std::vector<float> q = random_floats(static_cast<size_t>(qs * total), 21);
+      const std::vector<float> k = random_floats(static_cast<size_t>(n_kv) * total, 22);
+      const std::vector<float> v = random_floats(static_cast<size_t>(n_kv) * total, 23);
+      DeviceVec<float> dq(q), dk(k), dv(v);
+      std::vector<std::vector<float>> outs;
+      for (const std::vector<int32_t>& split :
+           {std::vector<int32_t>{200}, std::vector<int32_t>{1, 70, 1, 1, 127},
+            std::vector<int32_t>{64, 65, 71}}) {
+        std::unique_ptr<KvStore> dev;
+        ASSERT_TRUE(stream_->create_kv(mode, layers, total, &dev).is_ok());
+        DeviceVec<float> dout(static_cast<size_t>(qs * total));
+        int32_t pos = 0;
+        for (const int32_t n : split) {
+          dev->attend(0, s, dq.ptr() + pos * qs, qs, n, pos, dk.ptr() + pos * n_kv, n_kv,
+                      dv.ptr() + pos * n_kv, n_kv, dout.ptr() + pos * qs, qs);
+          pos += n;
+        }
+        outs.push_back(dout.download());
+      }
+      for (size_t j = 1; j < outs.size(); ++j) {
+        for (size_t i = 0; i < outs[0].size(); ++i) {
+          ASSERT_EQ(outs[j][i], outs[0][i]) << "split " << j << " element " << i;
+        }
+      }
+      std::unique_ptr<KvCache> host;
+      ASSERT_TRUE(KvCache::create(mode, layers, total, &host).is_ok());
+      std::vector<float> ref(static_cast<size_t>(qs * total));
+      cpu_attend(*host, 0, s, q.data(), qs, total, 0, k.data(), v.data(), n_kv, ref.data(), pool);
+      expect_close(outs[0], ref, 0, qs, c.hd, attn_tol(mode));
+      double worst = 0.0;
+      for (size_t i = 0; i < ref.size(); ++i) {
+        worst = std::max(worst, static_cast<double>(std::fabs(outs[0][i] - ref[i])));
+      }
+      std::printf("[ kv attn ] tensor cores %s hd %d: max |gpu - cpu| %.3g\n", kv_mode_name(mode),
+                  c.hd, worst);
     }
   }
 }

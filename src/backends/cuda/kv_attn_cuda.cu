@@ -1,3 +1,6 @@
+// F16 / F32 caches with heads of 64, 128 or 256 take the tensor-core kernel instead, for every
+// call (kv_attn_mma_cuda.cu, its own per-row arithmetic); everything else runs here.
+//
 // Causal grouped-query attention over KV bytes in any KvCache encoding, tiled (flash-attention
 // style): a block takes kRows query rows (up to kRows / group tokens times the query heads of
 // one kv head) and walks the keys in tiles of kKeys positions, each tile decoded once into
@@ -23,6 +26,7 @@
 #include <cuda_runtime.h>
 
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/kv_attn_mma_cuda.h"
 #include "backends/cuda/kv_codec_cuda.cuh"
 
 namespace geist::cuda {
@@ -383,8 +387,9 @@ cudaError_t setup_variant() {
 }  // namespace
 
 cudaError_t kv_attention_setup() {
-  const cudaError_t e = setup_variant<false>();
-  return e == cudaSuccess ? setup_variant<true>() : e;
+  cudaError_t e = setup_variant<false>();
+  if (e == cudaSuccess) e = setup_variant<true>();
+  return e == cudaSuccess ? kv_attention_mma_setup() : e;
 }
 
 cudaError_t kv_attention(cudaStream_t s, const AttentionShape& sh, const float* q, int64_t q_stride,
@@ -396,6 +401,10 @@ cudaError_t kv_attention(cudaStream_t s, const AttentionShape& sh, const float* 
     return cudaErrorInvalidValue;
   }
   cudaError_t dec_err = cudaSuccess;
+  // F16 / F32 caches of the common head sizes: the tensor-core kernel, for every call.
+  if (kv_attention_mma(s, sh, q, q_stride, n_tok, pos0, k, v, out, out_stride, pos_dev, &dec_err)) {
+    return dec_err;
+  }
   if (kv_attention_decode(s, sh, q, q_stride, n_tok, pos0, k, v, out, pos_dev, &dec_err)) {
     return dec_err;
   }

@@ -1,4 +1,5 @@
 // Decode fast path of kv_attention (kv_attn_cuda.cu): one query token over f32 / f16 rows.
+// (Heads of 64, 128 and 256 never get here: kv_attn_mma_cuda.cu takes all their calls.)
 //
 // The general kernel gives a decode step one block per kv head and walks the key tiles one
 // after the other, each a chain of loads, barriers and serial sums: 15-26 us for a handful of
@@ -17,10 +18,15 @@
 #include <cuda_fp16.h>
 
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/kv_rows_cuda.cuh"
 
 namespace geist::cuda {
 
 namespace {
+
+using kvrows::row_at;
+using kvrows::Rows;
+using kvrows::rows_of;
 
 constexpr int kThreads = 256;
 constexpr int kKeys = 32;                // positions per tile: the general kernel's kKeys
@@ -28,24 +34,6 @@ constexpr int kPer = 4;                  // keys a thread scores at once (indepe
 constexpr int kSuper = kThreads * kPer;  // keys scored per round
 constexpr int kTiles = kSuper / kKeys;   // tiles per round
 constexpr int kWarps = kThreads / 32;
-
-// A row segment's element type: F16 or F32 (the only encodings this path reads).
-struct Rows {
-  const uint8_t* lo;
-  const uint8_t* hi;
-  int64_t lo_bytes, hi_bytes;  // row bytes
-  int32_t lo_first, hi_first;
-  int32_t lo_ring, hi_ring;
-  int32_t split;
-};
-
-__device__ __forceinline__ const uint8_t* row_at(const Rows& r, int32_t p) {
-  const bool lo = p < r.split;
-  int64_t i = p - (lo ? r.lo_first : r.hi_first);
-  const int32_t ring = lo ? r.lo_ring : r.hi_ring;
-  if (ring > 0) i %= ring;
-  return (lo ? r.lo : r.hi) + i * (lo ? r.lo_bytes : r.hi_bytes);
-}
 
 // 8 consecutive elements (16-byte aligned for F32 pairs / F16 octets) as floats.
 template <bool F16>
@@ -195,35 +183,6 @@ __global__ void __launch_bounds__(kThreads) attn_decode_kernel(const DecArgs a) 
   }
   __syncthreads();
   if (tid < a.hd_v) a.out[int64_t{h} * a.hd_v + tid] = __fdiv_rn(acc, s_l);
-}
-
-// The segment's rows as this kernel reads them; false when it cannot (another encoding, or
-// rows not 16-byte aligned for the vector loads).
-bool rows_of(const KvDevSrc& s, int32_t hd, int32_t n_head_kv, bool* f16, Rows* r) {
-  const KvDevSeg* segs[2] = {&s.lo, &s.hi};
-  const int n = s.split < INT32_MAX ? 2 : 1;
-  const KvEnc enc = s.lo.enc;
-  if (enc != KvEnc::F16 && enc != KvEnc::F32) return false;
-  const int64_t es = enc == KvEnc::F16 ? 2 : 4;
-  for (int i = 0; i < n; ++i) {
-    const KvDevSeg& g = *segs[i];
-    if (g.enc != enc || g.data == nullptr || reinterpret_cast<uintptr_t>(g.data) % 16 != 0 ||
-        g.row_bytes % 16 != 0 || g.row_bytes < es * hd * n_head_kv) {
-      return false;
-    }
-  }
-  if ((es * hd) % 16 != 0) return false;
-  *f16 = enc == KvEnc::F16;
-  r->lo = s.lo.data;
-  r->lo_bytes = s.lo.row_bytes;
-  r->lo_first = s.lo.first;
-  r->lo_ring = s.lo.ring;
-  r->hi = n == 2 ? s.hi.data : s.lo.data;
-  r->hi_bytes = n == 2 ? s.hi.row_bytes : s.lo.row_bytes;
-  r->hi_first = n == 2 ? s.hi.first : s.lo.first;
-  r->hi_ring = n == 2 ? s.hi.ring : s.lo.ring;
-  r->split = s.split;
-  return true;
 }
 
 }  // namespace

@@ -1,0 +1,382 @@
+// Attention on the tensor cores for F16 / F32 KV rows (no key reference, unrotated) with
+// head_dim_k == head_dim_v in {64, 128, 256}. Every kv_attention call for such a cache goes
+// through this kernel, prefill and decode alike (eligible() is a function of the cache's
+// encoding and shape only), so a row's bits never depend on which kernel computed it.
+//
+// Per-row arithmetic (mma = mma.sync m16n8k16, bf16 inputs, f32 accumulator; k-slot i of a
+// step holds channel / key 16 * step + i; hi(x) = bf16(x), lo(x) = bf16(x - hi(x)), so an f16
+// value is exactly hi + lo and an f32 value keeps ~16 significant bits):
+//   for each key tile [j0, j0 + kKeys), j0 = 0, kKeys, ... (absolute positions):
+//     S_j  = from +0, for each 16-channel step of the head in order: mma(hi q, hi k),
+//            mma(hi q, lo k), mma(lo q, hi k);  s_j = S_j * scale, -inf past the row's
+//            position
+//     m'   = max(m, max_j s_j);  alpha = exp(m - m');  p_j = exp(s_j - m')
+//     sum  = the 64 p_j split by j % 8 / 2 into four lane sums u_0..u_3 (u_q: keys
+//            8i + 2q then 8i + 2q + 1 for i = 0..7, from 0), then (u_0 + u_1) + (u_2 + u_3)
+//     l    = l * alpha + sum (one FMA)
+//     acc  = acc * alpha, then for each 16-key step in order: mma(hi p, hi v),
+//            mma(hi p, lo v), mma(lo p, hi v)
+//   out = acc / l.
+// An mma output element depends only on its A row, its B column and its accumulator, so the
+// other rows of a block (other tokens, other heads, padding) never change a row's value. A
+// tile wholly past a row's position leaves it unchanged (alpha = 1, p = 0), and a warp skips
+// the tiles past all its rows; the keys and values past the block's last position are read
+// as zeros (never uninitialized memory, whose NaN would survive a zero weight).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
+
+#include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/kv_attn_mma_cuda.h"
+#include "backends/cuda/kv_rows_cuda.cuh"
+#include "backends/cuda/matmul_common.cuh"
+
+namespace geist::cuda {
+
+namespace {
+
+using kvrows::row_at;
+using kvrows::Rows;
+using kvrows::rows_of;
+using mm::mma_bf16;
+using mm::split2;
+
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kRows = 16 * kWarps;  // query rows per block: 16 per warp
+constexpr int kKeys = 64;           // key positions per tile
+constexpr int kNt = kKeys / 8;      // score n-tiles of a tile
+constexpr int kSlices = 4;          // output-channel slices of a launch with few blocks
+constexpr unsigned kFewBlocks = 100;
+
+struct MmaArgs {
+  int32_t group;
+  float scale;
+  const float* q;  // [n_tok][q_stride], head h at h * hd
+  int64_t q_stride;
+  int32_t n_tok, pos0;
+  const int32_t* pos_dev;  // nullptr, or a device int32 added to pos0 (a replayed graph step)
+  int32_t nq;              // query heads of one kv head per block (<= kRows)
+  int32_t qt;              // tokens per block (kRows / nq)
+  Rows k, v;
+  float* out;  // [n_tok][out_stride], head h at h * hd
+  int64_t out_stride;
+  bool out_vec;  // out and out_stride allow float2 stores
+};
+
+// Shared-memory strides, chosen so that a warp's fragment loads hit distinct banks.
+// HD: head size; NS: blocks that share a row's output channels (each slice HD / NS).
+template <int HD, int NS>
+struct Lay {
+  static constexpr int kLq = HD / 2 + 4;  // words of a query row (hi or lo bf16 pairs)
+  static constexpr int kLk = HD + 8;      // elements of a key row
+  static constexpr int kLv = kKeys + 8;   // elements of a transposed value row (one channel)
+  static constexpr int kDv = HD / NS;     // output channels of a block
+  template <bool F16>
+  static constexpr size_t bytes() {
+    const size_t es = F16 ? 2 : 4;
+    return 2 * sizeof(uint32_t) * kRows * kLq + es * kKeys * kLk + es * kDv * kLv;
+  }
+};
+
+// Two elements at p (consecutive channels of a key, or consecutive keys of a value channel)
+// as bf16x2 hi and lo words.
+template <bool F16>
+__device__ __forceinline__ void split_pair(const void* p, uint32_t* hi, uint32_t* lo) {
+  float2 f;
+  if constexpr (F16) {
+    f = __half22float2(*reinterpret_cast<const __half2*>(p));
+  } else {
+    f = *reinterpret_cast<const float2*>(p);
+  }
+  split2(f.x, f.y, hi, lo);
+}
+
+// NS > 1 (few blocks, e.g. decode): NS blocks compute the same scores and each accumulates
+// its slice of the output channels; the arithmetic of every element is the same as with NS 1.
+template <bool F16, int HD, int NS>
+__global__ void __launch_bounds__(kThreads) attn_mma_kernel(const MmaArgs a) {
+  using E = typename std::conditional<F16, __half, float>::type;
+  using L = Lay<HD, NS>;
+  constexpr int kEpc = 16 / sizeof(E);  // elements per 16-byte load
+  constexpr int kDv = L::kDv;
+  constexpr int kNv = kDv / 8;  // output n-tiles
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  uint32_t* sQh = reinterpret_cast<uint32_t*>(smem_raw);  // [kRows][kLq] hi(q) pairs
+  uint32_t* sQl = sQh + kRows * L::kLq;                   // [kRows][kLq] lo(q) pairs
+  E* sK = reinterpret_cast<E*>(sQl + kRows * L::kLq);     // [kKeys][kLk] key tile
+  E* sV = sK + kKeys * L::kLk;                            // [kDv][kLv] value slice, transposed
+  const int tid = static_cast<int>(threadIdx.x);
+  const int lane = tid & 31, warp = tid >> 5;
+  const int gq = lane >> 2, qd = lane & 3;  // mma group (row / column) and thread in group
+  const int32_t g = static_cast<int32_t>(blockIdx.y);
+  const int32_t h0 = static_cast<int32_t>(blockIdx.z) / NS * a.nq;
+  const int32_t slice = static_cast<int32_t>(blockIdx.z) % NS;  // output channels slice * kDv..
+  const int32_t h_first = g * a.group + h0;
+  const int32_t t0 = static_cast<int32_t>(blockIdx.x) * a.qt;
+  const int32_t n_tok_blk = a.n_tok - t0 < a.qt ? a.n_tok - t0 : a.qt;
+  const int32_t nq_blk = a.group - h0 < a.nq ? a.group - h0 : a.nq;
+  const int32_t pos0 = a.pos_dev != nullptr ? a.pos0 + *a.pos_dev : a.pos0;
+  const int32_t last_pos = pos0 + t0 + n_tok_blk - 1;
+  const auto row_ok = [&](int r) { return r / a.nq < n_tok_blk && r % a.nq < nq_blk; };
+  // Padding rows see every key up to the block's last position: finite scores, no NaN.
+  const auto row_pos = [&](int r) { return row_ok(r) ? pos0 + t0 + r / a.nq : last_pos; };
+  const int64_t k_off = static_cast<int64_t>(sizeof(E)) * g * HD;  // head slice in a row
+  const int64_t v_off = k_off + static_cast<int64_t>(sizeof(E)) * slice * kDv;
+
+  for (int e = tid; e < kRows * (HD / 2); e += kThreads) {
+    const int r = e / (HD / 2), w = e % (HD / 2);
+    float x0 = 0.0f, x1 = 0.0f;
+    if (row_ok(r)) {
+      const float* qr = a.q + static_cast<int64_t>(t0 + r / a.nq) * a.q_stride +
+                        static_cast<int64_t>(h_first + r % a.nq) * HD + 2 * w;
+      x0 = qr[0];
+      x1 = qr[1];
+    }
+    split2(x0, x1, &sQh[r * L::kLq + w], &sQl[r * L::kLq + w]);
+  }
+
+  const int r0 = 16 * warp + gq, r1 = r0 + 8;  // this thread's rows (C fragment rows)
+  const int32_t p0 = row_pos(r0), p1 = row_pos(r1);
+  // The warp's last live position (-1: no live row); tiles past it change none of its rows.
+  const int32_t wmax =
+      __reduce_max_sync(0xffffffffu, max(row_ok(r0) ? p0 : -1, row_ok(r1) ? p1 : -1));
+  const bool live = wmax >= 0;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+  float acc[kNv][4];
+#pragma unroll
+  for (int i = 0; i < kNv; ++i) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[i][e] = 0.0f;
+  }
+
+  for (int32_t j0 = 0; j0 <= last_pos; j0 += kKeys) {
+    __syncthreads();  // the previous tile fully used
+    for (int e = tid; e < kKeys * (HD / kEpc); e += kThreads) {
+      const int j = e / (HD / kEpc), c = e % (HD / kEpc);
+      uint4 x = make_uint4(0, 0, 0, 0);
+      if (j0 + j <= last_pos) {
+        x = *reinterpret_cast<const uint4*>(row_at(a.k, j0 + j) + k_off + 16 * c);
+      }
+      *reinterpret_cast<uint4*>(sK + j * L::kLk + c * kEpc) = x;
+    }
+    for (int e = tid; e < (kKeys / 2) * (kDv / kEpc); e += kThreads) {
+      const int kp = e / (kDv / kEpc), c = e % (kDv / kEpc);
+      const int32_t p = j0 + 2 * kp;
+      uint4 x = make_uint4(0, 0, 0, 0), y = make_uint4(0, 0, 0, 0);
+      if (p <= last_pos) x = *reinterpret_cast<const uint4*>(row_at(a.v, p) + v_off + 16 * c);
+      if (p + 1 <= last_pos) {
+        y = *reinterpret_cast<const uint4*>(row_at(a.v, p + 1) + v_off + 16 * c);
+      }
+      const E* xe = reinterpret_cast<const E*>(&x);
+      const E* ye = reinterpret_cast<const E*>(&y);
+#pragma unroll
+      for (int i = 0; i < kEpc; ++i) {
+        E* dst = sV + (c * kEpc + i) * L::kLv + 2 * kp;
+        dst[0] = xe[i];
+        dst[1] = ye[i];
+      }
+    }
+    __syncthreads();
+    if (!live || j0 > wmax) continue;
+
+    float s[kNt][4];
+#pragma unroll
+    for (int i = 0; i < kNt; ++i) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[i][e] = 0.0f;
+    }
+#pragma unroll 2
+    for (int ks = 0; ks < HD / 16; ++ks) {
+      const int w = 8 * ks + qd;
+      const uint32_t ah0 = sQh[r0 * L::kLq + w], ah1 = sQh[r1 * L::kLq + w],
+                     ah2 = sQh[r0 * L::kLq + w + 4], ah3 = sQh[r1 * L::kLq + w + 4];
+      const uint32_t al0 = sQl[r0 * L::kLq + w], al1 = sQl[r1 * L::kLq + w],
+                     al2 = sQl[r0 * L::kLq + w + 4], al3 = sQl[r1 * L::kLq + w + 4];
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt) {
+        const E* kr = sK + (8 * nt + gq) * L::kLk + 16 * ks + 2 * qd;
+        uint32_t bh0, bl0, bh1, bl1;
+        split_pair<F16>(kr, &bh0, &bl0);
+        split_pair<F16>(kr + 8, &bh1, &bl1);
+        mma_bf16(s[nt], ah0, ah1, ah2, ah3, bh0, bh1);
+        mma_bf16(s[nt], ah0, ah1, ah2, ah3, bl0, bl1);
+        mma_bf16(s[nt], al0, al1, al2, al3, bh0, bh1);
+      }
+    }
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int32_t j = j0 + 8 * nt + 2 * qd + (e & 1);
+        const float x = j <= (e < 2 ? p0 : p1) ? __fmul_rn(s[nt][e], a.scale) : -INFINITY;
+        s[nt][e] = x;
+        if (e < 2) {
+          mx0 = fmaxf(mx0, x);
+        } else {
+          mx1 = fmaxf(mx1, x);
+        }
+      }
+    }
+#pragma unroll
+    for (int o = 1; o <= 2; o <<= 1) {
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o));
+    }
+    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+    const float al0 = expf(__fsub_rn(m0, mn0)), al1 = expf(__fsub_rn(m1, mn1));
+    m0 = mn0;
+    m1 = mn1;
+    float u0 = 0.0f, u1 = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[nt][e] = expf(__fsub_rn(s[nt][e], e < 2 ? mn0 : mn1));
+        if (e < 2) {
+          u0 = __fadd_rn(u0, s[nt][e]);
+        } else {
+          u1 = __fadd_rn(u1, s[nt][e]);
+        }
+      }
+    }
+#pragma unroll
+    for (int o = 1; o <= 2; o <<= 1) {
+      u0 = __fadd_rn(u0, __shfl_xor_sync(0xffffffffu, u0, o));
+      u1 = __fadd_rn(u1, __shfl_xor_sync(0xffffffffu, u1, o));
+    }
+    l0 = __fmaf_rn(l0, al0, u0);
+    l1 = __fmaf_rn(l1, al1, u1);
+#pragma unroll
+    for (int i = 0; i < kNv; ++i) {
+      acc[i][0] = __fmul_rn(acc[i][0], al0);
+      acc[i][1] = __fmul_rn(acc[i][1], al0);
+      acc[i][2] = __fmul_rn(acc[i][2], al1);
+      acc[i][3] = __fmul_rn(acc[i][3], al1);
+    }
+#pragma unroll
+    for (int ks = 0; ks < kKeys / 16; ++ks) {
+      uint32_t ph[4], pl[4];  // A fragment of P: keys 16ks + 2qd (+8), rows r0 / r1
+      split2(s[2 * ks][0], s[2 * ks][1], &ph[0], &pl[0]);
+      split2(s[2 * ks][2], s[2 * ks][3], &ph[1], &pl[1]);
+      split2(s[2 * ks + 1][0], s[2 * ks + 1][1], &ph[2], &pl[2]);
+      split2(s[2 * ks + 1][2], s[2 * ks + 1][3], &ph[3], &pl[3]);
+#pragma unroll
+      for (int nv = 0; nv < kNv; ++nv) {
+        const E* vr = sV + (8 * nv + gq) * L::kLv + 16 * ks + 2 * qd;
+        uint32_t bh0, bl0, bh1, bl1;
+        split_pair<F16>(vr, &bh0, &bl0);
+        split_pair<F16>(vr + 8, &bh1, &bl1);
+        mma_bf16(acc[nv], ph[0], ph[1], ph[2], ph[3], bh0, bh1);
+        mma_bf16(acc[nv], ph[0], ph[1], ph[2], ph[3], bl0, bl1);
+        mma_bf16(acc[nv], pl[0], pl[1], pl[2], pl[3], bh0, bh1);
+      }
+    }
+  }
+  if (!live) return;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = half == 0 ? r0 : r1;
+    if (!row_ok(r)) continue;
+    const float l = half == 0 ? l0 : l1;
+    float* orow = a.out + static_cast<int64_t>(t0 + r / a.nq) * a.out_stride +
+                  static_cast<int64_t>(h_first + r % a.nq) * HD + slice * kDv + 2 * qd;
+#pragma unroll
+    for (int nv = 0; nv < kNv; ++nv) {
+      float2 o;
+      o.x = __fdiv_rn(acc[nv][2 * half], l);
+      o.y = __fdiv_rn(acc[nv][2 * half + 1], l);
+      if (a.out_vec) {
+        *reinterpret_cast<float2*>(orow + 8 * nv) = o;
+      } else {
+        orow[8 * nv] = o.x;
+        orow[8 * nv + 1] = o.y;
+      }
+    }
+  }
+}
+
+template <bool F16, int HD, int NS>
+cudaError_t set_smem() {
+  return cudaFuncSetAttribute(attn_mma_kernel<F16, HD, NS>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(Lay<HD, NS>::template bytes<F16>()));
+}
+
+template <bool F16, int HD>
+cudaError_t set_smem_all() {
+  const cudaError_t e = set_smem<F16, HD, 1>();
+  return e == cudaSuccess ? set_smem<F16, HD, kSlices>() : e;
+}
+
+template <bool F16, int HD>
+void launch(cudaStream_t s, const MmaArgs& a, dim3 grid) {
+  // Fewer blocks than about the SMs: split the output channels over more blocks.
+  if (grid.x * grid.y * grid.z < kFewBlocks) {
+    grid.z *= kSlices;
+    attn_mma_kernel<F16, HD, kSlices>
+        <<<grid, kThreads, Lay<HD, kSlices>::template bytes<F16>(), s>>>(a);
+  } else {
+    attn_mma_kernel<F16, HD, 1><<<grid, kThreads, Lay<HD, 1>::template bytes<F16>(), s>>>(a);
+  }
+}
+
+}  // namespace
+
+cudaError_t kv_attention_mma_setup() {
+  cudaError_t e = set_smem_all<true, 64>();
+  if (e == cudaSuccess) e = set_smem_all<true, 128>();
+  if (e == cudaSuccess) e = set_smem_all<true, 256>();
+  if (e == cudaSuccess) e = set_smem_all<false, 64>();
+  if (e == cudaSuccess) e = set_smem_all<false, 128>();
+  if (e == cudaSuccess) e = set_smem_all<false, 256>();
+  return e;
+}
+
+bool kv_attention_mma(cudaStream_t s, const AttentionShape& sh, const float* q, int64_t q_stride,
+                      int32_t n_tok, int32_t pos0, const KvDevSrc& k, const KvDevSrc& v, float* out,
+                      int64_t out_stride, const int32_t* pos_dev, cudaError_t* err) {
+  const int32_t hd = sh.head_dim_k;
+  if (k.ref.c != nullptr || sh.head_dim_v != hd || (hd != 64 && hd != 128 && hd != 256) ||
+      sh.n_head_kv <= 0 || sh.n_head % sh.n_head_kv != 0) {
+    return false;
+  }
+  MmaArgs a;
+  bool kf16 = false, vf16 = false;
+  if (!rows_of(k, hd, sh.n_head_kv, &kf16, &a.k) || !rows_of(v, hd, sh.n_head_kv, &vf16, &a.v) ||
+      kf16 != vf16) {
+    return false;
+  }
+  *err = cudaSuccess;
+  if (n_tok <= 0) return true;
+  a.group = sh.n_head / sh.n_head_kv;
+  a.scale = sh.scale;
+  a.q = q;
+  a.q_stride = q_stride;
+  a.n_tok = n_tok;
+  a.pos0 = pos0;
+  a.pos_dev = pos_dev;
+  a.nq = a.group < kRows ? a.group : kRows;
+  a.qt = kRows / a.nq;
+  a.out = out;
+  a.out_stride = out_stride;
+  a.out_vec = reinterpret_cast<uintptr_t>(out) % 8 == 0 && out_stride % 2 == 0;
+  const int32_t n_chunks = (a.group + a.nq - 1) / a.nq;
+  const dim3 grid(static_cast<unsigned>((n_tok + a.qt - 1) / a.qt),
+                  static_cast<unsigned>(sh.n_head_kv), static_cast<unsigned>(n_chunks));
+  if (kf16) {
+    if (hd == 64) launch<true, 64>(s, a, grid);
+    if (hd == 128) launch<true, 128>(s, a, grid);
+    if (hd == 256) launch<true, 256>(s, a, grid);
+  } else {
+    if (hd == 64) launch<false, 64>(s, a, grid);
+    if (hd == 128) launch<false, 128>(s, a, grid);
+    if (hd == 256) launch<false, 256>(s, a, grid);
+  }
+  *err = cudaGetLastError();
+  return true;
+}
+
+}  // namespace geist::cuda
