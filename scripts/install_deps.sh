@@ -1,8 +1,18 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages geist needs. Idempotent: does nothing when all are present.
 set -euo pipefail
+# --arm64: also the cross compiler, qemu-user and the :arm64 libraries (scripts/test_arm64.sh).
 pkgs=(cmake ninja-build g++ clang libclang-rt-14-dev clang-format libgtest-dev libgmock-dev
       libhwy-dev libxxhash-dev jq)
+if [ "${1:-}" = "--arm64" ]; then
+  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    $SUDO dpkg --add-architecture arm64
+    $SUDO apt-get update -qq
+  fi
+  pkgs+=(g++-aarch64-linux-gnu qemu-user libhwy-dev:arm64 libgtest-dev:arm64 libxxhash-dev:arm64)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

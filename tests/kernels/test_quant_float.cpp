@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/quant.h"
+#include "support/compiler_half.h"
 
 namespace geist {
 namespace {
@@ -93,10 +94,10 @@ TEST(QuantFloat, Fp16EncodeSpecialValues) {
   EXPECT_NE(snan & 0x3ff, 0);
 }
 
-#ifdef __FLT16_MAX__
+#ifdef GEIST_TEST_COMPILER_HALF
 // libgcc's float -> _Float16 conversion, an implementation that is not ours.
 uint16_t compiler_fp16(float f) {
-  const _Float16 h = static_cast<_Float16>(f);
+  const GEIST_TEST_COMPILER_HALF h = static_cast<GEIST_TEST_COMPILER_HALF>(f);
   uint16_t u;
   std::memcpy(&u, &h, sizeof(u));
   return u;
@@ -135,7 +136,7 @@ TEST(QuantFloat, Fp16EncodeMatchesCompilerOnRandomFloats) {
 }
 #else
 TEST(QuantFloat, Fp16EncodeMatchesCompiler) {
-  GTEST_SKIP() << "compiler has no _Float16: fp16 encode not cross-checked against it";
+  GTEST_SKIP() << "compiler has no binary16 type: fp16 encode not cross-checked against it";
 }
 #endif
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/quant.h"
+#include "support/compiler_half.h"
 
 namespace geist {
 namespace {
@@ -57,9 +58,9 @@ std::vector<float> test_row(int n, std::mt19937& rng) {
   return x;
 }
 
-#ifdef __FLT16_MAX__
+#ifdef GEIST_TEST_COMPILER_HALF
 uint16_t f16(float f) {  // the compiler's conversion, not ours
-  const _Float16 h = static_cast<_Float16>(f);
+  const GEIST_TEST_COMPILER_HALF h = static_cast<GEIST_TEST_COMPILER_HALF>(f);
   uint16_t u;
   std::memcpy(&u, &h, 2);
   return u;
@@ -154,7 +155,7 @@ TEST(QuantQuantize, Q4_0KnownBlock) {
 }
 #else
 TEST(QuantQuantize, LegacyTypesMatchReferenceRulesBytewise) {
-  GTEST_SKIP() << "compiler has no _Float16: quantize bytes not cross-checked";
+  GTEST_SKIP() << "compiler has no binary16 type: quantize bytes not cross-checked";
 }
 #endif
 

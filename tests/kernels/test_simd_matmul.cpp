@@ -4,8 +4,10 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -47,6 +49,20 @@ std::vector<uint8_t> random_rows(GgmlType type, int64_t n_in, int64_t n_out, std
     dequantize_row(type, bytes.data() + o * rb, deq->data() + o * n_in, n_in);
   }
   return bytes;
+}
+
+// Names the targets the per-target tests below run on (AVX3/AVX2/SSE4/EMU128 on x86-64, NEON
+// on Arm; scripts/test_arm64.sh), and checks the one dispatch picks by default is among them.
+TEST(SimdMatmul, DispatchedTargetIsAmongTheTestedOnes) {
+  std::string names;
+  bool found = false;
+  for (int64_t t : hwy::SupportedAndGeneratedTargets()) {
+    names += std::string(names.empty() ? "" : ", ") + hwy::TargetName(t);
+    found = found || std::string(hwy::TargetName(t)) == simd::target_name();
+  }
+  std::printf("SIMD targets tested here: %s; dispatched by default: %s\n", names.c_str(),
+              simd::target_name());
+  EXPECT_TRUE(found) << simd::target_name() << " not in " << names;
 }
 
 TEST(SimdMatmul, UnpackReproducesDequantize) {

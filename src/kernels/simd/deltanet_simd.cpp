@@ -232,16 +232,25 @@ namespace geist {
 namespace simd {
 HWY_EXPORT(ChunkedFits);
 HWY_EXPORT(GatedDeltaChunked);
+namespace {
+// Dispatched from inside this namespace: with a single compiled target (aarch64: NEON alone)
+// HWY_DYNAMIC_DISPATCH becomes a direct call into HWY_NAMESPACE, resolved from here.
+bool chunked_fits(int32_t d_k, int32_t d_v) { return HWY_DYNAMIC_DISPATCH(ChunkedFits)(d_k, d_v); }
+void gated_delta_chunked(const GatedDeltaArgs& a, int32_t chunk, int32_t h_begin, int32_t h_end,
+                         double* scratch) {
+  HWY_DYNAMIC_DISPATCH(GatedDeltaChunked)(a, chunk, h_begin, h_end, scratch);
+}
+}  // namespace
 }  // namespace simd
 
 void gated_delta_rule_chunked(const GatedDeltaArgs& a, int32_t chunk, int32_t h_begin,
                               int32_t h_end, double* scratch) {
   GEIST_CHECK(chunk >= 1, "gated_delta_rule_chunked: chunk must be positive");
-  if (!HWY_DYNAMIC_DISPATCH(simd::ChunkedFits)(a.d_k, a.d_v)) {
+  if (!simd::chunked_fits(a.d_k, a.d_v)) {
     gated_delta_rule_chunked_reference(a, chunk, h_begin, h_end, scratch);
     return;
   }
-  HWY_DYNAMIC_DISPATCH(simd::GatedDeltaChunked)(a, chunk, h_begin, h_end, scratch);
+  simd::gated_delta_chunked(a, chunk, h_begin, h_end, scratch);
 }
 
 }  // namespace geist
