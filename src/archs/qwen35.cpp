@@ -15,7 +15,7 @@ namespace {
 
 // Tokens per internal step: bounds scratch memory for long prompts. Rows do not depend on it
 // except through the delta rule's chunking, which starts afresh at each step.
-constexpr int32_t kUbatch = 256;
+constexpr int32_t kUbatch = 128;
 // Chunk of the chunked delta rule (the Hugging Face reference uses 64 too).
 constexpr int32_t kDeltaChunk = 64;
 

@@ -43,6 +43,7 @@ Status Model::load(const std::string& path, const geist_model_params& params,
       load_arch_model(*m->gguf_, static_cast<BackendKind>(params.backend), m->logger_, &m->arch_)
           .with_prefix(path));
   m->snapshot_id_ = compute_snapshot_id(*m->gguf_);
+  m->gguf_->release_string_arrays();  // the tokenizer and the id hold what they need
   const ModelInfo& info = m->arch_->info();
   if (info.n_vocab <= 0 || info.n_vocab != m->tokenizer_->n_vocab()) {
     return Status::error(GEIST_E_FORMAT,

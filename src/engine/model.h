@@ -27,7 +27,6 @@ class Model {
   static Status load(const std::string& path, const geist_model_params& params,
                      std::unique_ptr<Model>* out);
 
-  const GgufFile& gguf() const { return *gguf_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const ArchModel& arch() const { return *arch_; }
   const ModelInfo& info() const { return arch_->info(); }

@@ -49,7 +49,8 @@ struct GgufKv {
   GgufValueType arr_type = GgufValueType::UINT8;
   uint64_t arr_len = 0;
   const uint8_t* arr_data = nullptr;       // numeric arrays: raw little-endian, maybe unaligned
-  std::vector<std::string_view> arr_strs;  // string arrays
+  std::vector<std::string_view> arr_strs;  // string arrays ([arr_len], until released)
+  bool arr_strs_released = false;          // release_string_arrays() dropped arr_strs
 };
 
 struct GgufTensorInfo {
@@ -84,6 +85,12 @@ class GgufFile {
   // resident memory and are read back from the file if touched again. For a backend that
   // keeps its own copy of the weights. A no-op for open_memory buffers and outside the file.
   void release_pages(const void* p, size_t n) const;
+
+  // Frees the per-string views of every string array (a 248k-token vocabulary with as many
+  // merges holds ~8 MiB of them) once their reader (the tokenizer, the model id) is done.
+  // get_arr_str on such a key then fails with GEIST_E_INVALID_STATE; everything else, the
+  // arrays' lengths included, stays.
+  void release_string_arrays();
 
   const GgufKv* find(std::string_view key) const;                  // nullptr if absent
   const GgufTensorInfo* find_tensor(std::string_view name) const;  // nullptr if absent

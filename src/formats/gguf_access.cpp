@@ -229,8 +229,21 @@ Status GgufFile::get_arr_str(std::string_view key,
                          static_cast<int>(key.size()), key.data(),
                          gguf_value_type_name(kv->arr_type));
   }
+  if (kv->arr_strs_released) {
+    return Status::error(GEIST_E_INVALID_STATE,
+                         "key '%.*s': the string array's views were released after loading",
+                         static_cast<int>(key.size()), key.data());
+  }
   *out = &kv->arr_strs;
   return Status::ok();
+}
+
+void GgufFile::release_string_arrays() {
+  for (GgufKv& kv : kvs_) {
+    if (kv.type != GgufValueType::ARRAY || kv.arr_type != GgufValueType::STRING) continue;
+    std::vector<std::string_view>().swap(kv.arr_strs);  // clear() would keep the capacity
+    kv.arr_strs_released = true;
+  }
 }
 
 }  // namespace geist

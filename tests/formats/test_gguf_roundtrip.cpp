@@ -181,6 +181,32 @@ TEST(GgufRoundTrip, EveryValueType) {
   EXPECT_EQ(ab->arr_data[1], 0);
 }
 
+// After release_string_arrays the views are gone (get_arr_str says so), the rest is intact.
+TEST(GgufRoundTrip, ReleasedStringArraysAreRefusedAndTheRestStays) {
+  GgufWriter w;
+  w.add_arr_str("arr_str", {"a", "", "long string"});
+  w.add_str("str", "kept");
+  w.add_arr_f32("af", {1.0f, 2.0f});
+  std::vector<uint8_t> bytes;
+  ASSERT_TRUE(w.to_bytes(&bytes).is_ok());
+  std::unique_ptr<GgufFile> f;
+  ASSERT_TRUE(GgufFile::open_memory(bytes.data(), bytes.size(), &f).is_ok());
+  f->release_string_arrays();
+  const std::vector<std::string_view>* as = nullptr;
+  const Status st = f->get_arr_str("arr_str", &as);
+  EXPECT_EQ(st.code(), GEIST_E_INVALID_STATE);
+  EXPECT_NE(st.message().find("arr_str"), std::string::npos) << st.message();
+  EXPECT_EQ(as, nullptr);
+  EXPECT_EQ(f->find("arr_str")->arr_len, 3u);
+  EXPECT_EQ(f->get_arr_str("missing", &as).code(), GEIST_E_NOT_FOUND);
+  std::string_view sv;
+  ASSERT_TRUE(f->get_str("str", &sv).is_ok());
+  EXPECT_EQ(sv, "kept");
+  std::vector<float> af;
+  ASSERT_TRUE(f->get_arr_f32("af", &af).is_ok());
+  EXPECT_EQ(af, (std::vector<float>{1.0f, 2.0f}));
+}
+
 TEST(GgufRoundTrip, GettersRejectWrongTypesAndRanges) {
   GgufWriter w;
   w.add_i32("neg", -1);
