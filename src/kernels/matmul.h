@@ -12,13 +12,21 @@ namespace geist {
 
 // How a weight matrix's bytes are arranged.
 //   ROWS: as GGUF stores them, row o at data + o * row_bytes.
-//   GROUPS16 (Q8_0 and Q4_0 only; made at load by weight_to_groups16): rows in groups of 16,
-//     the last group padded with zero rows. Group g starts at data + g * 16 * row_bytes; its
-//     block b (32 elements of each of the 16 rows) at + b * 16 * block_bytes holds the 16
-//     rows' f16 scales [16], then their quants in 4-byte units, unit u of row r at
-//     32 + (u * 16 + r) * 4. Q8_0: 8 units per row, each byte stored as w + 128 (unsigned);
-//     Q4_0: 4 units of the file's nibble bytes. One 64-byte load is one unit of 16 rows, the
-//     operand of a 16-lane 8-bit multiply-add with the activations broadcast (decode).
+//   GROUPS16 (Q8_0, Q4_0, Q4_K and Q6_K only; made at load by weight_to_groups16): rows in
+//     groups of 16, the last group padded with zero rows. Group g starts at
+//     data + g * 16 * row_bytes.
+//     Q8_0 / Q4_0: its block b (32 elements of each of the 16 rows) at + b * 16 * block_bytes
+//     holds the 16 rows' f16 scales [16], then their quants in 4-byte units, unit u of row r
+//     at 32 + (u * 16 + r) * 4. Q8_0: 8 units per row, each byte stored as w + 128
+//     (unsigned); Q4_0: 4 units of the file's nibble bytes.
+//     Q4_K / Q6_K: its super-block s (256 elements of each row) at + s * 16 * B (B = 144 /
+//     210, the file's bytes per super-block) holds each row's B file bytes, unchanged, as
+//     B / 4 4-byte units, unit u of row r at (u * 16 + r) * 4, then (Q6_K) the 2 bytes left,
+//     its f16 d, of row r at 52 * 64 + 2 * r. Q4_K units: 0 d and dmin, 1-3 the 12 packed
+//     scale bytes, 4 + 8c + i bytes 4i..4i+3 of quant chunk c (low nibbles sub-block 2c, high
+//     2c + 1). Q6_K units: ql 0-31, qh 32-47, the 16 int8 scales 48-51.
+//     One 64-byte load is one unit of 16 rows, the operand of a 16-lane 8-bit multiply-add
+//     with the activations broadcast (decode), or a K-quant's scale word of 16 rows.
 enum class WeightLayout : uint8_t { ROWS, GROUPS16 };
 
 // A weight matrix: n_out rows of n_in elements (ne[0] = n_in).
@@ -32,8 +40,9 @@ struct WeightMatrix {
 };
 
 // Whether matmul() has kernels for w in the GROUPS16 layout on this CPU (Q8_0 / Q4_0 rows with
-// n_in % 32 == 0, and the 8-bit multiply-add kernels present). They give the same bits as the
-// ROWS layout and read the weights about twice as fast at decode.
+// n_in % 32 == 0 or Q4_K / Q6_K rows with n_in % 256 == 0, and the 8-bit multiply-add
+// kernels present). They give the same bits as the ROWS layout and read the weights about
+// twice as fast at decode.
 bool weight_groups16_useful(const WeightMatrix& w);
 // Bytes of w in the GROUPS16 layout: ceil(n_out / 16) * 16 * row_bytes.
 size_t weight_groups16_bytes(const WeightMatrix& w);
@@ -53,8 +62,8 @@ size_t matmul_scratch_floats(int64_t n_in, int n_threads);
 // SIMD kernels picked at run time (src/kernels/simd/). Where AVX-512 VNNI is present, Q8_0,
 // Q4_0, Q4_K and Q6_K weights take the Q8 path: each x row is quantized per 32-element block to
 // int8 (steps of 1/127 of the block's max, as llama.cpp does; for Q8_0 weights a second plane
-// refines them to 1/(127 * 254)) and dotted with 8-bit multiply-adds, K-quants read in the
-// file's super-blocks. Elsewhere Q4_K and Q6_K (and Q8_0 / Q4_0) take the int16 path: x
+// refines them to 1/(127 * 254)) and dotted with 8-bit multiply-adds, K-quants read in
+// super-blocks. Elsewhere Q4_K and Q6_K (and Q8_0 / Q4_0) take the int16 path: x
 // quantized to int16 per block (steps of 1/32767 of the max) and dotted in int32 per block.
 // Other types are
 // widened or dequantized to f32 and dotted in f32. Output rows are split over the pool's

@@ -21,11 +21,50 @@ uint8_t to_group_byte(GgmlType t, uint8_t v) {
   return t == GgmlType::Q8_0 ? static_cast<uint8_t>(v ^ 0x80u) : v;
 }
 
+// Q4_K / Q6_K: each super-block (144 / 210 bytes) is transposed over the group's 16 rows in
+// 4-byte units, unit u of row r at (u * 16 + r) * 4, then the 2 leftover bytes of Q6_K (its d)
+// of row r at units * 64 + 2 * r.
+bool is_kquant(GgmlType t) { return t == GgmlType::Q4_K || t == GgmlType::Q6_K; }
+int64_t kquant_bytes(GgmlType t) {
+  return t == GgmlType::Q6_K ? quant_detail::kQ6_KBytes : quant_detail::kQ4_KBytes;
+}
+
+// Written in output order (whole 64-byte lines, one unit of the 16 rows each) so the stores
+// stream; the 16 rows' super-blocks being read stay in L1.
+void kquant_to_groups16(const WeightMatrix& w, uint8_t* dst) {
+  const int64_t bytes = kquant_bytes(w.type), units = bytes / 4, tail = bytes % 4;
+  const int64_t nsb = w.n_in / 256;
+  const int64_t groups = (w.n_out + kGroup - 1) / kGroup;
+  static const uint8_t kZeroSuper[quant_detail::kQ6_KBytes] = {};  // padding rows: d = 0
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t s = 0; s < nsb; ++s) {
+      const uint8_t* src[kGroup];
+      for (int64_t r = 0; r < kGroup; ++r) {
+        const int64_t row = g * kGroup + r;
+        src[r] = row < w.n_out ? w.data + static_cast<size_t>(row) * w.row_bytes + s * bytes
+                               : kZeroSuper;
+      }
+      uint8_t* sb = dst + (g * nsb + s) * kGroup * bytes;
+      for (int64_t u = 0; u < units; ++u) {
+        for (int64_t r = 0; r < kGroup; ++r) {
+          std::memcpy(sb + (u * kGroup + r) * 4, src[r] + u * 4, 4);
+        }
+      }
+      for (int64_t r = 0; r < kGroup; ++r) {
+        std::memcpy(sb + units * kGroup * 4 + r * tail, src[r] + units * 4,
+                    static_cast<size_t>(tail));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool weight_groups16_useful(const WeightMatrix& w) {
-  return w.layout == WeightLayout::ROWS && (w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0) &&
-         w.n_in > 0 && w.n_in % 32 == 0 && w.n_out > 0 && simd::q8_panels_fast();
+  const bool typed = ((w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0) && w.n_in % 32 == 0) ||
+                     (is_kquant(w.type) && w.n_in % 256 == 0);
+  return w.layout == WeightLayout::ROWS && typed && w.n_in > 0 && w.n_out > 0 &&
+         simd::q8_panels_fast();
 }
 
 size_t weight_groups16_bytes(const WeightMatrix& w) {
@@ -35,9 +74,17 @@ size_t weight_groups16_bytes(const WeightMatrix& w) {
 
 void weight_to_groups16(const WeightMatrix& w, uint8_t* dst, WeightMatrix* out) {
   GEIST_CHECK(w.layout == WeightLayout::ROWS &&
-                  (w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0) && w.n_in % 32 == 0,
-              "weight_to_groups16: Q8_0 / Q4_0 rows of whole blocks only");
+                  (((w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0) && w.n_in % 32 == 0) ||
+                   (is_kquant(w.type) && w.n_in % 256 == 0)),
+              "weight_to_groups16: Q8_0 / Q4_0 / Q4_K / Q6_K rows of whole blocks only");
   GEIST_CHECK(w.row_bytes == ggml_row_size(w.type, w.n_in), "weight_to_groups16: row_bytes");
+  *out = w;
+  out->data = dst;
+  out->layout = WeightLayout::GROUPS16;
+  if (is_kquant(w.type)) {
+    kquant_to_groups16(w, dst);
+    return;
+  }
   const int64_t bb = block_bytes(w.type);
   const int64_t units = (bb - 2) / 4;  // 4-byte units per row and block
   const int64_t nb = w.n_in / 32;
@@ -62,15 +109,28 @@ void weight_to_groups16(const WeightMatrix& w, uint8_t* dst, WeightMatrix* out) 
       }
     }
   }
-  *out = w;
-  out->data = dst;
-  out->layout = WeightLayout::GROUPS16;
 }
 
 namespace {
 
 // Rebuilds the row's file blocks one at a time and dequantizes them as the ROWS layout does.
 void get_row_groups16(const WeightMatrix& w, int64_t row, float* dst) {
+  if (is_kquant(w.type)) {  // one super-block at a time, back in file order
+    const int64_t bytes = kquant_bytes(w.type), units = bytes / 4, tail = bytes % 4;
+    const int64_t r = row % kGroup;
+    const uint8_t* grp = w.data + static_cast<size_t>(row / kGroup) * kGroup * w.row_bytes;
+    uint8_t file_block[quant_detail::kQ6_KBytes];
+    for (int64_t s = 0; s < w.n_in / 256; ++s) {
+      const uint8_t* sb = grp + s * kGroup * bytes;
+      for (int64_t u = 0; u < units; ++u) {
+        std::memcpy(file_block + u * 4, sb + (u * kGroup + r) * 4, 4);
+      }
+      std::memcpy(file_block + units * 4, sb + units * kGroup * 4 + r * tail,
+                  static_cast<size_t>(tail));
+      dequantize_row(w.type, file_block, dst + s * 256, 256);
+    }
+    return;
+  }
   const int64_t bb = block_bytes(w.type);
   const int64_t units = (bb - 2) / 4;
   const int64_t nb = w.n_in / 32;

@@ -151,8 +151,9 @@ TEST(KqMatmul, UseTheQ8PathWithOnePlane) {
 }
 
 // Decode (row layout) and prefill (panels) kernels against the formula, bitwise, on every
-// target: row counts around the 16-row and 4-row tiles, token counts around the 16-token
-// panels, rows of 1 to 5 super-blocks; activations with a zero block and wide magnitudes.
+// target, weights in the file's rows and in the GROUPS16 layout: row counts around the 16-row and
+// 4-row tiles, token counts around the 16-token panels, rows of 1 to 5 super-blocks; activations
+// with a zero block and wide magnitudes.
 TEST(KqMatmul, KernelsEqualTheFormulaBitwise) {
   std::mt19937 rng(91);
   struct Case {
@@ -183,6 +184,16 @@ TEST(KqMatmul, KernelsEqualTheFormulaBitwise) {
                           a.sx.data(), c.n_tok, y_rows.data(), ys);
         simd::dot_q8_panels(type, false, bytes.data(), rb, c.count, c.n_in, a.pq.data(),
                             a.pdx.data(), a.psx.data(), c.n_tok, y_pan.data(), ys);
+        // And in the GROUPS16 layout (a partial last group when count % 16 != 0).
+        const WeightMatrix w{type, bytes.data(), c.n_in, c.count, rb};
+        std::vector<uint8_t> grouped(weight_groups16_bytes(w));
+        WeightMatrix wg;
+        weight_to_groups16(w, grouped.data(), &wg);
+        std::vector<float> y_grows(y_rows), y_gpan(y_rows);
+        simd::dot_q8_rows(type, true, grouped.data(), rb, c.count, c.n_in, a.q.data(), a.dx.data(),
+                          a.sx.data(), c.n_tok, y_grows.data(), ys);
+        simd::dot_q8_panels(type, true, grouped.data(), rb, c.count, c.n_in, a.pq.data(),
+                            a.pdx.data(), a.psx.data(), c.n_tok, y_gpan.data(), ys);
         for (int64_t t = 0; t < c.n_tok; ++t) {
           for (int r = 0; r < c.count; ++r) {
             const float ref = kq_formula(type, bytes.data() + r * rb, a.q.data() + t * 2 * c.n_in,
@@ -192,10 +203,16 @@ TEST(KqMatmul, KernelsEqualTheFormulaBitwise) {
                 << "rows t=" << t << " r=" << r << " " << y_rows[k] << " vs " << ref;
             ASSERT_EQ(std::bit_cast<uint32_t>(y_pan[k]), std::bit_cast<uint32_t>(ref))
                 << "panels t=" << t << " r=" << r << " " << y_pan[k] << " vs " << ref;
+            ASSERT_EQ(std::bit_cast<uint32_t>(y_grows[k]), std::bit_cast<uint32_t>(ref))
+                << "GROUPS16 rows t=" << t << " r=" << r << " " << y_grows[k] << " vs " << ref;
+            ASSERT_EQ(std::bit_cast<uint32_t>(y_gpan[k]), std::bit_cast<uint32_t>(ref))
+                << "GROUPS16 panels t=" << t << " r=" << r << " " << y_gpan[k] << " vs " << ref;
           }
           for (int64_t r = c.count; r < ys; ++r) {
             ASSERT_EQ(y_rows[static_cast<size_t>(t * ys + r)], -3.0f);
             ASSERT_EQ(y_pan[static_cast<size_t>(t * ys + r)], -3.0f);
+            ASSERT_EQ(y_grows[static_cast<size_t>(t * ys + r)], -3.0f);
+            ASSERT_EQ(y_gpan[static_cast<size_t>(t * ys + r)], -3.0f);
           }
         }
       }
@@ -290,6 +307,76 @@ TEST(KqMatmul, MatmulBitwiseIndependentOfBatchThreadsAndChunks) {
       ASSERT_EQ(std::memcmp(all.data() + 40 * n_out, y.data(), y.size() * sizeof(float)), 0)
           << count;
     }
+  }
+}
+
+// Body of Groups16SameBitsAsRows for one type.
+void groups16_same_bits_as_rows(GgmlType type, std::mt19937* prng) {
+  std::mt19937& rng = *prng;
+  const int64_t n_in = 768, n_out = 41, n_tok = 70;  // a partial last group
+  std::vector<float> deq;
+  const std::vector<uint8_t> bytes = random_rows(type, n_in, n_out, &rng, &deq);
+  const size_t rb = ggml_row_size(type, n_in);
+  const WeightMatrix w{type, bytes.data(), n_in, n_out, rb};
+  ASSERT_TRUE(weight_groups16_useful(w));
+  ASSERT_EQ(weight_groups16_bytes(w), 48 * rb);
+  std::vector<uint8_t> grouped(weight_groups16_bytes(w), 0xAB);
+  WeightMatrix wg;
+  weight_to_groups16(w, grouped.data(), &wg);
+  ASSERT_EQ(wg.layout, WeightLayout::GROUPS16);
+  ASSERT_EQ(wg.data, grouped.data());
+  // Group g, super-block s (sb bytes per row) at g * 16 * rb + s * 16 * sb; unit u of row r at
+  // (u * 16 + r) * 4, then the sb % 4 bytes left of row r at sb / 4 * 64 + r * (sb % 4);
+  // padding rows all zero.
+  const int64_t sb = type == GgmlType::Q6_K ? 210 : 144, units = sb / 4, tail = sb % 4;
+  for (int64_t o = 0; o < 48; ++o) {
+    for (int64_t s = 0; s < n_in / 256; ++s) {
+      const size_t super = static_cast<size_t>(o / 16 * 16 * rb + s * 16 * sb);
+      for (int64_t i = 0; i < sb; ++i) {
+        const int64_t u = i / 4;
+        const size_t at =
+            super + static_cast<size_t>(u < units ? (u * 16 + o % 16) * 4 + i % 4
+                                                  : units * 64 + o % 16 * tail + i % 4);
+        const uint8_t want = o < n_out ? bytes[static_cast<size_t>(o * rb + s * sb + i)] : 0;
+        ASSERT_EQ(grouped[at], want) << "row " << o << " super " << s << " byte " << i;
+      }
+    }
+  }
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n_tok * n_in));
+  for (float& f : x) f = nd(rng);
+  auto run = [&](const WeightMatrix& wm, int64_t count, int threads) {
+    ThreadPool pool(threads);
+    std::vector<float> scratch(matmul_scratch_floats(n_in, threads));
+    std::vector<float> y(static_cast<size_t>(count * n_out));
+    matmul(wm, x.data(), n_in, count, y.data(), n_out, scratch.data(), pool);
+    return y;
+  };
+  const std::vector<float> all = run(w, n_tok, 1);
+  for (int64_t count : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{17}, n_tok}) {
+    for (int threads : {1, 2, 3}) {
+      const std::vector<float> y = run(wg, count, threads);
+      ASSERT_EQ(std::memcmp(all.data(), y.data(), y.size() * sizeof(float)), 0)
+          << "tokens " << count << " threads " << threads;
+    }
+  }
+  std::vector<float> row(static_cast<size_t>(n_in)), row_g(row.size());
+  for (int64_t o = 0; o < n_out; ++o) {
+    get_row(wg, o, row_g.data());
+    dequantize_row(type, bytes.data() + o * rb, row.data(), n_in);
+    ASSERT_EQ(std::memcmp(row.data(), row_g.data(), row.size() * sizeof(float)), 0) << o;
+  }
+}
+
+// Q4_K and Q6_K in the GROUPS16 layout (the CPU backend's load-time repack): matmul gives the
+// same bits as on the file's rows for every token-count path and thread count, and get_row
+// the same row. The layout itself is checked against its description in kernels/matmul.h.
+TEST(KqMatmul, Groups16SameBitsAsRows) {
+  if (!simd::q8_panels_fast()) GTEST_SKIP() << "no 8-bit multiply-add kernels on this CPU";
+  std::mt19937 rng(23);
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+    SCOPED_TRACE(ggml_type_name(type));
+    groups16_same_bits_as_rows(type, &rng);
   }
 }
 

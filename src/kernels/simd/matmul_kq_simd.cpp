@@ -1,6 +1,8 @@
 // 8-bit activation kernels for Q4_K and Q6_K weights, read in the file's super-blocks (see
-// matmul_simd.h, "Q8 path", K-quants). foreach_target.h re-includes this file once per SIMD
-// target; the HWY_ONCE part at the end holds the dispatchers and the half-sum writers.
+// matmul_simd.h, "Q8 path", K-quants); the prefill kernel also reads their GROUPS16 layout,
+// whose decode kernels are in matmul_kq_groups_simd.cpp. foreach_target.h re-includes this file
+// once per SIMD target; the HWY_ONCE part at the end holds the dispatchers and the half-sum
+// writers.
 //
 // Every output follows the per-block formula of matmul_simd.h: exact int32 block sums, then
 // a fixed chain of fused multiply-adds in block order, so the decode kernel (weight rows in
@@ -19,83 +21,13 @@
 #include "base/status.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/simd/f16.h"
+#include "kernels/simd/matmul_kq_detail.h"
 #include "kernels/simd/matmul_simd.h"
 
 #if HWY_ARCH_X86
 #include <immintrin.h>
 #endif
 
-namespace geist::simd::kq_detail {
-
-using quant_detail::kQ4_KBytes;
-using quant_detail::kQ6_KBytes;
-using quant_detail::load_u16;
-using quant_detail::load_u32;
-
-constexpr int64_t kSuper = 256;  // elements per super-block
-
-// Q4_K's 8 sub-block scales and mins of one super-block, times d and dmin (exact products).
-inline void q4k_scales(const uint8_t* blk, float dsc[8], float dmm[8]) {
-  const float d = f16_to_f32(load_u16(blk));
-  const float dmin = f16_to_f32(load_u16(blk + 2));
-  for (int j = 0; j < 8; ++j) {
-    uint8_t sc, m;
-    quant_detail::k_scale_min(blk + 4, j, &sc, &m);
-    dsc[j] = d * static_cast<float>(sc);
-    dmm[j] = dmin * static_cast<float>(m);
-  }
-}
-
-// Unsigned codes u[32] of 32-block k (0..7) of a super-block (quant_blocks.h layouts).
-inline void block_codes(bool q6, const uint8_t* blk, int k, uint8_t u[32]) {
-  if (!q6) {
-    const uint8_t* qs = blk + 16 + 32 * (k / 2);
-    for (int l = 0; l < 32; ++l) u[l] = static_cast<uint8_t>((qs[l] >> (4 * (k % 2))) & 15);
-    return;
-  }
-  const int h = k / 4, kk = k % 4;
-  const uint8_t* ql = blk + 64 * h + 32 * (kk % 2);
-  const uint8_t* qh = blk + 128 + 32 * h;
-  for (int l = 0; l < 32; ++l) {
-    u[l] =
-        static_cast<uint8_t>(((ql[l] >> (4 * (kk / 2))) & 15) | (((qh[l] >> (2 * kk)) & 3) << 4));
-  }
-}
-
-// The formula, one (row, token) at a time: act(b, i) is element i of block b's q1 codes.
-template <class Act>
-float dot_generic(bool q6, const uint8_t* row, int64_t n_in, Act act, const float* dx,
-                  const int32_t* sx, int64_t dstride) {
-  const int64_t bytes = q6 ? kQ6_KBytes : kQ4_KBytes;
-  float acc = 0.0f;
-  for (int64_t s = 0; s < n_in / kSuper; ++s) {
-    const uint8_t* blk = row + s * bytes;
-    float dsc[8], dmm[8];
-    if (!q6) q4k_scales(blk, dsc, dmm);
-    const float d6 = q6 ? f16_to_f32(load_u16(blk + 208)) : 0.0f;
-    for (int k = 0; k < 8; ++k) {
-      const int64_t b = s * 8 + k;
-      uint8_t u[32];
-      block_codes(q6, blk, k, u);
-      const float dxb = dx[b * dstride];
-      if (q6) {
-        const auto* sc = reinterpret_cast<const int8_t*>(blk + 192 + 2 * k);
-        int32_t half[2] = {0, 0};
-        for (int i = 0; i < 32; ++i) half[i / 16] += (int32_t{u[i]} - 32) * act(b, i);
-        const int32_t isum = sc[0] * half[0] + sc[1] * half[1];
-        acc = std::fma(static_cast<float>(isum), d6 * dxb, acc);
-      } else {
-        int32_t isum = 0;
-        for (int i = 0; i < 32; ++i) isum += int32_t{u[i]} * act(b, i);
-        acc = std::fma(static_cast<float>(isum), dsc[k] * dxb, acc);
-        acc = std::fma(dmm[k], -(static_cast<float>(sx[b * dstride]) * dxb), acc);
-      }
-    }
-  }
-  return acc;
-}
-
-}  // namespace geist::simd::kq_detail
 #endif  // GEIST_KERNELS_SIMD_MATMUL_KQ_SIMD_ONCE
 
 HWY_BEFORE_NAMESPACE();
@@ -108,28 +40,14 @@ using quant_detail::kQ6_KBytes;
 using quant_detail::load_u16;
 using quant_detail::load_u32;
 
-// Portable forms of the formula (targets without VNNI, and the tests' oracle through them).
-void KqRowsGeneric(bool q6, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
-                   const int8_t* q, const float* dx, const int32_t* sx, int64_t n_tok, float* out,
-                   int64_t out_stride) {
+// Portable form of the formula for panels (targets without VNNI, and the tests' oracle through
+// them); kq_detail::kq_rows_generic is the one for rows.
+void KqPanelsGeneric(bool q6, bool groups, const uint8_t* src, size_t row_bytes, int count,
+                     int64_t n_in, const int8_t* pq, const float* pdx, const int32_t* psx,
+                     int64_t n_tok, float* out, int64_t out_stride) {
   const int64_t nb = n_in / 32;
   for (int r = 0; r < count; ++r) {
-    const uint8_t* row = src + static_cast<size_t>(r) * row_bytes;
-    for (int64_t t = 0; t < n_tok; ++t) {
-      const int8_t* qt = q + t * 2 * n_in;
-      auto act = [&](int64_t b, int i) { return int32_t{qt[b * 32 + i]}; };
-      out[t * out_stride + r] =
-          kq_detail::dot_generic(q6, row, n_in, act, dx + t * nb, sx + t * nb, 1);
-    }
-  }
-}
-
-void KqPanelsGeneric(bool q6, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
-                     const int8_t* pq, const float* pdx, const int32_t* psx, int64_t n_tok,
-                     float* out, int64_t out_stride) {
-  const int64_t nb = n_in / 32;
-  for (int r = 0; r < count; ++r) {
-    const uint8_t* row = src + static_cast<size_t>(r) * row_bytes;
+    const kq_detail::KqRowBlocks row = kq_detail::kq_row_blocks(q6, groups, src, row_bytes, r);
     for (int64_t t = 0; t < n_tok; ++t) {
       const int64_t p = t / kQ8Panel, lane = t % kQ8Panel;
       const int8_t* base = pq + p * nb * 1024;
@@ -328,12 +246,28 @@ GEIST_KQ_VNNI_ATTR void KqRowsVnni(const uint8_t* src, size_t row_bytes, int cou
   }
 }
 
+// Byte `off` (< 208 for Q6_K: not its d) of super-block s of one weight row: `row` is the row
+// (ROWS) or, in a GROUPS16 group, the row's first byte (group start + lane * 4); its 4-byte
+// units are 64 bytes apart.
+template <bool kQ6, bool kGroups>
+inline const uint8_t* KqAt(const uint8_t* row, int64_t s, int64_t off) {
+  if constexpr (kGroups) {
+    return row + s * kq_detail::kq_group_super(kQ6) + (off / 4) * kq_detail::kGroupRows * 4 +
+           off % 4;
+  } else {
+    return row + s * (kQ6 ? kQ6_KBytes : kQ4_KBytes) + off;
+  }
+}
+
 // Prefill: tokens in lanes, 4 weight rows x P panels of 16 tokens per register tile, like the
 // Q4_0 panel kernel; each broadcast of 4 code bytes serves P * 16 tokens. Per 32-block: the
 // exact sums (Q6_K: one per 16-element half, combined exactly in f32), then the formula's fmas.
-template <bool kQ6, int P>
-GEIST_KQ_VNNI_ATTR void KqPanelTile(const uint8_t* const rows[4], int64_t nb, const int8_t* pq,
-                                    const float* pdx, const int32_t* psx, float acc_out[4][P][16]) {
+// kGroups: rows[] in a GROUPS16 group (lanes[] their places in it), read a 4-byte unit at a
+// time (KqAt).
+template <bool kQ6, bool kGroups, int P>
+GEIST_KQ_VNNI_ATTR void KqPanelTile(const uint8_t* const rows[4], const int64_t lanes[4],
+                                    int64_t nb, const int8_t* pq, const float* pdx,
+                                    const int32_t* psx, float acc_out[4][P][16]) {
   constexpr int64_t kBytes = kQ6 ? kQ6_KBytes : kQ4_KBytes;
   const int64_t panel_q = nb * 1024;  // bytes of one panel (q1 plane, then the half sums)
   const __m512i m4 = _mm512_set1_epi8(15);
@@ -344,11 +278,16 @@ GEIST_KQ_VNNI_ATTR void KqPanelTile(const uint8_t* const rows[4], int64_t nb, co
   for (int64_t s = 0; s < nb / 8; ++s) {
     float dsc[4][8], dmm[4][8], d6[4];
     for (int r = 0; r < 4; ++r) {
-      const uint8_t* blk = rows[r] + s * kBytes;
       if constexpr (kQ6) {
-        d6[r] = f16_to_f32(load_u16(blk + 208));
+        const uint8_t* dp = kGroups ? rows[r] - 4 * lanes[r] + s * kq_detail::kq_group_super(true) +
+                                          kq_detail::kQ6KGroupD + 2 * lanes[r]
+                                    : rows[r] + s * kBytes + 208;
+        d6[r] = f16_to_f32(load_u16(dp));
       } else {
-        kq_detail::q4k_scales(blk, dsc[r], dmm[r]);
+        uint8_t head[16];  // d, dmin, the 12 scale bytes
+        for (int u = 0; u < 4; ++u)
+          std::memcpy(head + 4 * u, KqAt<kQ6, kGroups>(rows[r], s, 4 * u), 4);
+        kq_detail::q4k_scales(head, dsc[r], dmm[r]);
       }
     }
     for (int k = 0; k < 8; ++k) {
@@ -366,7 +305,7 @@ GEIST_KQ_VNNI_ATTR void KqPanelTile(const uint8_t* const rows[4], int64_t nb, co
           for (int p = 0; p < P; ++p) x[p] = _mm512_loadu_si512(a + p * panel_q + g * 64);
           for (int r = 0; r < 4; ++r) {
             int32_t bits;
-            std::memcpy(&bits, rows[r] + s * kBytes + 16 + 32 * (k / 2) + 4 * g, 4);
+            std::memcpy(&bits, KqAt<kQ6, kGroups>(rows[r], s, 16 + 32 * (k / 2) + 4 * g), 4);
             __m512i w = _mm512_set1_epi32(bits);
             w = k % 2 ? _mm512_and_si512(_mm512_srli_epi16(w, 4), m4) : _mm512_and_si512(w, m4);
             for (int p = 0; p < P; ++p) sum[r][p] = _mm512_dpbusd_epi32(sum[r][p], w, x[p]);
@@ -397,9 +336,9 @@ GEIST_KQ_VNNI_ATTR void KqPanelTile(const uint8_t* const rows[4], int64_t nb, co
             __m512i x[P];
             for (int p = 0; p < P; ++p) x[p] = _mm512_loadu_si512(a + p * panel_q + g * 64);
             for (int r = 0; r < 4; ++r) {
-              const uint8_t* blk = rows[r] + s * kBytes;
-              const uint32_t ql = load_u32(blk + 64 * h + 32 * (kk % 2) + 4 * g);
-              const uint32_t qh = load_u32(blk + 128 + 32 * h + 4 * g);
+              const uint32_t ql =
+                  load_u32(KqAt<kQ6, kGroups>(rows[r], s, 64 * h + 32 * (kk % 2) + 4 * g));
+              const uint32_t qh = load_u32(KqAt<kQ6, kGroups>(rows[r], s, 128 + 32 * h + 4 * g));
               const uint32_t code =
                   ((ql >> (4 * (kk / 2))) & 0x0F0F0F0Fu) | (((qh >> (2 * kk)) & 0x03030303u) << 4);
               const __m512i w = _mm512_set1_epi32(static_cast<int32_t>(code));
@@ -413,8 +352,9 @@ GEIST_KQ_VNNI_ATTR void KqPanelTile(const uint8_t* const rows[4], int64_t nb, co
             corr[p] = _mm512_slli_epi32(_mm512_loadu_si512(hs), 5);
           }
           for (int r = 0; r < 4; ++r) {
-            const auto* scs = reinterpret_cast<const int8_t*>(rows[r] + s * kBytes + 192);
-            const __m512 sc = _mm512_set1_ps(static_cast<float>(scs[2 * k + half]));
+            const auto sc_s =
+                static_cast<int8_t>(*KqAt<kQ6, kGroups>(rows[r], s, 192 + 2 * k + half));
+            const __m512 sc = _mm512_set1_ps(static_cast<float>(sc_s));
             for (int p = 0; p < P; ++p) {
               const __m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(sum[r][p], corr[p]));
               part[r][p] = half == 0 ? _mm512_mul_ps(f, sc) : _mm512_fmadd_ps(f, sc, part[r][p]);
@@ -435,7 +375,7 @@ GEIST_KQ_VNNI_ATTR void KqPanelTile(const uint8_t* const rows[4], int64_t nb, co
   }
 }
 
-template <bool kQ6>
+template <bool kQ6, bool kGroups>
 GEIST_KQ_VNNI_ATTR void KqPanelsVnni(const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
                                      const int8_t* pq, const float* pdx, const int32_t* psx,
                                      int64_t n_tok, float* out, int64_t out_stride) {
@@ -444,9 +384,21 @@ GEIST_KQ_VNNI_ATTR void KqPanelsVnni(const uint8_t* src, size_t row_bytes, int c
   constexpr int kTileP = 2;
   for (int r0 = 0; r0 < count; r0 += 4) {
     const int nr = count - r0 < 4 ? count - r0 : 4;
-    const uint8_t* rows[4];  // a tail's missing rows repeat the first; their outputs are dropped
-    for (int r = 0; r < 4; ++r)
-      rows[r] = src + static_cast<size_t>(r0 + (r < nr ? r : 0)) * row_bytes;
+    // A tail's missing rows repeat the first (GROUPS16: its padding rows); outputs dropped.
+    const uint8_t* rows[4];
+    int64_t lanes[4];
+    for (int r = 0; r < 4; ++r) {
+      lanes[r] = (r0 + r) % kq_detail::kGroupRows;
+      if constexpr (kGroups) {
+        const int64_t o = r0 + r;
+        rows[r] =
+            src +
+            static_cast<size_t>(o / kq_detail::kGroupRows) * kq_detail::kGroupRows * row_bytes +
+            o % kq_detail::kGroupRows * 4;
+      } else {
+        rows[r] = src + static_cast<size_t>(r0 + (r < nr ? r : 0)) * row_bytes;
+      }
+    }
     for (int64_t p0 = 0; p0 < n_panels; p0 += kTileP) {
       alignas(64) float res[4][kTileP][16];
       const int np = static_cast<int>(n_panels - p0 >= kTileP ? kTileP : n_panels - p0);
@@ -454,10 +406,10 @@ GEIST_KQ_VNNI_ATTR void KqPanelsVnni(const uint8_t* src, size_t row_bytes, int c
       const float* d = pdx + p0 * nb * 16;
       const int32_t* sx = psx + p0 * nb * 16;
       if (np == kTileP) {
-        KqPanelTile<kQ6, kTileP>(rows, nb, q, d, sx, res);
+        KqPanelTile<kQ6, kGroups, kTileP>(rows, lanes, nb, q, d, sx, res);
       } else {
         float res1[4][1][16];
-        KqPanelTile<kQ6, 1>(rows, nb, q, d, sx, res1);
+        KqPanelTile<kQ6, kGroups, 1>(rows, lanes, nb, q, d, sx, res1);
         for (int r = 0; r < 4; ++r) std::memcpy(res[r][0], res1[r][0], sizeof(res1[r][0]));
       }
       for (int p = 0; p < np; ++p) {
@@ -486,21 +438,23 @@ void KqRows(GgmlType t, const uint8_t* src, size_t row_bytes, int count, int64_t
     return;
   }
 #endif
-  KqRowsGeneric(q6, src, row_bytes, count, n_in, q, dx, sx, n_tok, out, out_stride);
+  kq_detail::kq_rows_generic(q6, false, src, row_bytes, count, n_in, q, dx, sx, n_tok, out,
+                             out_stride);
 }
 
-void KqPanels(GgmlType t, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
-              const int8_t* pq, const float* pdx, const int32_t* psx, int64_t n_tok, float* out,
-              int64_t out_stride) {
+void KqPanels(GgmlType t, bool groups, const uint8_t* src, size_t row_bytes, int count,
+              int64_t n_in, const int8_t* pq, const float* pdx, const int32_t* psx, int64_t n_tok,
+              float* out, int64_t out_stride) {
   const bool q6 = t == GgmlType::Q6_K;
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
   if (KqHasVnni()) {
-    (q6 ? KqPanelsVnni<true> : KqPanelsVnni<false>)(src, row_bytes, count, n_in, pq, pdx, psx,
-                                                    n_tok, out, out_stride);
+    auto* kernel = q6 ? (groups ? KqPanelsVnni<true, true> : KqPanelsVnni<true, false>)
+                      : (groups ? KqPanelsVnni<false, true> : KqPanelsVnni<false, false>);
+    kernel(src, row_bytes, count, n_in, pq, pdx, psx, n_tok, out, out_stride);
     return;
   }
 #endif
-  KqPanelsGeneric(q6, src, row_bytes, count, n_in, pq, pdx, psx, n_tok, out, out_stride);
+  KqPanelsGeneric(q6, groups, src, row_bytes, count, n_in, pq, pdx, psx, n_tok, out, out_stride);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -533,21 +487,26 @@ void q8_half_sums_panel(int8_t* pq, int64_t nb, int64_t lane) {
   }
 }
 
-void dot_kq_rows(GgmlType t, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
-                 const int8_t* q, const float* dx, const int32_t* sx, int64_t n_tok, float* out,
-                 int64_t out_stride) {
+void dot_kq_rows(GgmlType t, bool groups, const uint8_t* src, size_t row_bytes, int count,
+                 int64_t n_in, const int8_t* q, const float* dx, const int32_t* sx, int64_t n_tok,
+                 float* out, int64_t out_stride) {
   GEIST_CHECK((t == GgmlType::Q4_K || t == GgmlType::Q6_K) && n_in % 256 == 0,
               "dot_kq_rows: Q4_K or Q6_K rows of whole super-blocks");
+  if (groups) {
+    kq_detail::dot_kq_group_rows(t == GgmlType::Q6_K, src, row_bytes, count, n_in, q, dx, sx, n_tok,
+                                 out, out_stride);
+    return;
+  }
   HWY_DYNAMIC_DISPATCH(KqRows)(t, src, row_bytes, count, n_in, q, dx, sx, n_tok, out, out_stride);
 }
 
-void dot_kq_panels(GgmlType t, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
-                   const int8_t* pq, const float* pdx, const int32_t* psx, int64_t n_tok,
-                   float* out, int64_t out_stride) {
+void dot_kq_panels(GgmlType t, bool groups, const uint8_t* src, size_t row_bytes, int count,
+                   int64_t n_in, const int8_t* pq, const float* pdx, const int32_t* psx,
+                   int64_t n_tok, float* out, int64_t out_stride) {
   GEIST_CHECK((t == GgmlType::Q4_K || t == GgmlType::Q6_K) && n_in % 256 == 0,
               "dot_kq_panels: Q4_K or Q6_K rows of whole super-blocks");
   HWY_DYNAMIC_DISPATCH(KqPanels)
-  (t, src, row_bytes, count, n_in, pq, pdx, psx, n_tok, out, out_stride);
+  (t, groups, src, row_bytes, count, n_in, pq, pdx, psx, n_tok, out, out_stride);
 }
 
 }  // namespace geist::simd

@@ -558,8 +558,7 @@ void dot_q8_rows(GgmlType t, bool groups, const uint8_t* src, size_t row_bytes, 
                  int64_t n_in, const int8_t* q, const float* dx, const int32_t* sx, int64_t n_tok,
                  float* out, int64_t out_stride) {
   if (t == GgmlType::Q4_K || t == GgmlType::Q6_K) {
-    GEIST_CHECK(!groups, "dot_q8_rows: K-quants have no GROUPS16 layout");
-    dot_kq_rows(t, src, row_bytes, count, n_in, q, dx, sx, n_tok, out, out_stride);
+    dot_kq_rows(t, groups, src, row_bytes, count, n_in, q, dx, sx, n_tok, out, out_stride);
     return;
   }
   HWY_DYNAMIC_DISPATCH(DotQ8Rows)
@@ -570,8 +569,7 @@ void dot_q8_panels(GgmlType t, bool groups, const uint8_t* src, size_t row_bytes
                    int64_t n_in, const int8_t* pq, const float* pdx, const int32_t* psx,
                    int64_t n_tok, float* out, int64_t out_stride) {
   if (t == GgmlType::Q4_K || t == GgmlType::Q6_K) {
-    GEIST_CHECK(!groups, "dot_q8_panels: K-quants have no GROUPS16 layout");
-    dot_kq_panels(t, src, row_bytes, count, n_in, pq, pdx, psx, n_tok, out, out_stride);
+    dot_kq_panels(t, groups, src, row_bytes, count, n_in, pq, pdx, psx, n_tok, out, out_stride);
     return;
   }
   HWY_DYNAMIC_DISPATCH(DotQ8Panels)

@@ -75,8 +75,9 @@ constexpr int64_t kQ8Panel = 16;  // tokens per activation panel (one 512-bit ve
 constexpr int32_t kQ8Fine = 254;  // fine steps per coarse step
 
 //
-// K-quants (Q4_K, Q6_K; src/kernels/simd/matmul_kq_simd.cpp) read the weights in the file's
-// super-blocks (no repack) with one activation plane (dx_b = d_b, sx_b = sum of q1):
+// K-quants (Q4_K, Q6_K; src/kernels/simd/matmul_kq_simd.cpp, matmul_kq_groups_simd.cpp) read
+// the weights in the file's super-blocks or in the GROUPS16 layout of kernels/matmul.h
+// with one activation plane (dx_b = d_b, sx_b = sum of q1):
 //   Q4_K, 32-block b = sub-block j of its super-block (f16 d, dmin; 6-bit sc_j, m_j), u the
 //   4-bit codes: isum_b = dot(u, q1), and per block, in block order,
 //     acc = fma(float(isum_b), (d * sc_j) * dx_b, acc)
@@ -102,13 +103,13 @@ inline int q8_planes(GgmlType t) { return t == GgmlType::Q8_0 ? 2 : 1; }
 void q8_half_sums_row(int8_t* q, int64_t n_in);
 void q8_half_sums_panel(int8_t* pq, int64_t nb, int64_t lane);
 
-// The K-quant kernels behind dot_q8_rows / dot_q8_panels (same arguments; groups == false).
-void dot_kq_rows(GgmlType t, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
-                 const int8_t* q, const float* dx, const int32_t* sx, int64_t n_tok, float* out,
-                 int64_t out_stride);
-void dot_kq_panels(GgmlType t, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
-                   const int8_t* pq, const float* pdx, const int32_t* psx, int64_t n_tok,
-                   float* out, int64_t out_stride);
+// The K-quant kernels behind dot_q8_rows / dot_q8_panels (same arguments).
+void dot_kq_rows(GgmlType t, bool groups, const uint8_t* src, size_t row_bytes, int count,
+                 int64_t n_in, const int8_t* q, const float* dx, const int32_t* sx, int64_t n_tok,
+                 float* out, int64_t out_stride);
+void dot_kq_panels(GgmlType t, bool groups, const uint8_t* src, size_t row_bytes, int count,
+                   int64_t n_in, const int8_t* pq, const float* pdx, const int32_t* psx,
+                   int64_t n_tok, float* out, int64_t out_stride);
 
 // True where dot_q8_panels / dot_q8_rows run the 8-bit multiply-add kernels (VNNI).
 bool q8_panels_fast();
