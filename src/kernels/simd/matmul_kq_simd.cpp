@@ -290,41 +290,60 @@ GEIST_KQ_VNNI_ATTR void KqPanelTile(const uint8_t* const rows[4], const int64_t 
         kq_detail::q4k_scales(head, dsc[r], dmm[r]);
       }
     }
-    for (int k = 0; k < 8; ++k) {
-      const int64_t b = s * 8 + k;
-      const int8_t* a = pq + b * 512;
-      __m512 dxv[P];
-      for (int p = 0; p < P; ++p) dxv[p] = _mm512_loadu_ps(pdx + p * nb * 16 + b * 16);
-      if constexpr (!kQ6) {
-        __m512i sum[4][P];
-        for (int r = 0; r < 4; ++r) {
-          for (int p = 0; p < P; ++p) sum[r][p] = _mm512_setzero_si512();
+    if constexpr (!kQ6) {
+      // Sub-blocks 2c and 2c + 1 share their bytes (low / high nibbles): one broadcast feeds
+      // both blocks' sums, which then enter the chain in block order.
+      for (int k = 0; k < 8; k += 2) {
+        const int64_t b = s * 8 + k;
+        const int8_t* a = pq + b * 512;
+        __m512i sum[2][4][P];  // [block k / k + 1][row][panel]
+        for (int h = 0; h < 2; ++h) {
+          for (int r = 0; r < 4; ++r) {
+            for (int p = 0; p < P; ++p) sum[h][r][p] = _mm512_setzero_si512();
+          }
         }
         for (int g = 0; g < 8; ++g) {
-          __m512i x[P];
-          for (int p = 0; p < P; ++p) x[p] = _mm512_loadu_si512(a + p * panel_q + g * 64);
+          __m512i xl[P], xh[P];
+          for (int p = 0; p < P; ++p) {
+            xl[p] = _mm512_loadu_si512(a + p * panel_q + g * 64);
+            xh[p] = _mm512_loadu_si512(a + 512 + p * panel_q + g * 64);
+          }
           for (int r = 0; r < 4; ++r) {
             int32_t bits;
             std::memcpy(&bits, KqAt<kQ6, kGroups>(rows[r], s, 16 + 32 * (k / 2) + 4 * g), 4);
-            __m512i w = _mm512_set1_epi32(bits);
-            w = k % 2 ? _mm512_and_si512(_mm512_srli_epi16(w, 4), m4) : _mm512_and_si512(w, m4);
-            for (int p = 0; p < P; ++p) sum[r][p] = _mm512_dpbusd_epi32(sum[r][p], w, x[p]);
+            const __m512i v = _mm512_set1_epi32(bits);
+            const __m512i lo = _mm512_and_si512(v, m4);
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            for (int p = 0; p < P; ++p) {
+              sum[0][r][p] = _mm512_dpbusd_epi32(sum[0][r][p], lo, xl[p]);
+              sum[1][r][p] = _mm512_dpbusd_epi32(sum[1][r][p], hi, xh[p]);
+            }
           }
         }
-        __m512 nsx[P];  // -(float(sx) * dx)
-        for (int p = 0; p < P; ++p) {
-          const __m512 fsx = _mm512_cvtepi32_ps(_mm512_loadu_si512(psx + p * nb * 16 + b * 16));
-          nsx[p] = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(fsx, dxv[p]));
-        }
-        for (int r = 0; r < 4; ++r) {
-          const __m512 sc = _mm512_set1_ps(dsc[r][k]), mm = _mm512_set1_ps(dmm[r][k]);
+        for (int h = 0; h < 2; ++h) {
+          const int64_t bh = b + h;
+          __m512 dxv[P], nsx[P];  // nsx = -(float(sx) * dx)
           for (int p = 0; p < P; ++p) {
-            acc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[r][p]), _mm512_mul_ps(sc, dxv[p]),
-                                        acc[r][p]);
-            acc[r][p] = _mm512_fmadd_ps(mm, nsx[p], acc[r][p]);
+            dxv[p] = _mm512_loadu_ps(pdx + p * nb * 16 + bh * 16);
+            const __m512 fsx = _mm512_cvtepi32_ps(_mm512_loadu_si512(psx + p * nb * 16 + bh * 16));
+            nsx[p] = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(fsx, dxv[p]));
+          }
+          for (int r = 0; r < 4; ++r) {
+            const __m512 sc = _mm512_set1_ps(dsc[r][k + h]), mm = _mm512_set1_ps(dmm[r][k + h]);
+            for (int p = 0; p < P; ++p) {
+              acc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[h][r][p]),
+                                          _mm512_mul_ps(sc, dxv[p]), acc[r][p]);
+              acc[r][p] = _mm512_fmadd_ps(mm, nsx[p], acc[r][p]);
+            }
           }
         }
-      } else {
+      }
+    } else {
+      for (int k = 0; k < 8; ++k) {
+        const int64_t b = s * 8 + k;
+        const int8_t* a = pq + b * 512;
+        __m512 dxv[P];
+        for (int p = 0; p < P; ++p) dxv[p] = _mm512_loadu_ps(pdx + p * nb * 16 + b * 16);
         const int h = k / 4, kk = k % 4;
         __m512 part[4][P];  // sc_s * (dot16 - 32 * half sum), exact
         for (int half = 0; half < 2; ++half) {
