@@ -30,10 +30,12 @@ namespace geist::simd {
 namespace HWY_NAMESPACE {
 
 using kq_detail::kSuper;
-constexpr int64_t kQ4KGroupSuper = kq_detail::kq_group_super(false);
-constexpr int64_t kQ6KGroupSuper = kq_detail::kq_group_super(true);
 
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// Bytes of one super-block of a 16-row group (only the VNNI kernels below use them: clang
+// flags unused constants in the other targets' copies of this file).
+constexpr int64_t kQ4KGroupSuper = kq_detail::kq_group_super(false);
+constexpr int64_t kQ6KGroupSuper = kq_detail::kq_group_super(true);
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
