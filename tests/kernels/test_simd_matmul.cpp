@@ -16,24 +16,12 @@
 #include "kernels/quant.h"
 #include "kernels/simd/f16.h"
 #include "kernels/simd/matmul_simd.h"
+#include "kernels/simd_targets.h"
 
 namespace geist {
 namespace {
 
-// Runs body once per SIMD target that is both compiled in and supported by this CPU, then
-// restores the normal dispatch.
-template <class F>
-void for_each_target(F&& body) {
-  const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
-  ASSERT_FALSE(targets.empty());
-  for (int64_t t : targets) {
-    hwy::SetSupportedTargetsForTest(t);
-    SCOPED_TRACE(hwy::TargetName(t));
-    ASSERT_STREQ(simd::target_name(), hwy::TargetName(t));
-    body();
-  }
-  hwy::SetSupportedTargetsForTest(0);
-}
+using test::for_each_target;
 
 std::vector<uint8_t> random_rows(GgmlType type, int64_t n_in, int64_t n_out, std::mt19937* rng,
                                  std::vector<float>* deq) {
