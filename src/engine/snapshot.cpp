@@ -114,8 +114,10 @@ Status snapshot_image_size(const SnapshotSource& s, size_t* out_size) {
   const size_t header = kSnapshotHeaderBytes + kSnapshotEntryBytes * secs.size();
   if (header > kSnapshotMaxHeaderSize) {
     return Status::error(GEIST_E_UNSUPPORTED,
-                         "snapshot: %zu sections exceed the format's 4 KiB section table",
-                         secs.size());
+                         "snapshot: %zu sections exceed the format's %zu KiB section table (at "
+                         "most %zu sections)",
+                         secs.size(), kSnapshotMaxHeaderSize / 1024,
+                         (kSnapshotMaxHeaderSize - kSnapshotHeaderBytes) / kSnapshotEntryBytes);
   }
   uint64_t total = header;
   for (const Section& sec : secs) total += sec.length;

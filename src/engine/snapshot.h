@@ -18,7 +18,10 @@ namespace geist {
 constexpr uint32_t kSnapshotVersion = 1;
 constexpr size_t kSnapshotHeaderBytes = 96;
 constexpr size_t kSnapshotEntryBytes = 24;
-constexpr size_t kSnapshotMaxHeaderSize = 4096;
+// Header + section table cap: 2726 sections, room for a KIVI image (4 sections per attention
+// layer) of models far deeper than Llama-3.1-405B's 126 layers. Still bounded so that a reader
+// can reject a corrupt n_sections before walking the table (SNAPSHOT_FORMAT.md §1).
+constexpr size_t kSnapshotMaxHeaderSize = 65536;
 constexpr size_t kSnapshotSamplerBytes = 72;
 
 // Header flags.
@@ -55,7 +58,8 @@ struct SnapshotSource {
   bool nested = false;  // writing a PIN image (KV parts 0 and 1 are the outer image's)
 };
 
-// Exact image size. GEIST_E_UNSUPPORTED when the section table would exceed 4 KiB.
+// Exact image size. GEIST_E_UNSUPPORTED when the header and section table would exceed
+// kSnapshotMaxHeaderSize (64 KiB).
 Status snapshot_image_size(const SnapshotSource& src, size_t* out_size);
 // Writes exactly `size` bytes (from snapshot_image_size) to dst.
 void snapshot_write(const SnapshotSource& src, uint8_t* dst, size_t size);
