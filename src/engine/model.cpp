@@ -39,10 +39,12 @@ Status Model::load(const std::string& path, const geist_model_params& params,
       Tokenizer::load(*m->gguf_, m->logger_, &m->tokenizer_).with_prefix(path + ": tokenizer"));
   GEIST_RETURN_IF_ERROR(report_progress(params, 0.5f));
 
+  // Before the weights are uploaded: the id samples tensor bytes, whose pages the backend may
+  // release once it holds its own copy.
+  m->snapshot_id_ = compute_snapshot_id(*m->gguf_);
   GEIST_RETURN_IF_ERROR(
       load_arch_model(*m->gguf_, static_cast<BackendKind>(params.backend), m->logger_, &m->arch_)
           .with_prefix(path));
-  m->snapshot_id_ = compute_snapshot_id(*m->gguf_);
   m->gguf_->release_string_arrays();  // the tokenizer and the id hold what they need
   const ModelInfo& info = m->arch_->info();
   if (info.n_vocab <= 0 || info.n_vocab != m->tokenizer_->n_vocab()) {

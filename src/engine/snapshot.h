@@ -36,7 +36,10 @@ constexpr uint32_t kSnapTokens = 2;
 constexpr uint32_t kSnapLogits = 3;
 constexpr uint32_t kSnapPin = 64;
 
-// XXH3-64 over the GGUF's metadata and tensor descriptions (SNAPSHOT_FORMAT.md §4).
+// XXH3-64 over the GGUF's metadata, tensor descriptions and a fixed sample of each tensor's
+// bytes (SNAPSHOT_FORMAT.md §4). Reads up to ~10 KiB of tensor data per tensor through
+// GgufTensorInfo::data, so call it while the file is open, best before a backend releases the
+// pages behind its copy of the weights (touching them again would make them resident).
 uint64_t compute_snapshot_id(const GgufFile& file);
 
 // Everything an image is written from. Pointers must stay valid during the call.

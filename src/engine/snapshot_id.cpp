@@ -60,11 +60,41 @@ void hash_scalar(Hasher& h, const GgufKv& kv) {
   }
 }
 
+// The weight sample (SNAPSHOT_FORMAT.md §4): a fine-tune or re-trained checkpoint changes
+// every weight, so a few KiB per tensor tell it apart without reading gigabytes. The head and
+// tail cover the first and last rows (embeddings, norms, biases are often wholly inside); the
+// interior windows catch edits that leave both ends alone (a few rows of a large matrix).
+constexpr uint64_t kWholeTensorBytes = 16384;  // at most this: every byte is hashed
+constexpr uint64_t kEndBytes = 4096;           // head and tail of a larger tensor
+constexpr uint64_t kWindowBytes = 256;         // each interior window
+constexpr uint64_t kWindows = 8;               // evenly spaced interior windows
+
+void hash_sample(Hasher& h, const GgufTensorInfo& t) {
+  const uint64_t n = t.nbytes;
+  h.le<uint64_t>(n);
+  if (n <= kWholeTensorBytes) {
+    h.bytes(t.data, n);
+    return;
+  }
+  h.bytes(t.data, kEndBytes);
+  // Window i (1..kWindows) starts at kEndBytes + floor(i * span / (kWindows + 1)), span being
+  // the room the interior [kEndBytes, n - kEndBytes) leaves for one window; the
+  // quotient/remainder split keeps the product exact without a wider type. With n > 16384,
+  // span / 9 >= 881, so windows neither overlap each other nor reach into the head or tail.
+  const uint64_t span = n - 2 * kEndBytes - kWindowBytes;
+  const uint64_t q = span / (kWindows + 1);
+  const uint64_t r = span % (kWindows + 1);
+  for (uint64_t i = 1; i <= kWindows; ++i) {
+    h.bytes(t.data + kEndBytes + i * q + (i * r) / (kWindows + 1), kWindowBytes);
+  }
+  h.bytes(t.data + n - kEndBytes, kEndBytes);
+}
+
 }  // namespace
 
 uint64_t compute_snapshot_id(const GgufFile& file) {
   Hasher h;
-  static constexpr char kTag[] = "geist-snapshot-id-v1";
+  static constexpr char kTag[] = "geist-snapshot-id-v2";
   h.bytes(kTag, sizeof kTag - 1);
   std::vector<const GgufKv*> kvs;
   kvs.reserve(file.kvs().size());
@@ -93,6 +123,7 @@ uint64_t compute_snapshot_id(const GgufFile& file) {
     h.le<uint32_t>(static_cast<uint32_t>(t.type));
     h.le<uint32_t>(t.n_dims);
     for (uint32_t d = 0; d < t.n_dims && d < 4; ++d) h.le<int64_t>(t.ne[d]);
+    hash_sample(h, t);
   }
   return h.digest();
 }
