@@ -1,16 +1,20 @@
 // The decode step's fused launches against the separate launches they replace, bitwise (the
 // fused kernels promise the same operations in the same order, so any difference is a bug):
-// cuda::deltanet_prep (gates + conv1d + state advance + q / k l2 norms in one launch).
+// cuda::deltanet_prep (gates + conv1d + state advance + q / k l2 norms in one launch),
+// cuda::rope with the heads' rms_norm in front (Qwen3.5's q / k norms), and
+// cuda::gated_delta_rule_norm (one token's delta rule + rms_norm_gated).
 // The decode attention path is checked against prefill rows by
 // CudaKv.AttentionIsBitwiseIndependentOfCallSplit; the whole fused decode step against
 // plain launches by CudaGraphs.*GraphStepsBitwiseEqualPlainLaunches.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/deltanet_cuda.h"
 #include "cuda/cuda_test_util.h"
 
@@ -103,6 +107,134 @@ TEST(CudaDecodeFusion, DeltaNetPrepBitwiseEqualsSeparateLaunches) {
   check_prep(3, 40, 77, 4, 1, false, 3);     // q only, no gates, odd sizes
   check_prep(2, 32, 64, 1, 0, true, 4);      // kernel 1: no state; no norms
   check_prep(4, 64, 0, 2, 2, false, 5);      // no value channels
+}
+
+void expect_bits_equal(const std::vector<float>& u, const std::vector<float>& v, const char* what) {
+  ASSERT_EQ(u.size(), v.size());
+  for (size_t i = 0; i < u.size(); ++i) {
+    ASSERT_EQ(std::memcmp(&u[i], &v[i], sizeof(float)), 0)
+        << what << " element " << i << ": " << u[i] << " vs " << v[i];
+  }
+}
+
+// rms_norm of q's heads (from a strided source, as Qwen3.5's query-gate rows) and of k's heads
+// (in place), then rope of both: separate launches against one fused launch.
+void check_norm_rope(int32_t n_tok, int32_t n_head, int32_t n_head_kv, int32_t hd, int32_t n_rot,
+                     RopeStyle style, uint32_t seed) {
+  SCOPED_TRACE(::testing::Message() << "n_tok " << n_tok << " heads " << n_head << "/" << n_head_kv
+                                    << " hd " << hd << " n_rot " << n_rot);
+  const int64_t qd = int64_t{n_head} * hd, kd = int64_t{n_head_kv} * hd;
+  const std::vector<float> qg = randn(static_cast<size_t>(n_tok * 2 * qd), seed, 2.0f);
+  const std::vector<float> k = randn(static_cast<size_t>(n_tok * kd), seed + 1, 2.0f);
+  const std::vector<float> wq = randn(static_cast<size_t>(hd), seed + 2, 1.0f);
+  const std::vector<float> wk = randn(static_cast<size_t>(hd), seed + 3, 1.0f);
+  const float eps = 1e-6f;
+  RopeParams p;
+  p.style = style;
+  p.n_rot = n_rot;
+  p.freq_base = 10000000.0f;
+  p.freq_scale = 1.0f;
+  const int32_t pos0 = 37;
+  DeviceVec<float> dqg(qg), dwq(wq), dwk(wk);
+  DeviceVec<float> dq0(static_cast<size_t>(n_tok * qd)), dq1(static_cast<size_t>(n_tok * qd));
+  DeviceVec<float> dk0(k), dk1(k);
+  // Separate: the norms, then q and k turned in one rope launch.
+  ASSERT_EQ(
+      cuda::rms_norm(nullptr, dqg.ptr(), 2 * hd, dwq.ptr(), dq0.ptr(), hd, n_tok * n_head, hd, eps),
+      cudaSuccess);
+  ASSERT_EQ(
+      cuda::rms_norm(nullptr, dk0.ptr(), hd, dwk.ptr(), dk0.ptr(), hd, n_tok * n_head_kv, hd, eps),
+      cudaSuccess);
+  ASSERT_EQ(cuda::rope(nullptr, cuda::RopeTensor{dq0.ptr(), qd, n_head},
+                       cuda::RopeTensor{dk0.ptr(), kd, n_head_kv}, n_tok, hd, pos0, nullptr, p),
+            cudaSuccess);
+  // Fused: both norms taken in by the rope launch.
+  ASSERT_TRUE(cuda::rope_can_norm(hd));
+  cuda::RopeTensor a{dq1.ptr(), qd, n_head, dqg.ptr(), 2 * hd, dwq.ptr(), eps};
+  cuda::RopeTensor b{dk1.ptr(), kd, n_head_kv, dk1.ptr(), hd, dwk.ptr(), eps};
+  ASSERT_EQ(cuda::rope(nullptr, a, b, n_tok, hd, pos0, nullptr, p), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<float> q1 = dq1.download();
+  expect_bits_equal(dq0.download(), q1, "q");
+  expect_bits_equal(dk0.download(), dk1.download(), "k");
+  // Not a comparison of two no-ops: a head past the rotated dims is normed (mean square ~ w^2).
+  double ss = 0;
+  for (int32_t i = 0; i < hd; ++i)
+    ss += double{q1[static_cast<size_t>(i)]} * q1[static_cast<size_t>(i)];
+  EXPECT_GT(ss, 0.0);
+  EXPECT_NE(q1[0], qg[0]);
+}
+
+TEST(CudaDecodeFusion, NormRopeBitwiseEqualsSeparateLaunches) {
+  GEIST_REQUIRE_CUDA();
+  check_norm_rope(1, 8, 2, 256, 64, RopeStyle::NEOX, 11);    // Qwen3.5-0.8B decode
+  check_norm_rope(5, 8, 2, 256, 64, RopeStyle::NEOX, 12);    // a prefill of 5
+  check_norm_rope(1, 4, 2, 64, 64, RopeStyle::NORMAL, 13);   // full rotation, 64
+  check_norm_rope(3, 6, 3, 1024, 256, RopeStyle::NEOX, 14);  // the largest head, 128 threads
+  check_norm_rope(2, 3, 1, 48, 16, RopeStyle::NORMAL, 15);   // stories-qwen35-like
+}
+
+// One token's delta rule and gated norm, separately and as gated_delta_rule_norm; twice in a
+// row, so a counter left non-zero by the first fused launch would show in the second.
+void check_delta_norm(int32_t n_k_heads, int32_t n_v_heads, int32_t d_k, int32_t d_v,
+                      uint32_t seed) {
+  SCOPED_TRACE(::testing::Message()
+               << "heads " << n_k_heads << "/" << n_v_heads << " d " << d_k << "x" << d_v);
+  const size_t nq = static_cast<size_t>(n_k_heads) * d_k, nv = static_cast<size_t>(n_v_heads) * d_v;
+  const size_t ns = static_cast<size_t>(n_v_heads) * d_k * d_v;
+  std::vector<float> q = randn(nq, seed, 0.1f), k = randn(nq, seed + 1, 0.1f);
+  const std::vector<float> v = randn(nv, seed + 2, 1.0f), z = randn(nv, seed + 3, 1.0f);
+  const std::vector<float> w = randn(static_cast<size_t>(d_v), seed + 4, 1.0f);
+  const std::vector<float> st = randn(ns, seed + 5, 0.5f);
+  std::vector<float> g = randn(static_cast<size_t>(n_v_heads), seed + 6, 1.0f);
+  std::vector<float> beta(static_cast<size_t>(n_v_heads));
+  for (size_t i = 0; i < beta.size(); ++i) {
+    g[i] = -std::fabs(g[i]);
+    beta[i] = 0.2f + 0.05f * static_cast<float>(i % 10);
+  }
+  const float eps = 1e-6f;
+  DeviceVec<float> dq(q), dk(k), dv(v), dz(z), dw(w), dg(g), db(beta);
+  DeviceVec<float> ds0(st), ds1(st), do0(nv), do1(nv);
+  DeviceVec<unsigned> cnt(std::vector<unsigned>(static_cast<size_t>(n_v_heads), 0u));
+  GatedDeltaArgs a;
+  a.n_tokens = 1;
+  a.n_k_heads = n_k_heads;
+  a.n_v_heads = n_v_heads;
+  a.d_k = d_k;
+  a.d_v = d_v;
+  a.q = dq.ptr();
+  a.q_stride = static_cast<int64_t>(nq);
+  a.k = dk.ptr();
+  a.k_stride = static_cast<int64_t>(nq);
+  a.v = dv.ptr();
+  a.v_stride = static_cast<int64_t>(nv);
+  a.g = dg.ptr();
+  a.beta = db.ptr();
+  a.out_stride = static_cast<int64_t>(nv);
+  for (int step = 0; step < 2; ++step) {
+    SCOPED_TRACE(::testing::Message() << "step " << step);
+    a.state = ds0.ptr();
+    a.out = do0.ptr();
+    cuda::gated_delta_rule(nullptr, a, 64, nullptr);
+    cuda::rms_norm_gated(nullptr, do0.ptr(), dz.ptr(), dw.ptr(), n_v_heads, d_v, eps, do0.ptr());
+    a.state = ds1.ptr();
+    a.out = do1.ptr();
+    cuda::gated_delta_rule_norm(nullptr, a, dz.ptr(), dw.ptr(), eps, cnt.ptr());
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    expect_bits_equal(do0.download(), do1.download(), "out");
+    expect_bits_equal(ds0.download(), ds1.download(), "state");
+    for (unsigned c : cnt.download()) ASSERT_EQ(c, 0u);
+  }
+  const std::vector<float> o = do1.download();
+  EXPECT_NE(o[0], 0.0f);
+}
+
+TEST(CudaDecodeFusion, DeltaRuleNormBitwiseEqualsSeparateLaunches) {
+  GEIST_REQUIRE_CUDA();
+  check_delta_norm(16, 16, 128, 128, 21);  // Qwen3.5-0.8B
+  check_delta_norm(2, 4, 48, 40, 22);      // grouped v heads, d_v not a multiple of 8
+  check_delta_norm(1, 3, 200, 96, 23);     // rows per lane 8
 }
 
 }  // namespace

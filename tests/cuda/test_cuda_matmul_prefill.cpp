@@ -1,8 +1,8 @@
-// The tiled prefill matmul (matmul_prefill_cuda.cu) against the decode kernels: every output
+// The tiled prefill matmul (matmul_prefill_cuda.cu) against the decode kernel: every output
 // element must be bitwise what matmul() gives its token alone (n_tok = 1 takes the decode
-// kernels, which test_cuda_ops checks against the CPU), for both tile sizes, on shapes that do
-// not fit the tiles: n_out and n_tok not multiples of 64 / 128, an odd number of chunks, one
-// part and sixteen, strided and unaligned activation rows.
+// kernel; test_cuda_matmul_q8 checks both against the CPU's formula), for every tile size, on
+// shapes that do not fit the tiles: n_out and n_tok not multiples of 32 / 64 / 128, an odd number
+// of chunks, strided and unaligned activation rows, and a scratch that takes the batch in rounds.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -88,14 +88,18 @@ TEST_F(CudaMatmulPrefill, EqualsDecodeKernelsBitwiseOnAwkwardShapes) {
       const DeviceVec<float> x(random_floats(static_cast<size_t>(sh.x_stride * max_tok), 5));
       const int64_t y_stride = sh.n_out + 3;
       const std::vector<float> want = per_token(w, x, sh.x_stride, max_tok, y_stride);
-      for (const cuda::PrefillTile tile :
-           {cuda::PrefillTile::LARGE, cuda::PrefillTile::SMALL, cuda::PrefillTile::AUTO}) {
+      for (const cuda::PrefillTile tile : {cuda::PrefillTile::LARGE, cuda::PrefillTile::TINY,
+                                           cuda::PrefillTile::SMALL, cuda::PrefillTile::AUTO}) {
         for (const int32_t n_tok : {9, 17, 100, 300}) {
           SCOPED_TRACE("tile " + std::to_string(static_cast<int>(tile)) +
                        " n_tok=" + std::to_string(n_tok));
           DeviceVec<float> y(static_cast<size_t>(n_tok * y_stride));
-          GEIST_CUDA_OK(
-              cuda::matmul_prefill(s_, w, x.ptr(), sh.x_stride, n_tok, y.ptr(), y_stride, tile));
+          // n_tok = 100 with room for 37 tokens: three rounds.
+          const int32_t room = n_tok == 100 ? 37 : n_tok;
+          const size_t ws_bytes = cuda::matmul_prefill_scratch_bytes(type, sh.n_in, room);
+          DeviceVec<uint8_t> ws(ws_bytes);
+          GEIST_CUDA_OK(cuda::matmul_prefill(s_, w, x.ptr(), sh.x_stride, n_tok, y.ptr(), y_stride,
+                                             ws.ptr(), ws_bytes, tile));
           const std::vector<float> got = y.download();
           for (int32_t t = 0; t < n_tok; ++t) {
             for (int64_t o = 0; o < sh.n_out; ++o) {
@@ -125,14 +129,18 @@ TEST_F(CudaMatmulPrefill, LlamaShapesTimedAndSampledBitwise) {
                      std::to_string(sh.n_out) + " n_tok=" + std::to_string(n_tok));
         const DeviceVec<float> x(random_floats(static_cast<size_t>(sh.n_in * n_tok), 9));
         DeviceVec<float> y(static_cast<size_t>(sh.n_out * n_tok));
-        GEIST_CUDA_OK(cuda::matmul_prefill(s_, w, x.ptr(), sh.n_in, n_tok, y.ptr(), sh.n_out));
+        const size_t ws_bytes = cuda::matmul_prefill_scratch_bytes(type, sh.n_in, n_tok);
+        DeviceVec<uint8_t> ws(ws_bytes);
+        GEIST_CUDA_OK(cuda::matmul_prefill(s_, w, x.ptr(), sh.n_in, n_tok, y.ptr(), sh.n_out,
+                                           ws.ptr(), ws_bytes));
         cudaEvent_t e0 = nullptr, e1 = nullptr;
         GEIST_CUDA_OK(cudaEventCreate(&e0));
         GEIST_CUDA_OK(cudaEventCreate(&e1));
         const int reps = 10;
         GEIST_CUDA_OK(cudaEventRecord(e0, s_));
         for (int r = 0; r < reps; ++r) {
-          GEIST_CUDA_OK(cuda::matmul_prefill(s_, w, x.ptr(), sh.n_in, n_tok, y.ptr(), sh.n_out));
+          GEIST_CUDA_OK(cuda::matmul_prefill(s_, w, x.ptr(), sh.n_in, n_tok, y.ptr(), sh.n_out,
+                                             ws.ptr(), ws_bytes));
         }
         GEIST_CUDA_OK(cudaEventRecord(e1, s_));
         GEIST_CUDA_OK(cudaEventSynchronize(e1));
@@ -142,7 +150,7 @@ TEST_F(CudaMatmulPrefill, LlamaShapesTimedAndSampledBitwise) {
         cudaEventDestroy(e1);
         const double us = 1e3 * ms / reps;
         const double tflops = 2.0 * static_cast<double>(sh.n_in * sh.n_out) * n_tok / (us * 1e6);
-        std::printf("prefill matmul %s %lldx%lld n_tok=%d: %.1f us, %.1f TFLOPS (useful)\n",
+        std::printf("prefill matmul %s %lldx%lld n_tok=%d: %.1f us, %.1f TOPS (useful)\n",
                     ggml_type_name(type), static_cast<long long>(sh.n_out),
                     static_cast<long long>(sh.n_in), n_tok, us, tflops);
         const std::vector<float> got = y.download();

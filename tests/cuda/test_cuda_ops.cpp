@@ -143,17 +143,22 @@ TEST_F(CudaOps, MatmulMatchesExactDotAndCpuMatmul) {
           // the finer int16 path instead.
           const bool one_plane =
               c.type == GgmlType::Q4_0 || c.type == GgmlType::Q4_K || c.type == GgmlType::Q6_K;
-          double q8_err = 0;
-          for (int64_t b0 = 0; one_plane && b0 < c.n_in; b0 += 32) {
+          // The GPU's Q8_0 / Q4_0 path has the CPU's 8-bit activation codes (matmul_q8_cuda.cu):
+          // half a step per activation, amax_b / 254 (Q4_0, one plane) or amax_b / 64516 (Q8_0).
+          const bool gpu_q8 = c.type == GgmlType::Q8_0 || c.type == GgmlType::Q4_0;
+          double q8_err = 0, gpu_q8_err = 0;
+          for (int64_t b0 = 0; (one_plane || gpu_q8) && b0 < c.n_in; b0 += 32) {
             double amax = 0, wsum = 0;
             for (int64_t i = b0; i < b0 + 32; ++i) {
               amax = std::max(amax, static_cast<double>(std::fabs(x[t * x_stride + i])));
               wsum += std::fabs(static_cast<double>(h.deq[o * c.n_in + i]));
             }
-            q8_err += amax / 254.0 * wsum;
+            if (one_plane) q8_err += amax / 254.0 * wsum;
+            if (gpu_q8) gpu_q8_err += amax / (c.type == GgmlType::Q4_0 ? 254.0 : 64516.0) * wsum;
           }
           const float g = y[t * y_stride + o];
-          const double tol_exact = 1e-5 * std::sqrt(static_cast<double>(c.n_in)) * mag + 1e-30;
+          const double tol_exact =
+              1e-5 * std::sqrt(static_cast<double>(c.n_in)) * mag + 1e-30 + gpu_q8_err;
           const double tol_cpu = 2e-4 * mag + 1e-6 + q8_err;
           if (std::fabs(g - exact) > tol_exact || std::fabs(g - cpu[t * y_stride + o]) > tol_cpu) {
             ++bad;

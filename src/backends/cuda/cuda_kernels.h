@@ -38,14 +38,22 @@ cudaError_t repack_weight(cudaStream_t s, const WeightMatrix& w, uint8_t* dst);
 // y[t][o] = sum_i x[t][i] * W[o][i] (kernels/matmul.h matmul()), W a device copy made by
 // CudaBackend::upload_weight (see above). F32 weights: lane l of a warp sums elements [256c + 8l,
 // 256c + 8l + 8) of each 256-chunk c in index order with FMAs, then the 32 lanes combine by a xor
-// tree. Other types: tensor cores (bf16 mma, weights and activations each split into bf16 hi + lo,
-// f32 accumulation) in a k order fixed by n_in alone; matmul_cuda.cu says how.
+// tree. Q8_0 and Q4_0: the CPU's Q8 formula bitwise (activations quantized to int8 per 32-block,
+// exact int8 dots, one f32 FMA per block in block order; matmul_q8_cuda.cu). F16, BF16, Q4_K,
+// Q6_K: tensor cores (bf16 mma, weights and activations each split into bf16 hi + lo, f32
+// accumulation) in a k order fixed by n_in alone; matmul_cuda.cu says how.
+// scratch: device bytes [scratch_bytes] for the activation codes of a Q8_0 / Q4_0 prefill
+// (matmul_scratch_bytes(w, n_tok) takes the batch in one round; less takes it in rounds, none
+// in 8-token decode launches: the same bits, slower). In use until the launches finish.
+size_t matmul_scratch_bytes(const WeightMatrix& w, int32_t n_tok);
 cudaError_t matmul(cudaStream_t s, const WeightMatrix& w, const float* x, int64_t x_stride,
-                   int32_t n_tok, float* y, int64_t y_stride);
+                   int32_t n_tok, float* y, int64_t y_stride, void* scratch = nullptr,
+                   size_t scratch_bytes = 0);
 
 // Several matmuls over the same activations as one launch (decode: the q / k / v or gate / up
 // projections of a layer): y_i = W_i x for i < n, each bitwise what matmul() writes alone.
-// Only where matmul_batchable(w, n_tok) holds for every W_i, all with the same n_in.
+// Only where matmul_batchable(w, n_tok) holds for every W_i (Q8_0 or Q4_0, n_tok <= 8), all
+// with the same n_in (a change of weight type starts another launch).
 constexpr int kMaxMatmulBatch = 4;
 struct MatmulOut {
   WeightMatrix w;
@@ -77,11 +85,19 @@ cudaError_t add_rms_norm(cudaStream_t s, float* x, const float* res, const float
 // position of a replayed graph step, read on the device); angles in double. p.freq_factors
 // is a device address or nullptr. Tensors a and b (b.n_head 0: none; q and k of a layer,
 // disjoint) turn in one launch, each element bitwise as in a launch of its own.
+// A tensor with a src is first rms_norm()ed per head from src into x (the norm of Qwen3.5's
+// q / k heads, decode step): each element bitwise rms_norm(src rows, norm_w, norm_eps) with
+// rows of head_dim, then rope(); needs rope_can_norm(head_dim).
 struct RopeTensor {
   float* x = nullptr;  // token t's heads at x + t * x_stride, [n_head][head_dim]
   int64_t x_stride = 0;
   int32_t n_head = 0;
+  const float* src = nullptr;  // nullptr, or head h of token t at src + (t n_head + h) src_stride
+  int64_t src_stride = 0;
+  const float* norm_w = nullptr;  // [head_dim] or nullptr
+  float norm_eps = 0;
 };
+bool rope_can_norm(int32_t head_dim);
 cudaError_t rope(cudaStream_t s, const RopeTensor& a, const RopeTensor& b, int32_t n_tok,
                  int32_t head_dim, int32_t pos0, const int32_t* pos_dev, const RopeParams& p);
 

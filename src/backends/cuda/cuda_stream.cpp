@@ -46,7 +46,8 @@ class Scratch {
   ~Scratch() {
     if (p_ != nullptr) cudaFree(p_);
   }
-  void* get(StreamCore& core, size_t bytes, const char* what) {
+  // zero: a new allocation is zero-filled (in stream order) before it is returned.
+  void* get(StreamCore& core, size_t bytes, const char* what, bool zero = false) {
     if (bytes <= cap_ && p_ != nullptr) return p_;
     if (!core.plain_only()) return nullptr;
     if (!core.ok(cudaStreamSynchronize(core.stream), what)) return nullptr;
@@ -56,6 +57,10 @@ class Scratch {
     const size_t want = bytes + bytes / 2 + 256;  // headroom: fewer regrowths
     void* p = nullptr;
     if (!core.ok(cudaMalloc(&p, want), what)) return nullptr;
+    if (zero && !core.ok(cudaMemsetAsync(p, 0, want, core.stream), what)) {
+      cudaFree(p);
+      return nullptr;
+    }
     p_ = p;
     cap_ = want;
     ++gen_;
@@ -301,6 +306,15 @@ class CudaStream final : public Stream {
       core_->ok(cuda::get_rows(core_->stream, w, dev_ids, n, out), "get_rows kernel launch");
     }
   }
+  // cuda::matmul with the stream's activation scratch (Q8_0 / Q4_0 prefill codes), grown here
+  // outside a capture (inside one the capture fails and the step runs plainly).
+  cudaError_t matmul_ws(const WeightMatrix& w, const float* x, int64_t x_stride, int32_t n_tok,
+                        float* y, int64_t y_stride) {
+    const size_t need = cuda::matmul_scratch_bytes(w, n_tok);
+    void* ws = need > 0 ? act_q8_.get(*core_, need, "matmul activation scratch") : nullptr;
+    return cuda::matmul(core_->stream, w, x, x_stride, n_tok, y, y_stride, ws,
+                        ws != nullptr ? need : 0);
+  }
   // Decode matmuls are held back (StreamCore::held) while the next ones read the same
   // activations, and then run as one launch: fewer launches, and small projections share the
   // device with their neighbours. Each output is bitwise the same either way.
@@ -314,8 +328,7 @@ class CudaStream final : public Stream {
     const int64_t y_len = n_tok > 0 ? (n_tok - 1) * y_stride + w.n_out : 0;
     if (!fuse_ || !in_step_ || !cuda::matmul_batchable(w, n_tok) || !disjoint(y, y_len, x, x_len)) {
       core_->flush();
-      core_->ok(cuda::matmul(core_->stream, w, x, x_stride, n_tok, y, y_stride),
-                "matmul kernel launch");
+      core_->ok(matmul_ws(w, x, x_stride, n_tok, y, y_stride), "matmul kernel launch");
       return;
     }
     StreamCore::PendingMatmuls& h = core_->held;
@@ -350,11 +363,11 @@ class CudaStream final : public Stream {
                                          w.layout, x, x_stride, n_tok, tmp, logits_host_.get());
       if (tmp == nullptr || !staged) return;
       const bool good =
-          replay || (core_->ok(cuda::matmul(core_->stream, w, x, x_stride, n_tok, tmp, w.n_out),
-                               "matmul kernel launch") &&
-                     core_->ok(cudaMemcpyAsync(logits_host_.get(), tmp, total,
-                                               cudaMemcpyDeviceToHost, core_->stream),
-                               "cudaMemcpyAsync(logits to staging)"));
+          replay ||
+          (core_->ok(matmul_ws(w, x, x_stride, n_tok, tmp, w.n_out), "matmul kernel launch") &&
+           core_->ok(cudaMemcpyAsync(logits_host_.get(), tmp, total, cudaMemcpyDeviceToHost,
+                                     core_->stream),
+                     "cudaMemcpyAsync(logits to staging)"));
       if (!good) return;
       logits_dst_ = host_y;  // end_forward copies the staged rows out after the launch
       logits_stride_ = y_stride;
@@ -363,8 +376,7 @@ class CudaStream final : public Stream {
       return;
     }
     bool good = tmp != nullptr &&
-                core_->ok(cuda::matmul(core_->stream, w, x, x_stride, n_tok, tmp, w.n_out),
-                          "matmul kernel launch");
+                core_->ok(matmul_ws(w, x, x_stride, n_tok, tmp, w.n_out), "matmul kernel launch");
     const bool staged = n_tok == 1 && logits_host_.reserve(total);
     logits_dst_ = host_y;
     logits_stride_ = y_stride;
@@ -401,7 +413,15 @@ class CudaStream final : public Stream {
                 "add_rms_norm kernel launch");
       return;
     }
+    // Per-head norms (Qwen3.5's q and k) wait for the rope of their rows (StreamCore::hnorm).
+    // Anything else held goes first, and was issued after the norms held (flush keeps order).
+    const bool may_hold = fuse_ && in_step_;
+    if (may_hold && core_->only_head_norms_held() &&
+        core_->hold_head_norm(x, x_stride, w, y, y_stride, n_rows, n, eps)) {
+      return;
+    }
     core_->flush();
+    if (may_hold && core_->hold_head_norm(x, x_stride, w, y, y_stride, n_rows, n, eps)) return;
     core_->ok(cuda::rms_norm(core_->stream, x, x_stride, w, y, y_stride, n_rows, n, eps),
               "rms_norm kernel launch");
   }
@@ -415,24 +435,33 @@ class CudaStream final : public Stream {
                        p.freq_base, p.freq_scale, p.freq_factors)) {
       return;
     }
-    const RopeTensor t{x, x_stride, n_head};
+    RopeTensor t{x, x_stride, n_head};
+    if (fuse_ && in_step_) core_->take_head_norm(&t, n_tok, head_dim);  // its norm joins
     StreamCore::PendingRope& r = core_->rope;
     const auto span = [&](const RopeTensor& u) {  // floats a tensor's rows cover
       return n_tok > 0 ? (n_tok - 1) * u.x_stride + int64_t{u.n_head} * head_dim : 0;
+    };
+    const auto src_span = [&](const RopeTensor& u) {  // floats a held norm reads (0: none)
+      return u.src != nullptr ? (int64_t{n_tok} * u.n_head - 1) * u.src_stride + head_dim : 0;
     };
     if (r.n_tok > 0 && r.n_tok == n_tok && r.head_dim == head_dim && r.pos_off == off &&
         r.pos_dev == pd && r.p.style == p.style && r.p.n_rot == p.n_rot &&
         r.p.freq_base == p.freq_base && r.p.freq_scale == p.freq_scale &&
         r.p.freq_factors == p.freq_factors && n_head > 0 &&
-        disjoint(x, span(t), r.t.x, span(r.t))) {
+        disjoint(x, span(t), r.t.x, span(r.t)) &&
+        (t.src == nullptr || disjoint(t.src, src_span(t), r.t.x, span(r.t))) &&
+        (r.t.src == nullptr || disjoint(r.t.src, src_span(r.t), x, span(t)))) {
       const StreamCore::PendingRope q = r;
       r.n_tok = 0;
       core_->ok(cuda::rope(core_->stream, q.t, t, n_tok, head_dim, off, pd, p),
                 "rope kernel launch");
       return;
     }
-    core_->flush();
-    if (fuse_ && in_step_ && n_tok > 0 && n_head > 0) {
+    // A norm still held (k's, while q's rope is held) stays for the next rope: it may run
+    // before this one (hold_head_norm made the two norms independent).
+    const bool hold = fuse_ && in_step_ && n_tok > 0 && n_head > 0;
+    if (!hold || !core_->only_head_norms_held()) core_->flush();
+    if (hold) {
       r.t = t;
       r.n_tok = n_tok;
       r.head_dim = head_dim;
@@ -577,12 +606,31 @@ class CudaStream final : public Stream {
                        a.out_stride, chunk, scratch)) {
       return;
     }
+    // One token: held for the rms_norm_gated of its output (StreamCore::delta).
+    if (fuse_ && in_step_ && a.n_tokens == 1) {
+      core_->delta = StreamCore::PendingDelta{true, a, chunk, scratch};
+      return;
+    }
     cuda::gated_delta_rule(core_->stream, a, chunk, scratch);
     core_->ok(cudaGetLastError(), "gated_delta_rule kernel launch");
   }
   void rms_norm_gated(const float* x, const float* z, const float* w, int32_t n_rows, int32_t d,
                       float eps, float* out) override {
     if (core_->note_op(kRecNormGated, x, z, w, n_rows, d, eps, out)) return;
+    const StreamCore::PendingDelta dl = core_->delta;
+    const int64_t rows = int64_t{n_rows} * d;  // floats of x and out
+    const int64_t state = int64_t{dl.a.n_v_heads} * dl.a.d_k * dl.a.d_v;
+    if (dl.held && x == dl.a.out && out == x && n_rows == dl.a.n_v_heads && d == dl.a.d_v &&
+        disjoint(z, rows, dl.a.out, rows) && disjoint(z, rows, dl.a.state, state)) {
+      auto* count = static_cast<unsigned*>(dn_count_.get(
+          *core_, static_cast<size_t>(n_rows) * sizeof(unsigned), "delta rule counters", true));
+      if (count != nullptr) {
+        core_->delta = StreamCore::PendingDelta{};
+        cuda::gated_delta_rule_norm(core_->stream, dl.a, z, w, eps, count);
+        core_->ok(cudaGetLastError(), "gated_delta_rule kernel launch");
+        return;
+      }
+    }
     core_->flush();
     cuda::rms_norm_gated(core_->stream, x, z, w, n_rows, d, eps, out);
     core_->ok(cudaGetLastError(), "rms_norm_gated kernel launch");
@@ -590,7 +638,8 @@ class CudaStream final : public Stream {
 
  private:
   uint64_t buffers_gen() const {
-    return ids_.gen() + y_tmp_.gen() + dn_scratch_.gen() + ids_host_.gen() + logits_host_.gen();
+    return ids_.gen() + y_tmp_.gen() + dn_scratch_.gen() + dn_count_.gen() + ids_host_.gen() +
+           logits_host_.gen() + act_q8_.gen();
   }
   // Runs the step's graph (exec_), then copies the staged logits out if the step has any.
   void launch_graph() {
@@ -653,6 +702,8 @@ class CudaStream final : public Stream {
   Scratch ids_;         // int32 [n] token ids of get_rows
   Scratch y_tmp_;       // float [n_tok][n_out] of matmul_to_host
   Scratch dn_scratch_;  // gated_delta_rule's device scratch
+  Scratch dn_count_;    // unsigned [n_v_heads] gated_delta_rule_norm's counters, zero at rest
+  Scratch act_q8_;      // int8 activation codes of Q8_0 / Q4_0 prefill matmuls (matmul_ws)
   Pinned ids_host_;     // int32 [n] staged token ids
   Pinned logits_host_;  // float [1][n_out] staged logits of a one-token step
   Pinned step_host_;    // int32 [1] the graph step's position, copied to core_->pos_dev

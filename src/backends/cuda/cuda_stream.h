@@ -140,6 +140,45 @@ struct StreamCore {
     DeltaPrep p;
   } prep;
 
+  // Per-head rms_norms held back so that the rope of their output can take them in
+  // (CudaStream::rms_norm / rope: Qwen3.5's q and k norms; only inside a forward step; at most
+  // two, disjoint); flush_fused() enqueues those still held.
+  struct PendingHeadNorm {
+    const float* x = nullptr;  // row r at x + r * x_stride
+    int64_t x_stride = 0;
+    const float* w = nullptr;
+    float* y = nullptr;  // [n_rows][n], rows contiguous
+    int32_t n_rows = 0;  // 0: nothing held
+    int64_t n = 0;
+    float eps = 0;
+  };
+  PendingHeadNorm hnorm[2];
+
+  // A one-token gated delta rule held back so that the rms_norm_gated of its output can join
+  // its launch (cuda::gated_delta_rule_norm); flush_fused() enqueues it alone.
+  struct PendingDelta {
+    bool held = false;
+    GatedDeltaArgs a;
+    int32_t chunk = 0;
+    void* scratch = nullptr;
+  } delta;
+
+  // Enqueues the held ops above (those of cuda_stream_fused.cpp); called first by flush().
+  void flush_fused();
+  // CudaStream::rms_norm's part (cuda_stream_fused.cpp): holds the norm in hnorm when a rope
+  // may take it in (rows of an even length <= 1024 written contiguously, disjoint from a norm
+  // already held). False: nothing held, nothing changed.
+  bool hold_head_norm(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride,
+                      int32_t n_rows, int64_t n, float eps);
+  // Nothing is held but head norms (which a new norm or a rope may then join in issue order).
+  bool only_head_norms_held() const {
+    return pending.n == 0 && held.count == 0 && rope.n_tok == 0 && l2.n_tok == 0 && !prep.gates &&
+           !prep.conv && !delta.held;
+  }
+  // CudaStream::rope's part: attaches to t the held norm whose output rows are t's (n_tok tokens
+  // of t.n_head heads of head_dim), removing it from hnorm.
+  void take_head_norm(RopeTensor* t, int32_t n_tok, int32_t head_dim);
+
   StreamCore() = default;
   StreamCore(const StreamCore&) = delete;
   StreamCore& operator=(const StreamCore&) = delete;
@@ -175,14 +214,20 @@ struct StreamCore {
   bool plain_only();
 
   // cudaMemcpyAsync device -> host, then waits for the stream; on failure fills dst with 0xFF.
+  // (Pinned staging through two halves was measured slower on the H200 host: the driver's
+  // pageable path moved 12-14 GB/s device -> host, a staged copy 7-8.5, bound by the host
+  // memcpy out of the pinned buffer; see docs/BENCHMARKS.md.)
   void download(void* host_dst, const void* device_src, size_t n);
   // cudaMemcpyAsync host -> device, then waits (the caller may reuse host_src at once).
   void upload(void* device_dst, const void* host_src, size_t n);
 };
 
 // A new stream on the current device. Environment (read here, once per stream):
-// GEIST_CUDA_GRAPHS=0 turns off decode-step graphs, GEIST_CUDA_FUSE=0 the add + rms_norm
-// fusion (for measurements, and for the tests that compare them with plain launches).
+// GEIST_CUDA_GRAPHS=0 turns off decode-step graphs, GEIST_CUDA_FUSE=0 the held-back fusions
+// (add + rms_norm, batched matmuls, rope pairs, head norms + rope, DeltaNet prologue, delta rule
+// + gated norm), for measurements and for the tests that compare them with plain launches.
+// GEIST_CUDA_PDL=0 (read once per process, launch_cuda.cuh) launches the small kernels without
+// programmatic dependent launch.
 Status create_cuda_stream(std::unique_ptr<Stream>* out);
 
 // Every KV mode, with KvCache's regions and byte layouts; GEIST_E_INVALID_ARG for bad sizes

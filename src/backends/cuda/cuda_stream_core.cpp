@@ -41,6 +41,9 @@ bool StreamCore::note_absolute() {
 
 bool StreamCore::ok(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return true;
+  // The runtime also keeps a non-sticky error as the thread's last error; it is consumed here,
+  // or the next launch check of any stream on this thread (another session's) would report it.
+  cudaGetLastError();
   if (mode == StepMode::CAPTURE) {
     // Not an error of the session: the step is issued again and runs plainly.
     step_failed = true;
@@ -54,6 +57,7 @@ bool StreamCore::ok(cudaError_t e, const char* what) {
 }
 
 void StreamCore::flush() {
+  flush_fused();  // cuda_stream_fused.cpp: its held ops were issued before any held here
   if (prep.gates || prep.conv) {
     const PendingPrep q = prep;
     prep = PendingPrep{};

@@ -1,7 +1,9 @@
 // CUDA kernels of the gated DeltaNet; see deltanet_cuda.h for the numerics and the mapping.
+// Launched with launch_pdl (launch_cuda.cuh): every kernel starts with pdl_begin().
 #include <algorithm>
 
 #include "backends/cuda/deltanet_cuda.h"
+#include "backends/cuda/launch_cuda.cuh"
 #include "base/status.h"
 
 namespace geist::cuda {
@@ -34,6 +36,7 @@ __device__ __forceinline__ double warp_sum(double v) {
 
 __global__ void gates_kernel(float* beta, float* g, int64_t total, int32_t n_heads, const float* a,
                              const float* dt_bias) {
+  pdl_begin();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
        i += int64_t{gridDim.x} * blockDim.x) {
     const int32_t h = static_cast<int32_t>(i % n_heads);
@@ -50,6 +53,7 @@ __global__ void gates_kernel(float* beta, float* g, int64_t total, int32_t n_hea
 __global__ void conv1d_silu_kernel(const float* x, int64_t x_stride, int32_t n_tok, int64_t n_ch,
                                    const float* w, int32_t kernel, const float* state, float* out,
                                    int64_t out_stride) {
+  pdl_begin();
   const int64_t total = int64_t{n_tok} * n_ch;
   const int32_t hist = kernel - 1;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
@@ -72,6 +76,7 @@ __global__ void conv1d_silu_kernel(const float* x, int64_t x_stride, int32_t n_t
 // overwriting it.
 __global__ void conv1d_state_kernel(const float* x, int64_t x_stride, int32_t n_tok, int64_t n_ch,
                                     int32_t hist, float* state) {
+  pdl_begin();
   for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < n_ch;
        c += int64_t{gridDim.x} * blockDim.x) {
     if (n_tok >= hist) {
@@ -111,6 +116,7 @@ __device__ __forceinline__ void conv_step(const DeltaPrep& p, int64_t c) {
 
 __global__ void __launch_bounds__(kBlock)
     deltanet_prep_kernel(const DeltaPrep p, int32_t conv_blocks) {
+  pdl_begin();
   if (static_cast<int32_t>(blockIdx.x) == conv_blocks) {
     for (int32_t i = threadIdx.x; i < p.gate_heads; i += blockDim.x) {
       p.beta[i] = sigmoid_dev(p.beta[i]);
@@ -149,6 +155,7 @@ __global__ void __launch_bounds__(kBlock)
 __global__ void l2_norm_heads_kernel(float* x_a, float scale_a, float* x_b, float scale_b,
                                      int64_t x_stride, int64_t rows, int32_t n_heads, int32_t d,
                                      float eps) {
+  pdl_begin();
   const int lane = threadIdx.x & 31;
   const int64_t warp0 = blockIdx.x * int64_t{kWarpsPerRow} + (threadIdx.x >> 5);
   const int64_t all = x_b != nullptr ? 2 * rows : rows;
@@ -169,26 +176,42 @@ __global__ void l2_norm_heads_kernel(float* x_a, float scale_a, float* x_b, floa
   }
 }
 
-// All lanes finish reading their x values before the (synchronising) reduction, and each lane
-// then rewrites only its own elements, so out may alias x.
+// rms_norm_gated of one row by one warp (lane l: elements l + 32 i). All lanes finish reading
+// their x values before the (synchronising) reduction, and each lane then rewrites only its own
+// elements, so out may alias x. x is read through L2 (__ldcg): the fused delta rule reads rows
+// that other blocks wrote.
+__device__ __forceinline__ void gated_norm_row(const float* xr, const float* zr, const float* w,
+                                               int32_t d, float eps, float* orow, int lane) {
+  double ss = 0.0;
+  for (int32_t i = lane; i < d; i += 32) {
+    const float xi = __ldcg(xr + i);
+    ss += double{xi} * xi;
+  }
+  ss = warp_sum(ss);
+  const float inv = 1.0f / sqrtf(static_cast<float>(ss) / static_cast<float>(d) + eps);
+  for (int32_t i = lane; i < d; i += 32) {
+    const float zi = zr[i];
+    orow[i] = w[i] * (__ldcg(xr + i) * inv) * (zi * sigmoid_dev(zi));
+  }
+}
+
 __global__ void rms_norm_gated_kernel(const float* x, const float* z, const float* w,
                                       int32_t n_rows, int32_t d, float eps, float* out) {
+  pdl_begin();
   const int lane = threadIdx.x & 31;
   const int64_t warp0 = blockIdx.x * int64_t{kWarpsPerRow} + (threadIdx.x >> 5);
   for (int64_t row = warp0; row < n_rows; row += int64_t{gridDim.x} * kWarpsPerRow) {
-    const float* xr = x + row * d;  // [d]
-    const float* zr = z + row * d;  // [d]
-    float* orow = out + row * d;    // [d]
-    double ss = 0.0;
-    for (int32_t i = lane; i < d; i += 32) ss += double{xr[i]} * xr[i];
-    ss = warp_sum(ss);
-    const float inv = 1.0f / sqrtf(static_cast<float>(ss) / static_cast<float>(d) + eps);
-    for (int32_t i = lane; i < d; i += 32) {
-      const float zi = zr[i];
-      orow[i] = w[i] * (xr[i] * inv) * (zi * sigmoid_dev(zi));
-    }
+    gated_norm_row(x + row * d, z + row * d, w, d, eps, out + row * d, lane);
   }
 }
+
+// The gated norm a one-token delta rule runs on its output rows (gated_delta_rule_norm).
+struct GatedNorm {
+  const float* z = nullptr;  // [n_v_heads][d_v]
+  const float* w = nullptr;  // [d_v]
+  float eps = 0;
+  unsigned* count = nullptr;  // [n_v_heads] blocks of the head done; 0 between launches
+};
 
 // ---- gated delta rule ----
 
@@ -206,9 +229,14 @@ int64_t delta_smem_floats_per_token(int32_t d_k) { return 2 * int64_t{d_k} + kCo
 // [tile * kColsPerBlock, +kColsPerBlock). Lane l of warp w holds S[i][col0 + c] for
 // i = l + 32 r, r < RPL, c < kColsPerWarp, col0 = tile * kColsPerBlock + w * kColsPerWarp;
 // rows >= d_k and columns >= d_v are zero padding that is never stored.
-template <int RPL>
+// NORM (one token): the block of a head that finishes last (a counter per head, reset by that
+// block) runs rms_norm_gated on the head's output row in place, with warp 0 and
+// gated_norm_row's arithmetic: bitwise the separate launch.
+template <int RPL, bool NORM>
 __global__ void __launch_bounds__(kDeltaWarps * 32)
-    gated_delta_kernel(GatedDeltaArgs a, int32_t col_tiles, int32_t tile_tokens) {
+    gated_delta_kernel(GatedDeltaArgs a, int32_t col_tiles, int32_t tile_tokens,
+                       const GatedNorm nrm) {
+  pdl_begin();
   extern __shared__ float smem[];
   const int32_t dk = a.d_k;
   const int32_t dv = a.d_v;
@@ -309,10 +337,25 @@ __global__ void __launch_bounds__(kDeltaWarps * 32)
       if (i < dk && col < dv) st[int64_t{i} * dv + col] = static_cast<float>(s[r][c]);
     }
   }
+  if constexpr (NORM) {
+    __shared__ bool s_last;
+    __threadfence();  // this block's outputs are visible device-wide before it is counted
+    __syncthreads();
+    if (threadIdx.x == 0)
+      s_last = atomicAdd(nrm.count + h, 1u) == static_cast<unsigned>(col_tiles - 1);
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    if (warp == 0) {
+      float* row = a.out + int64_t{h} * dv;  // token 0
+      gated_norm_row(row, nrm.z + int64_t{h} * dv, nrm.w, dv, nrm.eps, row, lane);
+      if (lane == 0) nrm.count[h] = 0;
+    }
+  }
 }
 
-template <int RPL>
-void launch_gated_delta(cudaStream_t s, const GatedDeltaArgs& a) {
+template <int RPL, bool NORM>
+void launch_gated_delta(cudaStream_t s, const GatedDeltaArgs& a, const GatedNorm& nrm) {
   const int32_t col_tiles = static_cast<int32_t>(ceil_div(a.d_v, kColsPerBlock));
   const int64_t per_token = delta_smem_floats_per_token(a.d_k);
   const int64_t budget_tokens = static_cast<int64_t>(kDeltaSmemBudget / sizeof(float)) / per_token;
@@ -321,8 +364,24 @@ void launch_gated_delta(cudaStream_t s, const GatedDeltaArgs& a) {
   const size_t smem = static_cast<size_t>(tile_tokens * per_token) * sizeof(float);
   const int64_t blocks = int64_t{a.n_v_heads} * col_tiles;
   GEIST_CHECK(blocks <= 0x7fffffff, "gated_delta_rule: too many heads x column tiles");
-  gated_delta_kernel<RPL>
-      <<<static_cast<unsigned>(blocks), kDeltaWarps * 32, smem, s>>>(a, col_tiles, tile_tokens);
+  launch_pdl(gated_delta_kernel<RPL, NORM>, dim3(static_cast<unsigned>(blocks)),
+             dim3(kDeltaWarps * 32), smem, s, a, col_tiles, tile_tokens, nrm);
+}
+
+template <bool NORM>
+void launch_delta_rpl(cudaStream_t s, const GatedDeltaArgs& a, const GatedNorm& nrm) {
+  const int32_t rpl = static_cast<int32_t>(ceil_div(a.d_k, 32));
+  if (rpl <= 1) {
+    launch_gated_delta<1, NORM>(s, a, nrm);
+  } else if (rpl <= 2) {
+    launch_gated_delta<2, NORM>(s, a, nrm);
+  } else if (rpl <= 4) {
+    launch_gated_delta<4, NORM>(s, a, nrm);
+  } else if (rpl <= 8) {
+    launch_gated_delta<8, NORM>(s, a, nrm);
+  } else {
+    launch_gated_delta<16, NORM>(s, a, nrm);
+  }
 }
 
 }  // namespace
@@ -332,7 +391,8 @@ void deltanet_gates(cudaStream_t s, float* beta, float* g, int32_t n_tok, int32_
   GEIST_CHECK(n_tok >= 0 && n_heads >= 1, "deltanet_gates: bad shape");
   const int64_t total = int64_t{n_tok} * n_heads;
   if (total == 0) return;
-  gates_kernel<<<grid_for(total, kBlock), kBlock, 0, s>>>(beta, g, total, n_heads, a, dt_bias);
+  launch_pdl(gates_kernel, dim3(grid_for(total, kBlock)), dim3(kBlock), 0, s, beta, g, total,
+             n_heads, a, dt_bias);
 }
 
 void conv1d_silu(cudaStream_t s, const float* x, int64_t x_stride, int32_t n_tok, int64_t n_ch,
@@ -341,12 +401,12 @@ void conv1d_silu(cudaStream_t s, const float* x, int64_t x_stride, int32_t n_tok
               "conv1d_silu: bad shape or stride");
   if (n_tok == 0) return;
   const int64_t total = int64_t{n_tok} * n_ch;
-  conv1d_silu_kernel<<<grid_for(total, kBlock), kBlock, 0, s>>>(x, x_stride, n_tok, n_ch, w, kernel,
-                                                                state, out, out_stride);
+  launch_pdl(conv1d_silu_kernel, dim3(grid_for(total, kBlock)), dim3(kBlock), 0, s, x, x_stride,
+             n_tok, n_ch, w, kernel, static_cast<const float*>(state), out, out_stride);
   // Stream order makes the state advance wait for every output's read of the old state.
   if (kernel > 1) {
-    conv1d_state_kernel<<<grid_for(n_ch, kBlock), kBlock, 0, s>>>(x, x_stride, n_tok, n_ch,
-                                                                  kernel - 1, state);
+    launch_pdl(conv1d_state_kernel, dim3(grid_for(n_ch, kBlock)), dim3(kBlock), 0, s, x, x_stride,
+               n_tok, n_ch, kernel - 1, state);
   }
 }
 
@@ -356,8 +416,8 @@ void l2_norm_heads(cudaStream_t s, float* x, int64_t x_stride, int32_t n_tok, in
               "l2_norm_heads: bad shape or stride");
   const int64_t rows = int64_t{n_tok} * n_heads;
   if (rows == 0) return;
-  l2_norm_heads_kernel<<<grid_for(rows, kWarpsPerRow), kWarpsPerRow * 32, 0, s>>>(
-      x, scale, nullptr, 1.0f, x_stride, rows, n_heads, d, eps);
+  launch_pdl(l2_norm_heads_kernel, dim3(grid_for(rows, kWarpsPerRow)), dim3(kWarpsPerRow * 32), 0,
+             s, x, scale, static_cast<float*>(nullptr), 1.0f, x_stride, rows, n_heads, d, eps);
 }
 
 void l2_norm_heads2(cudaStream_t s, float* x_a, float scale_a, float* x_b, float scale_b,
@@ -366,8 +426,8 @@ void l2_norm_heads2(cudaStream_t s, float* x_a, float scale_a, float* x_b, float
               "l2_norm_heads: bad shape or stride");
   const int64_t rows = int64_t{n_tok} * n_heads;
   if (rows == 0) return;
-  l2_norm_heads_kernel<<<grid_for(2 * rows, kWarpsPerRow), kWarpsPerRow * 32, 0, s>>>(
-      x_a, scale_a, x_b, scale_b, x_stride, rows, n_heads, d, eps);
+  launch_pdl(l2_norm_heads_kernel, dim3(grid_for(2 * rows, kWarpsPerRow)), dim3(kWarpsPerRow * 32),
+             0, s, x_a, scale_a, x_b, scale_b, x_stride, rows, n_heads, d, eps);
 }
 
 void deltanet_prep(cudaStream_t s, const DeltaPrep& p) {
@@ -382,8 +442,8 @@ void deltanet_prep(cudaStream_t s, const DeltaPrep& p) {
   const int64_t conv_blocks = normed_blocks + ceil_div(rest, kBlock);
   GEIST_CHECK(conv_blocks < 0x7fffffff, "deltanet_prep: too many channels");
   const int64_t blocks = conv_blocks + (p.gate_heads > 0 ? 1 : 0);
-  deltanet_prep_kernel<<<static_cast<unsigned>(blocks), kBlock, 0, s>>>(
-      p, static_cast<int32_t>(conv_blocks));
+  launch_pdl(deltanet_prep_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kBlock), 0, s, p,
+             static_cast<int32_t>(conv_blocks));
 }
 
 size_t gated_delta_rule_scratch_bytes(const GatedDeltaArgs& a, int32_t chunk) {
@@ -399,26 +459,28 @@ void gated_delta_rule(cudaStream_t s, const GatedDeltaArgs& a, int32_t chunk, vo
               "gated_delta_rule: bad shape");
   GEIST_CHECK(a.d_k <= kMaxDk, "gated_delta_rule: d_k > 512 is not instantiated");
   if (a.n_tokens == 0) return;
-  const int32_t rpl = static_cast<int32_t>(ceil_div(a.d_k, 32));
-  if (rpl <= 1) {
-    launch_gated_delta<1>(s, a);
-  } else if (rpl <= 2) {
-    launch_gated_delta<2>(s, a);
-  } else if (rpl <= 4) {
-    launch_gated_delta<4>(s, a);
-  } else if (rpl <= 8) {
-    launch_gated_delta<8>(s, a);
-  } else {
-    launch_gated_delta<16>(s, a);
-  }
+  launch_delta_rpl<false>(s, a, GatedNorm{});
+}
+
+void gated_delta_rule_norm(cudaStream_t s, const GatedDeltaArgs& a, const float* z, const float* w,
+                           float eps, unsigned* count) {
+  GEIST_CHECK(a.n_tokens == 1 && a.n_k_heads >= 1 && a.n_v_heads >= 1 && a.d_k >= 1 && a.d_v >= 1 &&
+                  a.d_k <= kMaxDk,
+              "gated_delta_rule_norm: bad shape");
+  GatedNorm nrm;
+  nrm.z = z;
+  nrm.w = w;
+  nrm.eps = eps;
+  nrm.count = count;
+  launch_delta_rpl<true>(s, a, nrm);
 }
 
 void rms_norm_gated(cudaStream_t s, const float* x, const float* z, const float* w, int32_t n_rows,
                     int32_t d, float eps, float* out) {
   GEIST_CHECK(n_rows >= 0 && d >= 1, "rms_norm_gated: bad shape");
   if (n_rows == 0) return;
-  rms_norm_gated_kernel<<<grid_for(n_rows, kWarpsPerRow), kWarpsPerRow * 32, 0, s>>>(
-      x, z, w, n_rows, d, eps, out);
+  launch_pdl(rms_norm_gated_kernel, dim3(grid_for(n_rows, kWarpsPerRow)), dim3(kWarpsPerRow * 32),
+             0, s, x, z, w, n_rows, d, eps, out);
 }
 
 }  // namespace geist::cuda

@@ -18,7 +18,9 @@
 //     per token in the recurrent form and per chunk in the chunked form), so its results lie
 //     within the CPU's own chunked-vs-recurrent spread of the exact recurrence.
 //   - Every output element is computed by a fixed sequence of operations (fixed-shape warp
-//     reductions, no atomics), so results are deterministic run to run.
+//     reductions, no atomics on values), so results are deterministic run to run. (The fused
+//     delta rule + gated norm counts a head's finished blocks with an atomic counter; which
+//     block comes last varies, the arithmetic it then runs does not.)
 #pragma once
 
 #include <cuda_runtime.h>
@@ -101,6 +103,13 @@ size_t gated_delta_rule_scratch_bytes(const GatedDeltaArgs& a, int32_t chunk);
 // columns of one head and stages k, q of a tile of tokens of its key head (h % n_k_heads,
 // the tiled V-head grouping) plus its v columns, g and beta, in shared memory.
 void gated_delta_rule(cudaStream_t s, const GatedDeltaArgs& a, int32_t chunk, void* scratch);
+
+// One token's gated_delta_rule followed by rms_norm_gated(a.out, z, w, n_v_heads, d_v, eps,
+// a.out) in one launch, each element bitwise the two launches'. count: n_v_heads device
+// unsigneds, zero before the launch and zero again after it (the last block of each head
+// counts itself in and resets its counter). z must not overlap a.out or a.state.
+void gated_delta_rule_norm(cudaStream_t s, const GatedDeltaArgs& a, const float* z, const float* w,
+                           float eps, unsigned* count);
 
 // rms_norm_gated on n_rows rows of d (row r at r*d of x, z, out); out may alias x.
 // w: [d]. One warp per row.

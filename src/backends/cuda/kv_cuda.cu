@@ -1,10 +1,12 @@
 // KV writes on the device: rows quantized into KvCache's encodings (one thread per block of a
 // row, the CPU quantizer's arithmetic, kv_codec_cuda.cuh), and KIVI's group quantization from
 // the f16 residual rows when a group fills. Bitwise the CPU's bytes for the same input rows.
+// Launched with launch_pdl (launch_cuda.cuh): every kernel starts with pdl_begin().
 #include <cuda_fp16.h>
 
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/kv_codec_cuda.cuh"
+#include "backends/cuda/launch_cuda.cuh"
 
 namespace geist::cuda {
 
@@ -18,6 +20,7 @@ constexpr int kThreads = 128;
 __global__ void encode_plain_kernel(bool f16, const float* __restrict__ src, int64_t src_stride,
                                     int32_t n, int32_t n_embd, uint8_t* __restrict__ dst,
                                     int64_t dst_row_bytes, const int32_t* __restrict__ row_dev) {
+  pdl_begin();
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= static_cast<int64_t>(n) * n_embd) return;
   const int64_t r = idx / n_embd;
@@ -39,6 +42,7 @@ __global__ void encode_blocks_kernel(KvEnc enc, int32_t block, const float* __re
                                      int64_t src_stride, int32_t n, int32_t n_embd,
                                      const KvKeyRef ref, int32_t pos0, uint8_t* __restrict__ dst,
                                      int64_t dst_row_bytes, const int32_t* __restrict__ row_dev) {
+  pdl_begin();
   const int32_t nb = (n_embd + block - 1) / block;
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= static_cast<int64_t>(n) * nb) return;
@@ -73,6 +77,7 @@ __global__ void quantize_group_kernel(KvEnc k_enc, KvEnc v_enc, int32_t v_block,
                                       const uint16_t* __restrict__ v_resid, int32_t nv,
                                       uint8_t* __restrict__ k_dst, uint8_t* __restrict__ v_dst,
                                       int64_t v_row_bytes) {
+  pdl_begin();
   const int32_t nbv = (nv + v_block - 1) / v_block;
   const int32_t idx = static_cast<int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
   float x[kG];
@@ -104,9 +109,9 @@ cudaError_t kv_encode_rows(cudaStream_t s, KvEnc enc, int32_t block, const float
   if (n <= 0 || n_embd <= 0) return cudaSuccess;
   if (enc == KvEnc::F32 || enc == KvEnc::F16) {
     if (ref != nullptr) return cudaErrorInvalidValue;
-    encode_plain_kernel<<<blocks_for(int64_t{n} * n_embd), kThreads, 0, s>>>(
-        enc == KvEnc::F16, src, src_stride, n, n_embd, dst, dst_row_bytes, row_dev);
-    return cudaGetLastError();
+    return launch_pdl(encode_plain_kernel, dim3(blocks_for(int64_t{n} * n_embd)), dim3(kThreads), 0,
+                      s, enc == KvEnc::F16, src, src_stride, n, n_embd, dst, dst_row_bytes,
+                      row_dev);
   }
   KvKeyRef kr;  // Q8: the plain reference row (R_p = identity)
   kr.c = reinterpret_cast<const uint8_t*>(ref);
@@ -126,9 +131,8 @@ cudaError_t kv_encode_rows_rel(cudaStream_t s, KvEnc enc, int32_t block, const f
     return cudaErrorInvalidValue;
   }
   const int64_t nb = (n_embd + block - 1) / block;
-  encode_blocks_kernel<<<blocks_for(n * nb), kThreads, 0, s>>>(
-      enc, block, src, src_stride, n, n_embd, ref, pos0, dst, dst_row_bytes, row_dev);
-  return cudaGetLastError();
+  return launch_pdl(encode_blocks_kernel, dim3(blocks_for(n * nb)), dim3(kThreads), 0, s, enc,
+                    block, src, src_stride, n, n_embd, ref, pos0, dst, dst_row_bytes, row_dev);
 }
 
 cudaError_t kv_quantize_group(cudaStream_t s, KvEnc k_enc, KvEnc v_enc, int32_t v_block,
@@ -139,9 +143,8 @@ cudaError_t kv_quantize_group(cudaStream_t s, KvEnc k_enc, KvEnc v_enc, int32_t 
     return cudaErrorInvalidValue;
   }
   const int64_t total = nk + int64_t{kG} * ((nv + v_block - 1) / v_block);
-  quantize_group_kernel<<<blocks_for(total), kThreads, 0, s>>>(
-      k_enc, v_enc, v_block, k_resid, nk, v_resid, nv, k_dst, v_dst, v_row_bytes);
-  return cudaGetLastError();
+  return launch_pdl(quantize_group_kernel, dim3(blocks_for(total)), dim3(kThreads), 0, s, k_enc,
+                    v_enc, v_block, k_resid, nk, v_resid, nv, k_dst, v_dst, v_row_bytes);
 }
 
 }  // namespace geist::cuda

@@ -1,8 +1,8 @@
-// Device helpers shared by the matmul kernels (matmul_cuda.cu: f32, decode and the generic
-// prefill; matmul_prefill_cuda.cu: the tiled prefill of the integer-times-scale types). The
-// arithmetic they fix (k-slot mapping, parts, hi/lo splits) is described at the top of
-// matmul_cuda.cu; every kernel that feeds an output element must go through these same helpers
-// so that the element is bitwise the same whichever kernel computes it.
+// Device helpers shared by the matmul kernels (matmul_cuda.cu: f32 and the bf16 path of F16,
+// BF16, Q4_K, Q6_K; matmul_q8_cuda.cu and matmul_prefill_cuda.cu: the 8-bit path of Q8_0 and
+// Q4_0). The arithmetic they fix is described at the top of matmul_cuda.cu (bf16 path) and
+// matmul_q8_cuda.cu (8-bit path); every kernel that feeds an output element goes through these
+// same helpers so that the element is bitwise the same whichever kernel computes it.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -30,8 +30,9 @@ __host__ __device__ __forceinline__ int64_t part_begin(int64_t n_chunks, int par
 
 // A weight as the kernels read it. Q8_0 device copies are repacked (repack_q8_0_kernel):
 // quants [n_out][qrow] where pair k of 32-element chunks (2k, 2k + 1) is 64 bytes, lane quad
-// q's 16 at 16q: chunk 2k's elements 8q..8q+7, then chunk 2k + 1's (an odd last chunk is
-// padded with zeros); then the f16 scales [n_out][drow], chunk c of a row at c.
+// q's 16 at 16q: chunk 2k's elements 4q..4q+3 and 16+4q..16+4q+3 (the k slots of lane quad q
+// in an m16n8k32 fragment, I8Block below), then chunk 2k + 1's (an odd last chunk is padded
+// with zeros); then the f16 scales [n_out][drow], chunk c of a row at c.
 struct DevW {
   const uint8_t* data;
   size_t row_bytes;  // other types: the GGUF row
@@ -63,25 +64,6 @@ __device__ __forceinline__ void split2(float a, float b, uint32_t* hi, uint32_t*
   *lo = *reinterpret_cast<const uint32_t*>(&l);
 }
 
-// Two int8 quants (the low bytes of t's 16-bit halves) as bf16x2, exactly and without a
-// conversion unit: (128 + (q & 127)) + (-128 or -256 by the sign bit) is the integer q, and
-// a bf16 add of two bf16 values whose sum is representable is exact (q = 0 gives +0, as the
-// float conversion did).
-__device__ __forceinline__ uint32_t i8x2_bf16(uint32_t t) {
-  const uint32_t a = (t & 0x007F007Fu) | 0x43004300u;
-  const uint32_t s = (t & 0x00800080u) | 0xC300C300u;
-  const __nv_bfloat162 r = __hadd2(*reinterpret_cast<const __nv_bfloat162*>(&a),
-                                   *reinterpret_cast<const __nv_bfloat162*>(&s));
-  return *reinterpret_cast<const uint32_t*>(&r);
-}
-// Eight int8 quants (v.x bytes 0..3, v.y bytes 0..3) as four bf16x2 words, word j = 2j, 2j+1.
-__device__ __forceinline__ void i8x8_bf16(uint32_t lo, uint32_t hi, uint32_t q[4]) {
-  q[0] = i8x2_bf16(__byte_perm(lo, 0u, 0x4140));
-  q[1] = i8x2_bf16(__byte_perm(lo, 0u, 0x4342));
-  q[2] = i8x2_bf16(__byte_perm(hi, 0u, 0x4140));
-  q[3] = i8x2_bf16(__byte_perm(hi, 0u, 0x4342));
-}
-
 __device__ __forceinline__ float f16_bits(uint32_t b) {
   return __half2float(__ushort_as_half(static_cast<unsigned short>(b)));
 }
@@ -94,62 +76,6 @@ __device__ __forceinline__ void mma_bf16(float d[4], uint32_t a0, uint32_t a1, u
       "{%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-// Q8_0 and Q4_0 weights are an integer q (exact in bf16) times the 32-block's scale d: their
-// chunk product is D = q.x_hi + q.x_lo by mma (from +0, step 0 then 1), then acc += d * D
-// (one FMA). Exact weights and a third fewer mma than the generic split.
-template <GgmlType T>
-struct ScaledInt {
-  static constexpr bool kOn = false;
-};
-template <>
-struct ScaledInt<GgmlType::Q8_0> {
-  static constexpr bool kOn = true;
-  // Lane quad q's 8 quants of chunk c of row r (< n_out) as bf16x2 words; *d the scale.
-  static __device__ __forceinline__ void load(const DevW& w, int64_t r, int64_t c, int q,
-                                              uint32_t aq[4], float* d) {
-    const uint2 v = __ldg(
-        reinterpret_cast<const uint2*>(w.data + r * w.qrow + 64 * (c >> 1) + 16 * q + 8 * (c & 1)));
-    i8x8_bf16(v.x, v.y, aq);
-    *d = f16_bits(__ldg(w.scales + r * w.drow + c));
-  }
-};
-template <>
-struct ScaledInt<GgmlType::Q4_0> {
-  static constexpr bool kOn = true;
-  static __device__ __forceinline__ void load(const DevW& w, int64_t r, int64_t c, int q,
-                                              uint32_t aq[4], float* d) {
-    const uint8_t* blk = w.data + static_cast<size_t>(r) * w.row_bytes + c * 18;
-    const int o = 8 * q;  // 0, 8, 16 or 24: one nibble half
-    const unsigned short* qs = reinterpret_cast<const unsigned short*>(blk + 2 + (o & 15));
-    const int shift = o >= 16 ? 4 : 0;
-    *d = ld_half(blk);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const unsigned short u = qs[j];
-      const __nv_bfloat162 h =
-          __floats2bfloat162_rn(static_cast<float>(((u >> shift) & 0xF) - 8),
-                                static_cast<float>(((u >> (8 + shift)) & 0xF) - 8));
-      aq[j] = *reinterpret_cast<const uint32_t*>(&h);
-    }
-  }
-};
-
-// One chunk's contribution for one m-tile: D = the mma chain (from +0) over the two k16
-// steps, hi then lo activations; then acc += d * D (ScaledInt types).
-__device__ __forceinline__ void scaled_chunk(const uint32_t a[2][4], const float dw[2],
-                                             const uint32_t bh[4], const uint32_t bl[4],
-                                             float acc[4]) {
-  float d4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-  for (int s = 0; s < 2; ++s) {
-    const int k = 2 * s;
-    mma_bf16(d4, a[0][k], a[1][k], a[0][k + 1], a[1][k + 1], bh[k], bh[k + 1]);
-    mma_bf16(d4, a[0][k], a[1][k], a[0][k + 1], a[1][k + 1], bl[k], bl[k + 1]);
-  }
-#pragma unroll
-  for (int e = 0; e < 4; ++e) acc[e] = __fmaf_rn(dw[e >> 1], d4[e], acc[e]);
 }
 
 // Token t's activations [i0, i0 + 8) as f32; zero past n_in or for t >= n_tok.
@@ -187,6 +113,248 @@ __device__ __forceinline__ void load_x(const float* __restrict__ x, int64_t x_st
   float v[8];
   x_load8(x, x_stride, n_tok, n_in, vec, t, i0, v);
   split8(v, hi, lo);
+}
+
+// ---- the 8-bit path (Q8_0, Q4_0; matmul_q8_cuda.cu states the arithmetic) ----
+
+constexpr int32_t kQ8Fine = 254;  // simd::kQ8Fine: fine steps of the second activation plane
+
+// Activation planes of weight type t (simd::q8_planes): Q8_0 two, Q4_0 one.
+__host__ __device__ constexpr int q8_planes(GgmlType t) { return t == GgmlType::Q8_0 ? 2 : 1; }
+
+// One 32-block's int8 codes in the order of the m16n8k32 fragments: word 2q + 0 holds elements
+// 4q..4q+3 (byte j = element 4q + j) and word 2q + 1 elements 16+4q..16+4q+3, so that lane quad
+// q reads its A (or B) registers of the block as one 8-byte load. The k order inside a block
+// does not matter to an exact integer dot as long as weights and activations share it.
+__host__ __device__ __forceinline__ int i8_slot(int e) {  // byte of element e (< 32)
+  return 8 * ((e & 15) >> 2) + 4 * (e >> 4) + (e & 3);
+}
+
+// simd::quantize_row_q8_reference for one 32-block, bitwise (IEEE division and explicit
+// round-to-nearest operations: no contraction of d * v into the subtraction), by an aligned
+// group of 8 lanes (all 32 lanes of the warp take part in the shuffles): lane m of the group
+// holds elements 4m..4m+3 (v) and gets their codes of plane p as the word c[p] (byte j: element
+// 4m + j), which is word quant_word(m) of the block in I8 slot order; *dx the block's step.
+// The block's max |x| is exact whatever order the lanes combine it in.
+__host__ __device__ __forceinline__ int quant_word(int m) { return m < 4 ? 2 * m : 2 * m - 7; }
+
+template <int P>
+__device__ __forceinline__ void quant_group(const float (&v)[4], uint32_t (&c)[P], float* dx) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float a = fabsf(v[i]);
+    amax = a > amax ? a : amax;
+  }
+#pragma unroll
+  for (int off = 1; off < 8; off <<= 1) {
+    const float o = __shfl_xor_sync(0xffffffffu, amax, off);
+    amax = o > amax ? o : amax;
+  }
+  const float d = __fdiv_rn(amax, 127.0f);
+  const float df = __fdiv_rn(d, static_cast<float>(kQ8Fine));
+  const float id = amax > 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;
+  const float idf = amax > 0.0f ? __fdiv_rn(1.0f, df) : 0.0f;
+#pragma unroll
+  for (int p = 0; p < P; ++p) c[p] = 0u;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float q1 = rintf(__fmul_rn(v[i], id));
+    q1 = q1 > -127.0f ? q1 : -127.0f;
+    q1 = q1 < 127.0f ? q1 : 127.0f;
+    c[0] |= (static_cast<uint32_t>(__float2int_rn(q1)) & 0xFFu) << (8 * i);
+    if constexpr (P == 2) {
+      float q2 = rintf(__fmul_rn(__fsub_rn(v[i], __fmul_rn(d, q1)), idf));
+      q2 = q2 > -127.0f ? q2 : -127.0f;
+      q2 = q2 < 127.0f ? q2 : 127.0f;
+      c[1] |= (static_cast<uint32_t>(__float2int_rn(q2)) & 0xFFu) << (8 * i);
+    }
+  }
+  *dx = P == 2 ? df : d;
+}
+
+// The same codes by an aligned group of 4 lanes (all 32 lanes of the warp take part in the
+// shuffles), in fewer operations: lane q of the group holds elements 4q..4q+3 (v[0..3]) and
+// 16+4q..16+4q+3 (v[4..7]), slot words 2q and 2q + 1 of the block, and gets their codes of
+// plane p as lo[p] and hi[p]. A product p is rounded as RN(p + kRound), which is
+// kRound + rint(p) (ties to even) for |p| < 2^22 and lands beyond kRound +- 127 for larger |p|,
+// so the clamps, made on those sums with the same comparisons (NaN and inf included), give the
+// same integers as quant_group's rint-then-clamp; the code is then the low byte of the sum's
+// bits, with no float -> int conversion (a quarter of the FP32 rate).
+constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: its floats near it are spaced by 1
+
+__device__ __forceinline__ float round_clamp127(float p) {
+  float t = __fadd_rn(p, kRound);
+  t = t > kRound - 127.0f ? t : kRound - 127.0f;
+  return t < kRound + 127.0f ? t : kRound + 127.0f;
+}
+
+template <int P>
+__device__ __forceinline__ float quant_quad(const float (&v)[8], uint32_t (&lo)[P],
+                                            uint32_t (&hi)[P]) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float a = fabsf(v[i]);
+    amax = a > amax ? a : amax;
+  }
+#pragma unroll
+  for (int off = 1; off < 4; off <<= 1) {
+    const float o = __shfl_xor_sync(0xffffffffu, amax, off);
+    amax = o > amax ? o : amax;
+  }
+  const float d = __fdiv_rn(amax, 127.0f);
+  const float df = __fdiv_rn(d, static_cast<float>(kQ8Fine));
+  const float id = amax > 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;
+  const float idf = amax > 0.0f ? __fdiv_rn(1.0f, df) : 0.0f;
+#pragma unroll
+  for (int p = 0; p < P; ++p) lo[p] = hi[p] = 0u;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float t1 = round_clamp127(__fmul_rn(v[i], id));
+    uint32_t c[P];
+    c[0] = __float_as_uint(t1) & 0xFFu;
+    if constexpr (P == 2) {
+      const float q1 = __fsub_rn(t1, kRound);  // exact
+      const float t2 = round_clamp127(__fmul_rn(__fsub_rn(v[i], __fmul_rn(d, q1)), idf));
+      c[P - 1] = __float_as_uint(t2) & 0xFFu;
+    }
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      if (i < 4) {
+        lo[p] |= c[p] << (8 * i);
+      } else {
+        hi[p] |= c[p] << (8 * (i - 4));
+      }
+    }
+  }
+  return P == 2 ? df : d;
+}
+
+// Elements [i0, i0 + 4) of token t as floats (zeros for t >= n_tok or when !ok); vec: 16-byte
+// aligned rows.
+__device__ __forceinline__ void x_load4(const float* __restrict__ x, int64_t x_stride,
+                                        int32_t n_tok, bool vec, bool ok, int64_t t, int64_t i0,
+                                        float (&v)[4]) {
+  if (!ok || t >= n_tok) {
+    v[0] = v[1] = v[2] = v[3] = 0.0f;
+    return;
+  }
+  const float* p = x + t * x_stride + i0;
+  if (vec) {
+    const float4 a = __ldg(reinterpret_cast<const float4*>(p));
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[i] = __ldg(p + i);
+  }
+}
+
+// c += A (16x32, row) * B (32x8, col), int8 inputs, exact int32 accumulation. Not volatile: the
+// independent products of a block may be interleaved (each one's operands fix its value).
+__device__ __forceinline__ void mma_s8(int32_t (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                       uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// One block pair (chunks 2k, 2k + 1) of weight row r: codes() lane quad q's codes in I8 slot
+// order (x, y: chunk 2k's words 2q, 2q + 1; z, w: chunk 2k + 1's), scales() the two f16 scales
+// (chunk 2k in the low half). A chunk past the row (odd chunk count) or a row past n_out reads
+// as zeros.
+template <GgmlType T>
+struct PairLoader;
+
+template <>
+struct PairLoader<GgmlType::Q8_0> {
+  static __device__ __forceinline__ uint4 codes(const DevW& w, int64_t r, int64_t k, int q) {
+    if (r >= w.n_out) return make_uint4(0u, 0u, 0u, 0u);
+    return __ldg(reinterpret_cast<const uint4*>(w.data + r * w.qrow + 64 * k + 16 * q));
+  }
+  static __device__ __forceinline__ uint32_t scales(const DevW& w, int64_t r, int64_t k) {
+    if (r >= w.n_out) return 0u;
+    return __ldg(reinterpret_cast<const uint32_t*>(w.scales + r * w.drow + 2 * k));
+  }
+};
+
+// Q4_0 (GGUF rows, 18-byte blocks, 2-byte aligned): lane quad q's elements 4q..4q+3 are the
+// low nibbles of qs[4q..4q+3] and 16+4q..16+4q+3 their high nibbles; codes u - 8.
+template <>
+struct PairLoader<GgmlType::Q4_0> {
+  static __device__ __forceinline__ uint4 codes(const DevW& w, int64_t r, int64_t k, int q) {
+    uint32_t c[4] = {0u, 0u, 0u, 0u};
+    if (r < w.n_out) {
+      const uint8_t* row = w.data + static_cast<size_t>(r) * w.row_bytes;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t b = 2 * k + h;
+        if (b < w.n_in / 32) {
+          const unsigned short* p = reinterpret_cast<const unsigned short*>(row + b * 18);
+          const uint32_t u = static_cast<uint32_t>(__ldg(p + 1 + 2 * q)) |
+                             (static_cast<uint32_t>(__ldg(p + 2 + 2 * q)) << 16);
+          c[2 * h] = __vsub4(u & 0x0F0F0F0Fu, 0x08080808u);
+          c[2 * h + 1] = __vsub4((u >> 4) & 0x0F0F0F0Fu, 0x08080808u);
+        }
+      }
+    }
+    return make_uint4(c[0], c[1], c[2], c[3]);
+  }
+  static __device__ __forceinline__ uint32_t scales(const DevW& w, int64_t r, int64_t k) {
+    uint32_t d = 0u;
+    if (r < w.n_out) {
+      const uint8_t* row = w.data + static_cast<size_t>(r) * w.row_bytes;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t b = 2 * k + h;
+        if (b < w.n_in / 32) {
+          d |= static_cast<uint32_t>(__ldg(reinterpret_cast<const unsigned short*>(row + b * 18)))
+               << (16 * h);
+        }
+      }
+    }
+    return d;
+  }
+};
+
+// float(isum_b) without the int -> float conversion unit (a quarter of the FP32 rate on
+// sm_90, and the prefill kernel's bound): a plane's dot |d| <= 32 * 127 * 127 < 2^22 is
+// accumulated by the mma onto kMagicBits, the bits of kRound = 1.5 * 2^23, whose float then
+// holds kRound + d exactly, so float(d) = that - kRound exactly; two planes give
+// float(kQ8Fine * d1 + d2) = fma(kQ8Fine, float(d1), float(d2)), one rounding of the exact
+// integer: bitwise __int2float_rn(isum_b).
+constexpr int32_t kMagicBits = 0x4B400000;  // __float_as_int(kRound)
+__device__ __forceinline__ float magic_to_float(int32_t c) {
+  return __fsub_rn(__int_as_float(c), kRound);
+}
+
+// The product of one block for a 16 x 8 tile: the exact isum (two planes: kQ8Fine * dot(w, q1)
+// + dot(w, q2), one product per plane from kMagicBits, combined as above), then
+// acc = fma(float(isum), dw * dx, acc) per element. a: (row g, row g + 8) words (2q, 2q+1) of
+// the block; b[p]: token g's words of plane p.
+template <int P>
+__device__ __forceinline__ void block_fma(uint2 a_lo, uint2 a_hi, const uint2 (&b)[P], float dw0,
+                                          float dw1, float dx0, float dx1, float (&acc)[4]) {
+  int32_t c[P][4];
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) c[p][e] = kMagicBits;
+    mma_s8(c[p], a_lo.x, a_hi.x, a_lo.y, a_hi.y, b[p].x, b[p].y);
+  }
+  float f[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    f[e] = magic_to_float(c[0][e]);
+    if constexpr (P == 2) {
+      f[e] = __fmaf_rn(static_cast<float>(kQ8Fine), f[e], magic_to_float(c[P - 1][e]));
+    }
+  }
+  acc[0] = __fmaf_rn(f[0], __fmul_rn(dw0, dx0), acc[0]);
+  acc[1] = __fmaf_rn(f[1], __fmul_rn(dw0, dx1), acc[1]);
+  acc[2] = __fmaf_rn(f[2], __fmul_rn(dw1, dx0), acc[2]);
+  acc[3] = __fmaf_rn(f[3], __fmul_rn(dw1, dx1), acc[3]);
 }
 
 }  // namespace geist::cuda::mm

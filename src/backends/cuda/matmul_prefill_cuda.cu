@@ -1,15 +1,14 @@
-// Prefill matmul of the integer-times-scale weight types (Q8_0, Q4_0) on the tensor cores.
+// Prefill matmul of the 8-bit path (Q8_0, Q4_0) on the int8 tensor cores.
 //
-// The arithmetic of every output element is the one fixed at the top of matmul_cuda.cu: per
-// 32-element chunk the mma chain q.x_hi, q.x_lo for k16 step 0 then step 1 from +0, then
-// acc += d * D; each part of the k range from +0; the parts folded in order. Only the feeding
-// differs from the decode kernels: a block owns BM rows x BN tokens and walks all chunks in
-// order, and each chunk's operands are staged in shared memory once per block (the quants
-// decoded to bf16 words, the activations split into bf16 hi / lo words) for all its warps to
-// read their fragments from. The next chunk's global loads are in flight in registers while
-// the current chunk is multiplied: two shared buffers, one barrier per chunk.
-#include <cuda_bf16.h>
-
+// The arithmetic of every output element is the one fixed at the top of matmul_q8_cuda.cu:
+// per 32-block b in order, acc = fma(float(isum_b), dw_b * dx_b, acc) from +0, isum_b the exact
+// int32 dot of the weight codes with the activation codes. Only the feeding differs from the
+// decode kernel: the activations are quantized once per call into a device scratch
+// (quantize_kernel: the codes in the fragments' slot order, so that staging and fragment loads
+// are plain 16-byte moves), then a block owns BM rows x BN tokens and walks the block pairs in
+// order; each pair's codes and scales are staged in shared memory once per block for all its
+// warps. The next pair's global loads are in flight in registers while the current pair is
+// multiplied: two shared buffers, one barrier per pair (64 elements of k).
 #include "backends/cuda/matmul_common.cuh"
 #include "backends/cuda/matmul_prefill_cuda.h"
 
@@ -17,152 +16,85 @@ namespace geist::cuda {
 
 namespace {
 
-using namespace mm;  // NOLINT(build/namespaces): the helpers shared with matmul_cuda.cu
+using namespace mm;  // NOLINT(build/namespaces): the helpers shared with the decode kernels
 
 constexpr int kMaxGridY = 65535;
 
-// One chunk's operands. A lane (g, q) reads 16 bytes at [row][q] for 8 consecutive rows (or
-// tokens): with 64-byte rows those are 128 contiguous bytes per quarter warp, free of bank
+// Scratch of n tokens: codes [n][P][pairs][64] (pair k of plane p: lane quad q's 16 bytes at
+// 16q, chunk 2k's slot words then chunk 2k + 1's; an odd last chunk zero), then the steps
+// dx [n][2 * pairs] floats (the padding chunk 0).
+struct ActQ8 {
+  const uint8_t* codes;
+  const float* dx;
+  int64_t pairs;
+};
+
+size_t act_token_bytes(int planes, int64_t n_in) {
+  const int64_t pairs = q8_pairs(n_in);
+  return static_cast<size_t>(pairs) * (64 * static_cast<size_t>(planes) + 8);
+}
+
+// Four lanes per (token, chunk slot): simd::quantize_row_q8_reference's codes, bitwise
+// (quant_quad).
+template <int P>
+__global__ void quantize_kernel(const float* __restrict__ x, int64_t x_stride, int32_t n_tok,
+                                int64_t n_in, bool vec, uint8_t* __restrict__ codes,
+                                float* __restrict__ dxs) {
+  const int64_t pairs = q8_pairs(n_in);
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t blk = idx >> 2;  // whole warps stay in the loop: the shuffles need all lanes
+  const int q = static_cast<int>(idx & 3);
+  const bool live = blk < n_tok * 2 * pairs;
+  const int64_t t = live ? blk / (2 * pairs) : 0, b = live ? blk % (2 * pairs) : 0;
+  float va[4], vb[4];
+  x_load4(x, x_stride, n_tok, vec, live && b < n_in / 32, t, b * 32 + 4 * q, va);
+  x_load4(x, x_stride, n_tok, vec, live && b < n_in / 32, t, b * 32 + 16 + 4 * q, vb);
+  const float v[8] = {va[0], va[1], va[2], va[3], vb[0], vb[1], vb[2], vb[3]};
+  uint32_t lo[P], hi[P];
+  const float dx = quant_quad<P>(v, lo, hi);
+  if (!live) return;
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    uint8_t* dst = codes + ((t * P + p) * pairs + b / 2) * 64 + 8 * (b & 1) + 16 * q;
+    *reinterpret_cast<uint2*>(dst) = make_uint2(lo[p], hi[p]);
+  }
+  if (q == 0) dxs[t * 2 * pairs + b] = dx;
+}
+
+// One block pair's operands. Lane (g, q) reads 16 bytes at [row][q] for 8 consecutive rows
+// (or tokens): with 64-byte rows those are 128 contiguous bytes per quarter warp, free of bank
 // conflicts, and so are the staging writes.
-template <int BM, int BN>
+template <int BM, int BN, int P>
 struct Stage {
-  uint4 a[BM][4];  // [row][lane quad q]: bf16x2 words of the quants 8q .. 8q + 7 (word j: 2j, 2j+1)
-  uint4 xh[BN][4];  // [token][q]: hi words of the activations 8q .. 8q + 7
-  uint4 xl[BN][4];  // [token][q]: lo words
-  float d[BM];      // [row]: the chunk's scale
+  uint4 a[BM][4];     // [row][lane quad]: the pair's weight codes (PairLoader)
+  uint4 b[P][BN][4];  // [plane][token][lane quad]: the activation codes
+  uint32_t dw[BM];    // [row]: the two f16 scales
+  float2 dx[BN];      // [token]: the two steps
 };
-
-// Global loads of one (row, lane quad) of a chunk, kept raw in registers until stored.
-template <GgmlType T>
-struct WeightStager {  // any ScaledInt type: decoded as it loads
-  struct Raw {
-    uint32_t q[4];
-    float d;
-  };
-  static __device__ __forceinline__ void load(const DevW& w, int64_t r, int64_t c, int q,
-                                              Raw* raw) {
-    if (r < w.n_out) {
-      ScaledInt<T>::load(w, r, c, q, raw->q, &raw->d);
-    } else {
-#pragma unroll
-      for (int k = 0; k < 4; ++k) raw->q[k] = 0u;
-      raw->d = 0.0f;
-    }
-  }
-  static __device__ __forceinline__ void store(const Raw& raw, uint4* a, float* d, bool with_d) {
-    *a = make_uint4(raw.q[0], raw.q[1], raw.q[2], raw.q[3]);
-    if (with_d) *d = raw.d;
-  }
-};
-
-// Q8_0: the repacked rows (DevW); bytes and the f16 scale stay raw until the store, so the
-// loads do not wait on the decode.
-template <>
-struct WeightStager<GgmlType::Q8_0> {
-  struct Raw {
-    uint2 v;     // quants 8q .. 8q + 7
-    uint32_t d;  // f16 bits of the scale (lane quad 0 only)
-  };
-  static __device__ __forceinline__ void load(const DevW& w, int64_t r, int64_t c, int q,
-                                              Raw* raw) {
-    if (r < w.n_out) {
-      raw->v = __ldg(reinterpret_cast<const uint2*>(w.data + r * w.qrow + 64 * (c >> 1) + 16 * q +
-                                                    8 * (c & 1)));
-      raw->d = q == 0 ? __ldg(w.scales + r * w.drow + c) : 0u;
-    } else {
-      raw->v = make_uint2(0u, 0u);
-      raw->d = 0u;
-    }
-  }
-  static __device__ __forceinline__ void store(const Raw& raw, uint4* a, float* d, bool with_d) {
-    uint32_t q[4];
-    i8x8_bf16(raw.v.x, raw.v.y, q);
-    *a = make_uint4(q[0], q[1], q[2], q[3]);
-    if (with_d) *d = f16_bits(raw.d);
-  }
-};
-
-// d += A * B as mma_bf16, but not volatile: the independent chains of a chunk may be
-// interleaved by the compiler (each chain's own order is fixed by its data dependence).
-__device__ __forceinline__ void mma_bf16_nv(float d[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                            uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-// scaled_chunk (matmul_common.cuh) for JG n-tiles x MR m-tiles at once, written so that the
-// MR * JG independent mma chains are interleaved (one chain alone waits on the mma latency at
-// every step): per tile the same chain D = hi, lo of step 0, hi, lo of step 1 from +0, then
-// acc += d * D.
-template <int MR, int NR, int JG>
-__device__ __forceinline__ void scaled_chunks(const uint32_t (&a)[MR][2][4],
-                                              const float (&dw)[MR][2], const uint32_t (&bh)[JG][4],
-                                              const uint32_t (&bl)[JG][4], float (&acc)[MR][NR][4],
-                                              int j0) {
-  float d[JG][MR][4];
-#pragma unroll
-  for (int j = 0; j < JG; ++j) {
-#pragma unroll
-    for (int i = 0; i < MR; ++i) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) d[j][i][e] = 0.0f;
-    }
-  }
-#pragma unroll
-  for (int s = 0; s < 2; ++s) {
-    const int k = 2 * s;
-#pragma unroll
-    for (int lo = 0; lo < 2; ++lo) {
-#pragma unroll
-      for (int j = 0; j < JG; ++j) {
-        const uint32_t* b = lo ? bl[j] : bh[j];
-#pragma unroll
-        for (int i = 0; i < MR; ++i) {
-          mma_bf16_nv(d[j][i], a[i][0][k], a[i][1][k], a[i][0][k + 1], a[i][1][k + 1], b[k],
-                      b[k + 1]);
-        }
-      }
-    }
-  }
-#pragma unroll
-  for (int j = 0; j < JG; ++j) {
-#pragma unroll
-    for (int i = 0; i < MR; ++i) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        acc[i][j0 + j][e] = __fmaf_rn(dw[i][e >> 1], d[j][i][e], acc[i][j0 + j][e]);
-      }
-    }
-  }
-}
 
 // Block = WM x WN warps, each MR m16 tiles x NR n8 tiles (rows x tokens).
-template <int MR, int NR, int WM, int WN>
+template <int MR, int NR, int WM, int WN, int P>
 struct Tile {
   static constexpr int kThreads = 32 * WM * WN;
   static constexpr int kRows = 16 * MR * WM;
   static constexpr int kToks = 8 * NR * WN;
-  static constexpr int kATasks = kRows * 4 / kThreads;  // (row, lane quad) loads per thread
-  static constexpr int kXTasks = kToks * 4 / kThreads;  // (token, lane quad) loads per thread
-  static_assert(kRows * 4 % kThreads == 0 && kToks * 4 % kThreads == 0, "staging split");
-  using St = Stage<kRows, kToks>;
-  static constexpr int kAcc = MR * NR * 4;  // accumulators per thread
-  // Two stages, then the folded parts: [kAcc][kThreads] floats (thread-minor: no conflicts).
-  static constexpr size_t kSmem = 2 * sizeof(St) + sizeof(float) * kAcc * kThreads;
+  static constexpr int kATasks = kRows * 4 / kThreads;      // (row, quad) loads per thread
+  static constexpr int kBTasks = P * kToks * 4 / kThreads;  // (plane, token, quad) loads
+  static_assert(kRows * 4 % kThreads == 0 && P * kToks * 4 % kThreads == 0, "staging split");
+  static_assert(kRows + kToks <= kThreads, "one scale load per thread");
+  using St = Stage<kRows, kToks, P>;
+  static constexpr size_t kSmem = 2 * sizeof(St);
 };
 
 template <GgmlType T, int MR, int NR, int WM, int WN>
 __global__ void __launch_bounds__(32 * WM * WN, 1)
-    prefill_kernel(const DevW w, const float* __restrict__ x, int64_t x_stride, int32_t n_tok,
-                   bool vec, float* __restrict__ y, int64_t y_stride) {
-  using C = Tile<MR, NR, WM, WN>;
+    prefill_kernel(const DevW w, const ActQ8 act, int32_t n_tok, float* __restrict__ y,
+                   int64_t y_stride) {
+  constexpr int P = T == GgmlType::Q8_0 ? 2 : 1;
+  using C = Tile<MR, NR, WM, WN, P>;
   using St = typename C::St;
   extern __shared__ uint4 smem[];
-  St* st = reinterpret_cast<St*>(smem);  // [2]: chunk c staged in st[c & 1]
-  // The parts folded so far (in shared memory: registers hold the current part's sums).
-  float* total = reinterpret_cast<float*>(st + 2);  // [kAcc][kThreads]
+  St* st = reinterpret_cast<St*>(smem);  // [2]: pair k staged in st[k & 1]
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = tid & 31, wp = tid >> 5;
   const int g = lane >> 2, q = lane & 3;
@@ -170,40 +102,54 @@ __global__ void __launch_bounds__(32 * WM * WN, 1)
   const int wt = (wp / WM) * 8 * NR;   // the warp's first token in the block
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * C::kRows;
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * C::kToks;
-  const int64_t n_chunks = w.n_in / 32;
-  const int parts = num_parts(n_chunks);
+  const int64_t pairs = act.pairs;
 
-  typename WeightStager<T>::Raw ra[C::kATasks];
-  float xr[C::kXTasks][8];
-  auto load = [&](int64_t c) {
+  uint4 ra[C::kATasks];
+  uint4 rb[C::kBTasks];
+  uint32_t rs = 0u;  // tid < kRows: row tid's scales; then token tid - kRows's steps
+  float2 rx = make_float2(0.0f, 0.0f);
+  auto load = [&](int64_t k) {
 #pragma unroll
-    for (int k = 0; k < C::kATasks; ++k) {
-      const int id = tid + k * C::kThreads;
-      WeightStager<T>::load(w, r0 + (id >> 2), c, id & 3, &ra[k]);
+    for (int i = 0; i < C::kATasks; ++i) {
+      const int id = tid + i * C::kThreads;
+      ra[i] = PairLoader<T>::codes(w, r0 + (id >> 2), k, id & 3);
     }
+    if (tid < C::kRows) rs = PairLoader<T>::scales(w, r0 + tid, k);
 #pragma unroll
-    for (int k = 0; k < C::kXTasks; ++k) {
-      const int id = tid + k * C::kThreads;
-      x_load8(x, x_stride, n_tok, w.n_in, vec, t0 + (id >> 2), c * 32 + 8 * (id & 3), xr[k]);
+    for (int i = 0; i < C::kBTasks; ++i) {
+      const int id = tid + i * C::kThreads;
+      const int p = id / (C::kToks * 4), tq = id % (C::kToks * 4);
+      const int64_t t = t0 + (tq >> 2);
+      rb[i] = t < n_tok ? __ldg(reinterpret_cast<const uint4*>(
+                              act.codes + ((t * P + p) * pairs + k) * 64 + 16 * (tq & 3)))
+                        : make_uint4(0u, 0u, 0u, 0u);
+    }
+    if (tid >= C::kRows && tid < C::kRows + C::kToks) {
+      const int64_t t = t0 + tid - C::kRows;
+      rx = t < n_tok ? __ldg(reinterpret_cast<const float2*>(act.dx + t * 2 * pairs + 2 * k))
+                     : make_float2(0.0f, 0.0f);
     }
   };
   auto store = [&](St& s) {
 #pragma unroll
-    for (int k = 0; k < C::kATasks; ++k) {
-      const int id = tid + k * C::kThreads;
-      WeightStager<T>::store(ra[k], &s.a[id >> 2][id & 3], &s.d[id >> 2], (id & 3) == 0);
+    for (int i = 0; i < C::kATasks; ++i) {
+      const int id = tid + i * C::kThreads;
+      s.a[id >> 2][id & 3] = ra[i];
     }
 #pragma unroll
-    for (int k = 0; k < C::kXTasks; ++k) {
-      const int id = tid + k * C::kThreads;
-      uint32_t hi[4], lo[4];
-      split8(xr[k], hi, lo);
-      s.xh[id >> 2][id & 3] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
-      s.xl[id >> 2][id & 3] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+    for (int i = 0; i < C::kBTasks; ++i) {
+      const int id = tid + i * C::kThreads;
+      const int p = id / (C::kToks * 4), tq = id % (C::kToks * 4);
+      s.b[p][tq >> 2][tq & 3] = rb[i];
+    }
+    if (tid < C::kRows) {
+      s.dw[tid] = rs;
+    } else if (tid < C::kRows + C::kToks) {
+      s.dx[tid - C::kRows] = rx;
     }
   };
 
-  float acc[MR][NR][4];  // the current part's sum, accumulator layout of mma m16n8
+  float acc[MR][NR][4];  // accumulator layout of mma m16n8
 #pragma unroll
   for (int i = 0; i < MR; ++i) {
 #pragma unroll
@@ -215,57 +161,49 @@ __global__ void __launch_bounds__(32 * WM * WN, 1)
   load(0);
   store(st[0]);
   __syncthreads();
-  int p = 0;
-  int64_t p_end = part_begin(n_chunks, parts, 1);
-  for (int64_t c = 0; c < n_chunks; ++c) {
-    const bool more = c + 1 < n_chunks;
-    if (more) load(c + 1);
-    const St& s = st[c & 1];
-    uint32_t a[MR][2][4];  // [m-tile][row g / g + 8][word]
-    float dw[MR][2];
+  for (int64_t k = 0; k < pairs; ++k) {
+    const bool more = k + 1 < pairs;
+    if (more) load(k + 1);
+    const St& s = st[k & 1];
+    uint4 a[MR][2];  // [m-tile][row g / g + 8]
+    uint32_t dwb[MR][2];
 #pragma unroll
     for (int i = 0; i < MR; ++i) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = wr + 16 * i + g + 8 * h;
-        const uint4 v = s.a[row][q];
-        a[i][h][0] = v.x, a[i][h][1] = v.y, a[i][h][2] = v.z, a[i][h][3] = v.w;
-        dw[i][h] = s.d[row];
+        a[i][h] = s.a[row][q];
+        dwb[i][h] = s.dw[row];
       }
     }
-    constexpr int JG = MR >= 4 ? 1 : 4 / MR;  // n-tiles per group: >= 4 chains in flight
-    static_assert(NR % JG == 0, "n-tile groups");
 #pragma unroll
-    for (int j0 = 0; j0 < NR; j0 += JG) {
-      uint32_t bh[JG][4], bl[JG][4];
+    for (int j = 0; j < NR; ++j) {
+      const int tok = wt + 8 * j + g;
+      uint4 b4[P];
 #pragma unroll
-      for (int j = 0; j < JG; ++j) {
-        const int tok = wt + 8 * (j0 + j) + g;
-        const uint4 h4 = s.xh[tok][q], l4 = s.xl[tok][q];
-        bh[j][0] = h4.x, bh[j][1] = h4.y, bh[j][2] = h4.z, bh[j][3] = h4.w;
-        bl[j][0] = l4.x, bl[j][1] = l4.y, bl[j][2] = l4.z, bl[j][3] = l4.w;
-      }
-      scaled_chunks<MR, NR, JG>(a, dw, bh, bl, acc, j0);
-    }
-    // Part p ends after this chunk (a loop only in case a part were empty: it adds +0, as
-    // the part loop of the other kernels would).
-    while (c + 1 == p_end) {
+      for (int p = 0; p < P; ++p) b4[p] = s.b[p][tok][q];
+      const float2 dx0 = s.dx[wt + 8 * j + 2 * q], dx1 = s.dx[wt + 8 * j + 2 * q + 1];
+      // Chunk 2k, then chunk 2k + 1: the block order of every element's chain.
 #pragma unroll
-      for (int i = 0; i < MR; ++i) {
+      for (int h = 0; h < 2; ++h) {
+        uint2 b[P];
 #pragma unroll
-        for (int j = 0; j < NR; ++j) {
+        for (int p = 0; p < P; ++p) {
+          b[p] = h == 0 ? make_uint2(b4[p].x, b4[p].y) : make_uint2(b4[p].z, b4[p].w);
+        }
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            float* t = total + ((i * NR + j) * 4 + e) * C::kThreads + tid;
-            *t = p == 0 ? acc[i][j][e] : __fadd_rn(*t, acc[i][j][e]);
-            acc[i][j][e] = 0.0f;
-          }
+        for (int i = 0; i < MR; ++i) {
+          const uint2 lo =
+              h == 0 ? make_uint2(a[i][0].x, a[i][0].y) : make_uint2(a[i][0].z, a[i][0].w);
+          const uint2 hi =
+              h == 0 ? make_uint2(a[i][1].x, a[i][1].y) : make_uint2(a[i][1].z, a[i][1].w);
+          block_fma<P>(lo, hi, b, f16_bits(h == 0 ? dwb[i][0] & 0xFFFFu : dwb[i][0] >> 16),
+                       f16_bits(h == 0 ? dwb[i][1] & 0xFFFFu : dwb[i][1] >> 16),
+                       h == 0 ? dx0.x : dx0.y, h == 0 ? dx1.x : dx1.y, acc[i][j]);
         }
       }
-      ++p;
-      p_end = p < parts ? part_begin(n_chunks, parts, p + 1) : -1;
     }
-    if (more) store(st[(c + 1) & 1]);
+    if (more) store(st[(k + 1) & 1]);
     __syncthreads();
   }
 #pragma unroll
@@ -276,18 +214,16 @@ __global__ void __launch_bounds__(32 * WM * WN, 1)
       for (int e = 0; e < 4; ++e) {
         const int64_t r = r0 + wr + 16 * i + g + (e >= 2 ? 8 : 0);
         const int64_t t = t0 + wt + 8 * j + 2 * q + (e & 1);
-        if (r < w.n_out && t < n_tok) {
-          y[t * y_stride + r] = total[((i * NR + j) * 4 + e) * C::kThreads + tid];
-        }
+        if (r < w.n_out && t < n_tok) y[t * y_stride + r] = acc[i][j][e];
       }
     }
   }
 }
 
 template <GgmlType T, int MR, int NR, int WM, int WN>
-cudaError_t launch_tile(cudaStream_t s, const DevW& w, const float* x, int64_t x_stride,
-                        int32_t n_tok, bool vec, float* y, int64_t y_stride) {
-  using C = Tile<MR, NR, WM, WN>;
+cudaError_t launch_tile(cudaStream_t s, const DevW& w, const ActQ8& act, int32_t n_tok, float* y,
+                        int64_t y_stride) {
+  using C = Tile<MR, NR, WM, WN, q8_planes(T)>;
   const auto kernel = prefill_kernel<T, MR, NR, WM, WN>;
   // Past 48 KB a kernel's dynamic shared memory must be allowed explicitly.
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -295,56 +231,120 @@ cudaError_t launch_tile(cudaStream_t s, const DevW& w, const float* x, int64_t x
   if (e != cudaSuccess) return e;
   const int64_t blocks_x = (w.n_out + C::kRows - 1) / C::kRows;
   if (blocks_x > 0x7fffffff) return cudaErrorInvalidConfiguration;
-  // Grid y is capped at 65535 tiles: longer batches go in several launches (x stays 16-byte
-  // aligned at every tile boundary when it was at the start).
+  // Grid y is capped at 65535 tiles: longer batches go in several launches.
   const int64_t per_launch = static_cast<int64_t>(kMaxGridY) * C::kToks;
+  const size_t tok_codes = static_cast<size_t>(q8_planes(T) * act.pairs * 64);
   for (int64_t t = 0; t < n_tok; t += per_launch) {
     const int64_t nt = n_tok - t < per_launch ? n_tok - t : per_launch;
     const dim3 grid(static_cast<unsigned>(blocks_x),
                     static_cast<unsigned>((nt + C::kToks - 1) / C::kToks));
-    kernel<<<grid, C::kThreads, C::kSmem, s>>>(
-        w, x + t * x_stride, x_stride, static_cast<int32_t>(nt), vec, y + t * y_stride, y_stride);
+    const ActQ8 part{act.codes + t * tok_codes, act.dx + t * 2 * act.pairs, act.pairs};
+    kernel<<<grid, C::kThreads, C::kSmem, s>>>(w, part, static_cast<int32_t>(nt), y + t * y_stride,
+                                               y_stride);
     e = cudaGetLastError();
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;
 }
 
-// LARGE: 8 warps of 64 rows x 32 tokens; SMALL: 4 warps of 32 rows x 32 tokens.
+// A tile's estimated time for n_out x n_tok: its waves (blocks over the resident blocks of
+// the device) times the work of one wave, which `occ` resident blocks share; `cost` weighs a
+// tile's time per product.
+template <GgmlType T, int MR, int NR, int WM, int WN>
+cudaError_t tile_estimate(int sms, int64_t n_out, int32_t n_tok, double cost, double* est) {
+  using C = Tile<MR, NR, WM, WN, q8_planes(T)>;
+  const auto kernel = prefill_kernel<T, MR, NR, WM, WN>;
+  int occ = 0;
+  const cudaError_t e =
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kernel, C::kThreads, C::kSmem);
+  if (e != cudaSuccess) return e;
+  occ = occ < 1 ? 1 : occ;
+  const int64_t blocks = ((n_out + C::kRows - 1) / C::kRows) * ((n_tok + C::kToks - 1) / C::kToks);
+  const int64_t slots = static_cast<int64_t>(sms) * occ;
+  const int64_t waves = (blocks + slots - 1) / slots;
+  *est = static_cast<double>(waves) * C::kRows * C::kToks * occ * cost;
+  return cudaSuccess;
+}
+
+// LARGE: 8 warps of 64 rows x 32 tokens (128 x 128); SMALL: 4 warps of 32 x 32 (64 x 64);
+// TINY: 4 warps of 16 x 16 (32 x 32). The kernel is latency-bound (one pair of prefetch in
+// registers), so resident warps count more than staging per product. Measured on the H200
+// (geist bench, q8_0, pp2048 / pp512 with one tile for every matmul): llama-1b LARGE 15.7k /
+// 17.0k tok/s, SMALL 25.4k / 29.0k, TINY 24.4k / 27.7k; qwen35-0.8b 7.6k / 8.1k, 12.2k / 13.5k,
+// 13.1k / 14.7k; a 128 x 64 tile, 64 x 32 and 32 x 64 ones, and SMALL / TINY with more blocks
+// forced per multiprocessor (__launch_bounds__: spills) were all slower. AUTO: TINY for short
+// rows (n_in <= 1024, where a block's prologue is a large share), else the lower
+// tile_estimate, TINY weighed 1.1 so that llama-1b's 2048-row matrices (a tie in waves) stay
+// SMALL (AUTO: llama-1b pp2048 26.2k, qwen35-0.8b 13.1k / 14.7k).
 template <GgmlType T>
-cudaError_t launch_type(cudaStream_t s, const DevW& w, const float* x, int64_t x_stride,
-                        int32_t n_tok, bool vec, float* y, int64_t y_stride, PrefillTile tile) {
+cudaError_t launch_type(cudaStream_t s, const DevW& w, const ActQ8& act, int32_t n_tok, float* y,
+                        int64_t y_stride, PrefillTile tile) {
   if (tile == PrefillTile::AUTO) {
     int dev = 0, sms = 0;
     cudaError_t e = cudaGetDevice(&dev);
     if (e != cudaSuccess) return e;
     e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (e != cudaSuccess) return e;
-    const int64_t large = ((w.n_out + 127) / 128) * ((n_tok + 127) / 128);
-    tile = large >= sms ? PrefillTile::LARGE : PrefillTile::SMALL;
+    double small = 0, tiny = 0;
+    e = tile_estimate<T, 2, 4, 2, 2>(sms, w.n_out, n_tok, 1.0, &small);
+    if (e == cudaSuccess) e = tile_estimate<T, 1, 2, 2, 2>(sms, w.n_out, n_tok, 1.1, &tiny);
+    if (e != cudaSuccess) return e;
+    tile = small <= tiny && q8_pairs(w.n_in) > 16 ? PrefillTile::SMALL : PrefillTile::TINY;
   }
-  if (tile == PrefillTile::LARGE) {
-    return launch_tile<T, 4, 4, 2, 4>(s, w, x, x_stride, n_tok, vec, y, y_stride);
-  }
-  return launch_tile<T, 2, 4, 2, 2>(s, w, x, x_stride, n_tok, vec, y, y_stride);
+  if (tile == PrefillTile::LARGE) return launch_tile<T, 4, 4, 2, 4>(s, w, act, n_tok, y, y_stride);
+  if (tile == PrefillTile::SMALL) return launch_tile<T, 2, 4, 2, 2>(s, w, act, n_tok, y, y_stride);
+  return launch_tile<T, 1, 2, 2, 2>(s, w, act, n_tok, y, y_stride);
 }
 
 }  // namespace
 
 bool matmul_prefill_supported(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::Q4_0; }
 
+size_t matmul_prefill_scratch_bytes(GgmlType t, int64_t n_in, int32_t n_tok) {
+  if (!matmul_prefill_supported(t) || n_tok <= 0) return 0;
+  return act_token_bytes(q8_planes(t), n_in) * static_cast<size_t>(n_tok);
+}
+
 cudaError_t matmul_prefill(cudaStream_t s, const WeightMatrix& w, const float* x, int64_t x_stride,
-                           int32_t n_tok, float* y, int64_t y_stride, PrefillTile tile) {
+                           int32_t n_tok, float* y, int64_t y_stride, void* scratch,
+                           size_t scratch_bytes, PrefillTile tile) {
   if (n_tok <= 0 || w.n_out <= 0) return cudaSuccess;
   if (!matmul_prefill_supported(w.type) || w.n_in <= 0 || w.n_in % 32 != 0) {
     return cudaErrorInvalidValue;
   }
+  const int planes = q8_planes(w.type);
+  const size_t per_tok = act_token_bytes(planes, w.n_in);
+  // Tokens are independent: a scratch smaller than the batch takes it in rounds.
+  const int64_t round = static_cast<int64_t>(scratch_bytes / per_tok);
+  if (scratch == nullptr || round <= 0) return cudaErrorInvalidValue;
   const DevW d = dev_w(w);
-  const bool vec = x_stride % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
-  if (w.type == GgmlType::Q8_0) {
-    return launch_type<GgmlType::Q8_0>(s, d, x, x_stride, n_tok, vec, y, y_stride, tile);
+  const int64_t pairs = q8_pairs(w.n_in);
+  for (int64_t t = 0; t < n_tok; t += round) {
+    const int32_t nt = static_cast<int32_t>(n_tok - t < round ? n_tok - t : round);
+    const float* xt = x + t * x_stride;
+    const bool vec = x_stride % 4 == 0 && reinterpret_cast<uintptr_t>(xt) % 16 == 0;
+    uint8_t* codes = static_cast<uint8_t*>(scratch);
+    float* dx = reinterpret_cast<float*>(codes + static_cast<size_t>(nt) * planes * pairs * 64);
+    const int64_t items = static_cast<int64_t>(nt) * 2 * pairs * 4;
+    const int threads = 128;
+    const int64_t blocks = (items + threads - 1) / threads;
+    if (blocks > 0x7fffffff) return cudaErrorInvalidConfiguration;
+    if (planes == 2) {
+      quantize_kernel<2><<<static_cast<unsigned>(blocks), threads, 0, s>>>(xt, x_stride, nt, w.n_in,
+                                                                           vec, codes, dx);
+    } else {
+      quantize_kernel<1><<<static_cast<unsigned>(blocks), threads, 0, s>>>(xt, x_stride, nt, w.n_in,
+                                                                           vec, codes, dx);
+    }
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    const ActQ8 act{codes, dx, pairs};
+    e = w.type == GgmlType::Q8_0
+            ? launch_type<GgmlType::Q8_0>(s, d, act, nt, y + t * y_stride, y_stride, tile)
+            : launch_type<GgmlType::Q4_0>(s, d, act, nt, y + t * y_stride, y_stride, tile);
+    if (e != cudaSuccess) return e;
   }
-  return launch_type<GgmlType::Q4_0>(s, d, x, x_stride, n_tok, vec, y, y_stride, tile);
+  return cudaSuccess;
 }
 
 }  // namespace geist::cuda

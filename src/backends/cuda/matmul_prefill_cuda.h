@@ -1,10 +1,12 @@
-// The tiled prefill matmul (matmul_prefill_cuda.cu) of the weight types that are an integer
-// times a block scale (Q8_0, Q4_0). cuda::matmul() sends batches of more than 8 tokens of these
-// types here; tests call it directly to pin a tile size.
+// The tiled prefill matmul (matmul_prefill_cuda.cu) of the 8-bit path (Q8_0, Q4_0: activations
+// quantized to int8, int8 tensor cores; matmul_q8_cuda.cu states the arithmetic).
+// cuda::matmul() sends batches of more than 8 tokens of these types here; tests call it
+// directly to pin a tile size.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "formats/ggml_type.h"
@@ -12,17 +14,24 @@
 
 namespace geist::cuda {
 
-// LARGE: 128 rows x 128 tokens per block; SMALL: 64 x 64 (more blocks for small matrices);
-// AUTO: LARGE when it alone fills every multiprocessor. Every choice writes the same bits.
-enum class PrefillTile { AUTO, LARGE, SMALL };
+// LARGE: 128 rows x 128 tokens per block; SMALL: 64 x 64; TINY: 32 x 32 (more resident
+// warps); AUTO: SMALL or TINY, whichever has the least estimated time for the shape
+// (matmul_prefill_cuda.cu). Every choice writes the same bits.
+enum class PrefillTile { AUTO, LARGE, SMALL, TINY };
 
 bool matmul_prefill_supported(GgmlType t);
 
-// y[t][o] = sum_i x[t][i] * W[o][i] for t < n_tok, bitwise what the decode kernels of
-// matmul() give each token alone (matmul_cuda.cu's header comment fixes that arithmetic).
-// w is a device copy made by upload_weight; only types with matmul_prefill_supported().
+// Device scratch matmul_prefill needs to take n_tok tokens in one round (the activations'
+// int8 codes and steps); 0 for unsupported types.
+size_t matmul_prefill_scratch_bytes(GgmlType t, int64_t n_in, int32_t n_tok);
+
+// y[t][o] = sum_i x[t][i] * W[o][i] for t < n_tok, bitwise what the decode kernel of matmul()
+// gives each token alone. w is a device copy made by upload_weight; only types with
+// matmul_prefill_supported(). scratch: device bytes [scratch_bytes]; a scratch smaller than
+// matmul_prefill_scratch_bytes(n_tok) takes the tokens in rounds (cudaErrorInvalidValue when it
+// cannot hold one token). Enqueued on s; the scratch is in use until the launches finish.
 cudaError_t matmul_prefill(cudaStream_t s, const WeightMatrix& w, const float* x, int64_t x_stride,
-                           int32_t n_tok, float* y, int64_t y_stride,
-                           PrefillTile tile = PrefillTile::AUTO);
+                           int32_t n_tok, float* y, int64_t y_stride, void* scratch,
+                           size_t scratch_bytes, PrefillTile tile = PrefillTile::AUTO);
 
 }  // namespace geist::cuda

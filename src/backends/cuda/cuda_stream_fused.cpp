@@ -1,0 +1,83 @@
+// StreamCore's held ops of the decode fusions (cuda_stream.h): per-head rms_norms waiting for
+// the rope that takes them in, and a one-token delta rule waiting for its gated norm.
+#include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/cuda_stream.h"
+#include "backends/cuda/deltanet_cuda.h"
+
+namespace geist::cuda {
+
+namespace {
+
+// Floats spanned by n_rows rows of n at the given stride.
+int64_t rows_span(int32_t n_rows, int64_t stride, int64_t n) {
+  return n_rows > 0 ? (n_rows - 1) * stride + n : 0;
+}
+
+bool apart(const float* a, int64_t na, const float* b, int64_t nb) {
+  return a + na <= b || b + nb <= a;
+}
+
+}  // namespace
+
+void StreamCore::flush_fused() {
+  for (PendingHeadNorm& h : hnorm) {  // hnorm[0] was issued first
+    if (h.n_rows == 0) continue;
+    const PendingHeadNorm q = h;
+    h = PendingHeadNorm{};
+    ok(cuda::rms_norm(stream, q.x, q.x_stride, q.w, q.y, q.n, q.n_rows, q.n, q.eps),
+       "rms_norm kernel launch");
+  }
+  if (delta.held) {
+    const PendingDelta d = delta;
+    delta = PendingDelta{};
+    cuda::gated_delta_rule(stream, d.a, d.chunk, d.scratch);
+    ok(cudaGetLastError(), "gated_delta_rule kernel launch");
+  }
+}
+
+bool StreamCore::hold_head_norm(const float* x, int64_t x_stride, const float* w, float* y,
+                                int64_t y_stride, int32_t n_rows, int64_t n, float eps) {
+  if (n_rows <= 0 || y_stride != n || n > 1024 || !rope_can_norm(static_cast<int32_t>(n)) ||
+      x_stride < n) {
+    return false;
+  }
+  const int64_t xs = rows_span(n_rows, x_stride, n), ys = rows_span(n_rows, n, n);
+  // In place, or apart: each block of the fused kernel reads its source row before it writes.
+  if (!(x == y ? x_stride == n : apart(x, xs, y, ys))) return false;
+  PendingHeadNorm* slot = nullptr;
+  if (hnorm[0].n_rows == 0) {
+    slot = &hnorm[0];
+  } else if (hnorm[1].n_rows == 0) {
+    // The two may run in either order (flush_fused, or the first with its rope): they must
+    // share no memory that one writes.
+    const PendingHeadNorm& o = hnorm[0];
+    const int64_t oxs = rows_span(o.n_rows, o.x_stride, o.n), oys = rows_span(o.n_rows, o.n, o.n);
+    if (apart(y, ys, o.x, oxs) && apart(y, ys, o.y, oys) && apart(x, xs, o.y, oys)) {
+      slot = &hnorm[1];
+    }
+  }
+  if (slot == nullptr) return false;
+  *slot = PendingHeadNorm{x, x_stride, w, y, n_rows, n, eps};
+  return true;
+}
+
+void StreamCore::take_head_norm(RopeTensor* t, int32_t n_tok, int32_t head_dim) {
+  if (t->x_stride != int64_t{t->n_head} * head_dim) return;
+  for (PendingHeadNorm& h : hnorm) {
+    if (h.n_rows > 0 && h.y == t->x && h.n == head_dim &&
+        int64_t{h.n_rows} == int64_t{n_tok} * t->n_head) {
+      t->src = h.x;
+      t->src_stride = h.x_stride;
+      t->norm_w = h.w;
+      t->norm_eps = h.eps;
+      h = PendingHeadNorm{};
+      if (hnorm[0].n_rows == 0 && hnorm[1].n_rows > 0) {  // keep issue order in the slots
+        hnorm[0] = hnorm[1];
+        hnorm[1] = PendingHeadNorm{};
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace geist::cuda

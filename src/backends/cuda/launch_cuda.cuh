@@ -1,0 +1,55 @@
+// Kernel launches with Programmatic Dependent Launch (PDL, sm_90+), for the small kernels
+// between the matmuls of a decode step.
+//
+// Why: a decode step is ~10 kernels per layer, most of them a few microseconds long, and on an
+// H200 the device spends about as long again between two dependent kernels of a graph
+// (the first kernel's completion and memory flush, then the next one's launch). A kernel
+// launched with programmatic stream serialization may be scheduled before the kernel ahead of
+// it has finished; it then waits in pdl_begin() (griddepcontrol.wait) until that kernel has
+// completed and its writes are visible, so its launch overlaps the previous kernel's tail
+// instead of following it. Correctness rests on one rule: every kernel launched through
+// launch_pdl calls pdl_begin() before it touches global memory. Nothing else changes: the
+// same kernels run with the same arguments in the same stream order, so results are bitwise
+// those of plain launches. Kernels that are not launched this way (the matmuls) wait for
+// their predecessors as usual.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+namespace geist::cuda {
+
+// The first statement of a kernel launched with launch_pdl (a no-op in plain launches and
+// before sm_90): waits for the kernels ahead in the stream, then lets the next kernel's
+// blocks be scheduled (they wait the same way, so they never run ahead of this one's writes).
+__device__ __forceinline__ void pdl_begin() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Whether launch_pdl asks for programmatic serialization: on, unless GEIST_CUDA_PDL=0 (read
+// once per process; for measurements and for comparisons with plain launches).
+bool pdl_enabled();
+
+// kernel<<<grid, block, smem, s>>>(args...), as a programmatic dependent launch when
+// pdl_enabled(). Returns the launch status.
+template <class... P, class... A>
+cudaError_t launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                       A&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
+}
+
+}  // namespace geist::cuda
