@@ -82,13 +82,56 @@ inline const uint8_t* KqAt(const uint8_t* row, int64_t s, int64_t off) {
   }
 }
 
-// Q4_K's per-block factors d * sc_j and dmin * m_j of 4 rows over up to kKqScaleSupers
-// super-blocks, decoded once per row group instead of once per token tile.
+// A row quad's super-blocks [s0, s1) decoded once for all its token tiles (they were decoded
+// again for every 32-token tile). Q4_K (up to kKqScaleSupers): the per-block factors d * sc_j
+// and dmin * m_j. Q6_K (up to kKqQ6Supers, so that the codes stay in L1 next to the
+// activations): the 6-bit codes assembled from their low and high bits, 4 a word, and the
+// 16-element scales.
 constexpr int64_t kKqScaleSupers = 32;
+constexpr int64_t kKqQ6Supers = 8;
 struct KqScales {
   float dsc[kKqScaleSupers][4][8];  // [super-block][row][sub-block]
   float dmm[kKqScaleSupers][4][8];
+  uint32_t q6[kKqQ6Supers][8][8][4];  // [super-block][32-block][4-byte unit][row]
+  float q6sc[kKqQ6Supers][4][16];     // [super-block][row][16-element half]
 };
+
+// Q6_K super-block s of a row quad: code words (code = low nibble | high 2 bits << 4, as in
+// kq_detail::block_codes) and the int8 16-element scales as floats. GROUPS16 keeps a quad's
+// 4-byte units side by side, so 16-byte vectors assemble all four rows at once.
+template <bool kGroups>
+GEIST_KQ_VNNI_ATTR void Q6Unpack(const uint8_t* const rows[4], int64_t s, uint32_t codes[8][8][4],
+                                 float sc[4][16]) {
+  for (int k = 0; k < 8; ++k) {
+    const int h = k / 4, kk = k % 4;
+    for (int g = 0; g < 8; ++g) {
+      if constexpr (kGroups) {
+        const __m128i ql = _mm_loadu_si128(reinterpret_cast<const __m128i*>(
+            KqAt<true, true>(rows[0], s, 64 * h + 32 * (kk % 2) + 4 * g)));
+        const __m128i qh = _mm_loadu_si128(
+            reinterpret_cast<const __m128i*>(KqAt<true, true>(rows[0], s, 128 + 32 * h + 4 * g)));
+        const __m128i lo =
+            _mm_and_si128(_mm_srl_epi32(ql, _mm_cvtsi32_si128(4 * (kk / 2))), _mm_set1_epi8(15));
+        const __m128i hi = _mm_slli_epi32(
+            _mm_and_si128(_mm_srl_epi32(qh, _mm_cvtsi32_si128(2 * kk)), _mm_set1_epi8(3)), 4);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(codes[k][g]), _mm_or_si128(lo, hi));
+      } else {
+        for (int r = 0; r < 4; ++r) {
+          const uint32_t ql =
+              load_u32(KqAt<true, false>(rows[r], s, 64 * h + 32 * (kk % 2) + 4 * g));
+          const uint32_t qh = load_u32(KqAt<true, false>(rows[r], s, 128 + 32 * h + 4 * g));
+          codes[k][g][r] =
+              ((ql >> (4 * (kk / 2))) & 0x0F0F0F0Fu) | (((qh >> (2 * kk)) & 0x03030303u) << 4);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < 4; ++r) {
+    for (int j = 0; j < 16; ++j) {
+      sc[r][j] = static_cast<float>(static_cast<int8_t>(*KqAt<true, kGroups>(rows[r], s, 192 + j)));
+    }
+  }
+}
 
 // Prefill: tokens in lanes, 4 weight rows x P panels of 16 tokens per register tile, like the
 // Q4_0 panel kernel; each broadcast of 4 code bytes serves P * 16 tokens. Per 32-block: the
@@ -185,7 +228,6 @@ GEIST_KQ_VNNI_ATTR void KqPanelTile(const uint8_t* const rows[4], const int64_t 
         const int8_t* a = pq + b * 512;
         __m512 dxv[P];
         for (int p = 0; p < P; ++p) dxv[p] = _mm512_loadu_ps(pdx + p * nb * 16 + b * 16);
-        const int h = k / 4, kk = k % 4;
         __m512 part[4][P];  // sc_s * (dot16 - 32 * half sum), exact
         for (int half = 0; half < 2; ++half) {
           __m512i sum[4][P];
@@ -196,12 +238,7 @@ GEIST_KQ_VNNI_ATTR void KqPanelTile(const uint8_t* const rows[4], const int64_t 
             __m512i x[P];
             for (int p = 0; p < P; ++p) x[p] = _mm512_loadu_si512(a + p * panel_q + g * 64);
             for (int r = 0; r < 4; ++r) {
-              const uint32_t ql =
-                  load_u32(KqAt<kQ6, kGroups>(rows[r], s, 64 * h + 32 * (kk % 2) + 4 * g));
-              const uint32_t qh = load_u32(KqAt<kQ6, kGroups>(rows[r], s, 128 + 32 * h + 4 * g));
-              const uint32_t code =
-                  ((ql >> (4 * (kk / 2))) & 0x0F0F0F0Fu) | (((qh >> (2 * kk)) & 0x03030303u) << 4);
-              const __m512i w = _mm512_set1_epi32(static_cast<int32_t>(code));
+              const __m512i w = _mm512_set1_epi32(static_cast<int32_t>(scales.q6[s - s0][k][g][r]));
               for (int p = 0; p < P; ++p) sum[r][p] = _mm512_dpbusd_epi32(sum[r][p], w, x[p]);
             }
           }
@@ -212,9 +249,7 @@ GEIST_KQ_VNNI_ATTR void KqPanelTile(const uint8_t* const rows[4], const int64_t 
             corr[p] = _mm512_slli_epi32(_mm512_loadu_si512(hs), 5);
           }
           for (int r = 0; r < 4; ++r) {
-            const auto sc_s =
-                static_cast<int8_t>(*KqAt<kQ6, kGroups>(rows[r], s, 192 + 2 * k + half));
-            const __m512 sc = _mm512_set1_ps(static_cast<float>(sc_s));
+            const __m512 sc = _mm512_set1_ps(scales.q6sc[s - s0][r][2 * k + half]);
             for (int p = 0; p < P; ++p) {
               const __m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(sum[r][p], corr[p]));
               part[r][p] = half == 0 ? _mm512_mul_ps(f, sc) : _mm512_fmadd_ps(f, sc, part[r][p]);
@@ -262,10 +297,14 @@ GEIST_KQ_VNNI_ATTR void KqPanelsVnni(const uint8_t* src, size_t row_bytes, int c
     }
     // The k range in pieces whose Q4_K scales fit KqScales, decoded once for all token tiles;
     // a piece after the first carries the accumulators through out (exact f32 round trip).
-    for (int64_t s0 = 0; s0 < n_super; s0 += kKqScaleSupers) {
-      const int64_t s1 = n_super - s0 < kKqScaleSupers ? n_super : s0 + kKqScaleSupers;
+    constexpr int64_t kPiece = kQ6 ? kKqQ6Supers : kKqScaleSupers;
+    for (int64_t s0 = 0; s0 < n_super; s0 += kPiece) {
+      const int64_t s1 = n_super - s0 < kPiece ? n_super : s0 + kPiece;
       const bool first = s0 == 0;
-      if constexpr (!kQ6) {
+      if constexpr (kQ6) {
+        for (int64_t s = s0; s < s1; ++s)
+          Q6Unpack<kGroups>(rows, s, scales.q6[s - s0], scales.q6sc[s - s0]);
+      } else {
         for (int64_t s = s0; s < s1; ++s) {
           for (int r = 0; r < 4; ++r) {
             uint8_t head[16];  // d, dmin, the 12 scale bytes
