@@ -117,6 +117,8 @@ GgmlType quantize_tensor_type(const GgufTensorInfo& t, GgmlType target) {
   if (four_bit && (t.name == "token_embd.weight" || t.name == "output.weight")) {
     want = GgmlType::Q8_0;
   }
+  const bool kquant = want == GgmlType::Q4_K || want == GgmlType::Q6_K;
+  if (kquant && ggml_row_size(want, t.ne[0]) == 0) want = GgmlType::Q8_0;  // quantize.h
   if (ggml_row_size(want, t.ne[0]) == 0) return t.type;  // rows are not whole blocks
   return want;
 }

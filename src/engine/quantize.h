@@ -12,6 +12,9 @@
 // - 4-bit targets (q4_0, q4_k) keep token_embd.weight and output.weight at Q8_0 (when ne[0]
 //   allows): llama-quantize spends more bits on them too (it picks Q6_K for output), and with
 //   tied embeddings token_embd is also the output projection, the most sensitive tensor;
+// - q4_k and q6_k matrices whose rows are not whole 256-blocks but whole 32-blocks become Q8_0
+//   (llama-quantize's fallback is Q8_0 for q6_k and Q5_0, which we do not write, for q4_k):
+//   never coarser than the target, and 4x smaller than the f32 they would otherwise keep;
 // - everything else (norms, biases, ssm_a, rows that are not whole blocks) is copied bit for bit.
 //
 // Conversion is dequantize_row to f32, then quantize_row to the target (kernels/quant.h). The

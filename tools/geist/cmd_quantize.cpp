@@ -19,7 +19,8 @@ const VerbSpec& quantize_spec() {
       "Metadata is copied unchanged except general.file_type. Matrices (name *.weight, 2+\n"
       "dimensions, not ssm_conv1d) whose rows are whole blocks of T are dequantized to f32\n"
       "and quantized to T; norms, biases and rows that do not fit T's block are copied.\n"
-      "Types: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k (blocks of 32; q4_k and q6_k: 256).\n"
+      "Types: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k (blocks of 32; q4_k and q6_k: 256, and\n"
+      "their matrices whose rows are whole 32- but not 256-blocks become q8_0).\n"
       "q4_0 and q4_k keep token_embd.weight and output.weight at q8_0 (llama-quantize also\n"
       "spends more bits on them: q6_k for output). f16, bf16, q8_0 and q4_0 bytes match\n"
       "ggml's; q4_k/q6_k come from geist's own scale search and differ from llama-quantize's.",
