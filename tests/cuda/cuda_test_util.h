@@ -19,6 +19,7 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_stream.h"
+#include "kernels/quant.h"
 
 namespace geist::test {
 
@@ -168,6 +169,22 @@ class CudaStreamTest : public ::testing::Test {
       const Status st = cuda::cuda_stream_status(*stream_);
       EXPECT_TRUE(st.is_ok()) << "stream recorded a CUDA failure: " << st.message();
     }
+  }
+  // src ([n_out][n_in] floats) quantized to t on the host (rows kept in *bytes, which must
+  // outlive the upload) and uploaded the way a model's weights are (repacked where the
+  // backend does).
+  WeightMatrix upload_quantized(GgmlType t, const std::vector<float>& src, int64_t n_in,
+                                int64_t n_out, std::vector<uint8_t>* bytes) {
+    const size_t rb = ggml_row_size(t, n_in);
+    bytes->resize(rb * static_cast<size_t>(n_out));
+    for (int64_t o = 0; o < n_out; ++o) {
+      quantize_row(t, src.data() + o * n_in, bytes->data() + o * rb, n_in);
+    }
+    WeightMatrix dev;
+    const Status st =
+        backend_->upload_weight(WeightMatrix{t, bytes->data(), n_in, n_out, rb}, &dev);
+    EXPECT_TRUE(st.is_ok()) << st.message();
+    return dev;
   }
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Stream> stream_;

@@ -45,17 +45,8 @@ class CudaMatmulPrefill : public test::CudaStreamTest {
   // does); bytes keeps the host rows alive for the upload.
   WeightMatrix weight(GgmlType t, int64_t n_in, int64_t n_out, uint32_t seed,
                       std::vector<uint8_t>* bytes) {
-    const size_t rb = ggml_row_size(t, n_in);
-    const std::vector<float> src = random_floats(static_cast<size_t>(n_in * n_out), seed);
-    bytes->resize(rb * static_cast<size_t>(n_out));
-    for (int64_t o = 0; o < n_out; ++o) {
-      quantize_row(t, src.data() + o * n_in, bytes->data() + o * rb, n_in);
-    }
-    WeightMatrix dev;
-    const Status st =
-        backend_->upload_weight(WeightMatrix{t, bytes->data(), n_in, n_out, rb}, &dev);
-    EXPECT_TRUE(st.is_ok()) << st.message();
-    return dev;
+    return upload_quantized(t, random_floats(static_cast<size_t>(n_in * n_out), seed), n_in, n_out,
+                            bytes);
   }
   // y[t] = matmul of token t alone (the decode kernels), rows [n_tok][y_stride].
   std::vector<float> per_token(const WeightMatrix& w, const DeviceVec<float>& x, int64_t x_stride,

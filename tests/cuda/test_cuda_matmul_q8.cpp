@@ -102,20 +102,11 @@ class CudaMatmulQ8 : public test::CudaStreamTest {
   // A random n_out x n_in matrix quantized on the host (rows kept in *bytes) and uploaded.
   WeightMatrix weight(GgmlType t, int64_t n_in, int64_t n_out, uint32_t seed,
                       std::vector<uint8_t>* bytes) {
-    const size_t rb = ggml_row_size(t, n_in);
     std::mt19937 rng(seed);
     std::normal_distribution<float> d(0.0f, 0.05f);
     std::vector<float> src(static_cast<size_t>(n_in * n_out));
     for (float& v : src) v = d(rng);
-    bytes->resize(rb * static_cast<size_t>(n_out));
-    for (int64_t o = 0; o < n_out; ++o) {
-      quantize_row(t, src.data() + o * n_in, bytes->data() + o * rb, n_in);
-    }
-    WeightMatrix dev;
-    const Status st =
-        backend_->upload_weight(WeightMatrix{t, bytes->data(), n_in, n_out, rb}, &dev);
-    EXPECT_TRUE(st.is_ok()) << st.message();
-    return dev;
+    return upload_quantized(t, src, n_in, n_out, bytes);
   }
 };
 

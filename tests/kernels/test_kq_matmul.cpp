@@ -10,33 +10,20 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "kernels/kernel_test_util.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "kernels/simd/matmul_simd.h"
-#include "kernels/simd_targets.h"
 
 namespace geist {
 namespace {
 
 using test::for_each_target;
 
+// K-quant rows with shifted sub-blocks, so Q4_K's mins are not all zero.
 std::vector<uint8_t> random_rows(GgmlType type, int64_t n_in, int64_t n_out, std::mt19937* rng,
                                  std::vector<float>* deq) {
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  const size_t rb = ggml_row_size(type, n_in);
-  std::vector<uint8_t> bytes(rb * static_cast<size_t>(n_out));
-  deq->assign(static_cast<size_t>(n_in * n_out), 0.0f);
-  std::vector<float> src(static_cast<size_t>(n_in));
-  for (int64_t o = 0; o < n_out; ++o) {
-    const float scale = std::exp(nd(*rng));
-    for (size_t i = 0; i < src.size(); ++i) {
-      // Shifted sub-blocks too, so Q4_K's mins are not all zero.
-      src[i] = scale * (nd(*rng) + (i / 32 % 3 == 1 ? 1.5f : 0.0f));
-    }
-    quantize_row(type, src.data(), bytes.data() + o * rb, n_in);
-    dequantize_row(type, bytes.data() + o * rb, deq->data() + o * n_in, n_in);
-  }
-  return bytes;
+  return test::random_rows(type, n_in, n_out, rng, deq, /*shifted=*/true);
 }
 
 uint16_t u16_at(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }

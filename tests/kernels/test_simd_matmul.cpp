@@ -12,32 +12,18 @@
 
 #include "base/thread_pool.h"
 #include "hwy/targets.h"
+#include "kernels/kernel_test_util.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "kernels/simd/f16.h"
 #include "kernels/simd/matmul_simd.h"
-#include "kernels/simd_targets.h"
 
 namespace geist {
 namespace {
 
 using test::for_each_target;
 
-std::vector<uint8_t> random_rows(GgmlType type, int64_t n_in, int64_t n_out, std::mt19937* rng,
-                                 std::vector<float>* deq) {
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  const size_t rb = ggml_row_size(type, n_in);
-  std::vector<uint8_t> bytes(rb * static_cast<size_t>(n_out));
-  deq->assign(static_cast<size_t>(n_in * n_out), 0.0f);
-  std::vector<float> src(static_cast<size_t>(n_in));
-  for (int64_t o = 0; o < n_out; ++o) {
-    const float scale = std::exp(nd(*rng));  // rows of different magnitude
-    for (float& f : src) f = scale * nd(*rng);
-    quantize_row(type, src.data(), bytes.data() + o * rb, n_in);
-    dequantize_row(type, bytes.data() + o * rb, deq->data() + o * n_in, n_in);
-  }
-  return bytes;
-}
+using test::random_rows;
 
 // Names the targets the per-target tests below run on (AVX3/AVX2/SSE4/EMU128 on x86-64, NEON
 // on Arm; scripts/test_arm64.sh), and checks the one dispatch picks by default is among them.

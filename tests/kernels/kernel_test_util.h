@@ -1,0 +1,55 @@
+// Helpers of the kernel tests: running a body on every SIMD target, random quantized rows.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "hwy/targets.h"
+#include "kernels/quant.h"
+#include "kernels/simd/matmul_simd.h"
+
+namespace geist::test {
+
+// Runs body once per SIMD target that is both compiled in and supported by this CPU (checking
+// that the dispatcher really picked it), then restores the normal dispatch.
+template <class F>
+void for_each_target(F&& body) {
+  const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
+  ASSERT_FALSE(targets.empty());
+  for (int64_t t : targets) {
+    hwy::SetSupportedTargetsForTest(t);
+    SCOPED_TRACE(hwy::TargetName(t));
+    ASSERT_STREQ(simd::target_name(), hwy::TargetName(t));
+    body();
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+// n_out random rows of n_in weights quantized to `type`, each row with its own magnitude; deq
+// gets what dequantize_row() makes of them ([n_out][n_in]). shifted: every third 32-block is
+// offset by +1.5 so that K-quant sub-blocks have non-zero mins.
+inline std::vector<uint8_t> random_rows(GgmlType type, int64_t n_in, int64_t n_out,
+                                        std::mt19937* rng, std::vector<float>* deq,
+                                        bool shifted = false) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const size_t rb = ggml_row_size(type, n_in);
+  std::vector<uint8_t> bytes(rb * static_cast<size_t>(n_out));
+  deq->assign(static_cast<size_t>(n_in * n_out), 0.0f);
+  std::vector<float> src(static_cast<size_t>(n_in));
+  for (int64_t o = 0; o < n_out; ++o) {
+    const float scale = std::exp(nd(*rng));
+    for (size_t i = 0; i < src.size(); ++i) {
+      const float shift = shifted && i / 32 % 3 == 1 ? 1.5f : 0.0f;
+      src[i] = scale * (nd(*rng) + shift);
+    }
+    quantize_row(type, src.data(), bytes.data() + o * rb, n_in);
+    dequantize_row(type, bytes.data() + o * rb, deq->data() + o * n_in, n_in);
+  }
+  return bytes;
+}
+
+}  // namespace geist::test
