@@ -20,7 +20,7 @@
 namespace geist {
 namespace {
 
-constexpr int32_t kMaxMicroBatch = 256;  // longer inputs run in chunks of this many tokens
+constexpr int32_t kMaxMicroBatch = 256;  // longer inputs run in chunks of this many tokens (CPU)
 
 struct LlamaConfig {
   int32_t n_vocab = 0;
@@ -70,7 +70,7 @@ class LlamaState : public ArchState {
   // Declared first so that it is destroyed last: every buffer below comes from it.
   std::unique_ptr<Stream> stream;
   int32_t max_seq_len_ = 0;
-  int32_t n_batch = 0;  // micro-batch capacity: min(kMaxMicroBatch, max_seq_len)
+  int32_t n_batch = 0;  // micro-batch capacity: min(backend's micro_batch, max_seq_len)
   std::unique_ptr<KvStore> kv;
   // Activations, device memory of the backend:
   std::unique_ptr<Buffer> x;     // [n_batch][n_embd] residual stream
@@ -322,7 +322,7 @@ Status LlamaModel::create_state(int32_t max_seq_len, KvMode kv_mode,
   GEIST_RETURN_IF_ERROR(backend_->new_stream(&st->stream));
   Stream& s = *st->stream;
   st->max_seq_len_ = max_seq_len;
-  st->n_batch = std::min(kMaxMicroBatch, max_seq_len);
+  st->n_batch = std::min(backend_->micro_batch(kMaxMicroBatch), max_seq_len);
   RopeParams kv_rope = rope_;  // q4 keys are relative to the RoPE-turned key of position 0
   kv_rope.freq_factors = rope_freq_factors_host_.empty() ? nullptr : rope_freq_factors_host_.data();
   std::vector<KvLayerSpec> specs(static_cast<size_t>(c.n_layer),

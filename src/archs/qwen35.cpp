@@ -15,7 +15,7 @@ namespace {
 
 // Tokens per internal step: bounds scratch memory for long prompts. Rows do not depend on it
 // except through the delta rule's chunking, which starts afresh at each step.
-constexpr int32_t kUbatch = 128;
+constexpr int32_t kUbatch = 128;  // tokens per micro-batch on the CPU (Backend::micro_batch)
 // Chunk of the chunked delta rule (the Hugging Face reference uses 64 too).
 constexpr int32_t kDeltaChunk = 64;
 
@@ -86,7 +86,8 @@ Status Qwen35Model::create_state(int32_t max_seq_len, KvMode kv_mode,
   GEIST_RETURN_IF_ERROR(
       s.alloc(static_cast<size_t>(st->ssm_layer_floats) * n_rec * sizeof(float), &st->ssm));
 
-  const size_t ub = static_cast<size_t>(std::min(max_seq_len, kUbatch)) * sizeof(float);
+  st->n_ubatch = std::min(max_seq_len, backend_->micro_batch(kUbatch));
+  const size_t ub = static_cast<size_t>(st->n_ubatch) * sizeof(float);
   const size_t e = static_cast<size_t>(c.n_embd);
   const size_t big =
       static_cast<size_t>(std::max({c.conv_dim(), 2 * c.n_head * c.head_dim, c.n_ff}));
@@ -136,7 +137,7 @@ Status Qwen35Model::forward(ArchState& state, const int32_t* tokens, int32_t n, 
   const Qwen35Config& c = cfg_;
   if (pos == 0) st.reset();  // a sequence starting over: the recurrent state starts from zero
   for (int32_t done = 0; done < n;) {
-    const int32_t m = std::min(n - done, kUbatch);
+    const int32_t m = std::min(n - done, st.n_ubatch);
     float* out = nullptr;
     if (all_logits) {
       out = logits + static_cast<int64_t>(done) * c.n_vocab;

@@ -109,7 +109,8 @@ class Qwen35State final : public ArchState {
   int64_t conv_layer_floats = 0;  // floats of one layer's slice of `conv`
   int64_t ssm_layer_floats = 0;   // floats of one layer's slice of `ssm`
 
-  // Activations on the backend, sized for kUbatch rows at creation.
+  int32_t n_ubatch = 0;  // tokens per micro-batch: min(backend's micro_batch, max_seq_len)
+  // Activations on the backend, sized for n_ubatch rows at creation.
   struct Scratch {
     std::unique_ptr<Buffer> x;       // [n][n_embd] residual stream
     std::unique_ptr<Buffer> xn;      // [n][n_embd] normed input of a sub-layer

@@ -187,6 +187,9 @@ class Backend {
   // A device copy of n host floats (norm weights, conv kernels), owned by the backend.
   virtual Status upload_floats(const float* host, size_t n, const float** dev) = 0;
   virtual Status new_stream(std::unique_ptr<Stream>* out) const = 0;
+  // Tokens per micro-batch of a prefill, given the architecture's own choice (sized for CPU
+  // caches): a GPU asks for longer ones, which fill its tensor cores and halve the launches.
+  virtual int32_t micro_batch(int32_t arch_default) const { return arch_default; }
 };
 
 // Makes a backend of the given kind. AUTO picks CUDA when this build has it and a device is

@@ -2,6 +2,7 @@
 // cuda_stream.cpp. Kernels in *.cu (cuda_kernels.h, deltanet_cuda.h).
 #include "backends/cuda/cuda_backend.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <new>
@@ -19,6 +20,10 @@ namespace {
 
 // The oldest device the build's code runs on: sm_90 machine code plus compute_80 PTX.
 constexpr int kMinMajor = 8;
+
+// Prefill micro-batch: the session's largest forward call (engine/session.cpp). Longer
+// batches give the tensor-core matmuls more tokens per weight tile and halve the launches.
+constexpr int32_t kMicroBatch = 512;
 
 class CudaBackend final : public Backend {
  public:
@@ -64,6 +69,9 @@ class CudaBackend final : public Backend {
 
   Status new_stream(std::unique_ptr<Stream>* out) const override {
     return cuda::create_cuda_stream(out);
+  }
+  int32_t micro_batch(int32_t arch_default) const override {
+    return std::max(arch_default, kMicroBatch);
   }
 
  private:
