@@ -7,8 +7,21 @@
 // (quantize_kernel: the codes in the fragments' slot order, so that staging and fragment loads
 // are plain 16-byte moves), then a block owns BM rows x BN tokens and walks the block pairs in
 // order; each pair's codes and scales are staged in shared memory once per block for all its
-// warps. The next pair's global loads are in flight in registers while the current pair is
-// multiplied: two shared buffers, one barrier per pair (64 elements of k).
+// warps.
+//
+// Q8_0 (ring_kernel): the repacked rows and the scratch are 16-byte aligned slot-order copies,
+// so a pair's operands go global -> shared by cp.async (no registers hold staged data) into a
+// ring of kRing stages: kRing - 1 pairs are in flight while one is multiplied, one barrier per
+// pair. A block is still latency-bound (H200: a lone 128 x 128 block takes ~2.3 us per pair, a
+// 32 x 32 one ~0.5 us, far above their mma and FP32 issue counts), so AUTO picks the tile by a
+// fitted estimate of rounds x concurrency (pick_ring). H200, q8_0, 512 tokens, best tile vs the
+// register-staged kernel's AUTO: llama-1b 2048 x 2048 85 TOPS, 8192 x 2048 111, 2048 x 8192
+// 92, 512 x 2048 47 (HEAD, ncu at base clocks, 256 tokens: ~53-65, ~18 for 512 rows).
+// Q4_0 (prefill_kernel): its 18-byte blocks are only 2-byte aligned and their nibbles must be
+// unpacked, so they are staged through registers: the next pair's loads are in flight while the
+// current pair is multiplied (two shared buffers).
+#include <cmath>
+
 #include "backends/cuda/matmul_common.cuh"
 #include "backends/cuda/matmul_prefill_cuda.h"
 
@@ -72,6 +85,8 @@ struct Stage {
   float2 dx[BN];      // [token]: the two steps
 };
 
+constexpr int kStaged = 2;  // prefill_kernel's shared buffers
+
 // Block = WM x WN warps, each MR m16 tiles x NR n8 tiles (rows x tokens).
 template <int MR, int NR, int WM, int WN, int P>
 struct Tile {
@@ -82,9 +97,53 @@ struct Tile {
   static constexpr int kBTasks = P * kToks * 4 / kThreads;  // (plane, token, quad) loads
   static_assert(kRows * 4 % kThreads == 0 && P * kToks * 4 % kThreads == 0, "staging split");
   static_assert(kRows + kToks <= kThreads, "one scale load per thread");
+  static constexpr int kPlanes = P;
   using St = Stage<kRows, kToks, P>;
-  static constexpr size_t kSmem = 2 * sizeof(St);
 };
+
+// One stage's products for a warp: MR x NR tiles of 16 rows x 8 tokens, chunk 2k then chunk
+// 2k + 1 (the block order of every element's chain).
+template <int MR, int NR, int P, class St>
+__device__ __forceinline__ void pair_products(const St& s, int wr, int wt, int g, int q,
+                                              float (&acc)[MR][NR][4]) {
+  uint4 a[MR][2];  // [m-tile][row g / g + 8]
+  uint32_t dwb[MR][2];
+#pragma unroll
+  for (int i = 0; i < MR; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = wr + 16 * i + g + 8 * h;
+      a[i][h] = s.a[row][q];
+      dwb[i][h] = s.dw[row];
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < NR; ++j) {
+    const int tok = wt + 8 * j + g;
+    uint4 b4[P];
+#pragma unroll
+    for (int p = 0; p < P; ++p) b4[p] = s.b[p][tok][q];
+    const float2 dx0 = s.dx[wt + 8 * j + 2 * q], dx1 = s.dx[wt + 8 * j + 2 * q + 1];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      uint2 b[P];
+#pragma unroll
+      for (int p = 0; p < P; ++p) {
+        b[p] = h == 0 ? make_uint2(b4[p].x, b4[p].y) : make_uint2(b4[p].z, b4[p].w);
+      }
+#pragma unroll
+      for (int i = 0; i < MR; ++i) {
+        const uint2 lo =
+            h == 0 ? make_uint2(a[i][0].x, a[i][0].y) : make_uint2(a[i][0].z, a[i][0].w);
+        const uint2 hi =
+            h == 0 ? make_uint2(a[i][1].x, a[i][1].y) : make_uint2(a[i][1].z, a[i][1].w);
+        block_fma<P>(lo, hi, b, f16_bits(h == 0 ? dwb[i][0] & 0xFFFFu : dwb[i][0] >> 16),
+                     f16_bits(h == 0 ? dwb[i][1] & 0xFFFFu : dwb[i][1] >> 16),
+                     h == 0 ? dx0.x : dx0.y, h == 0 ? dx1.x : dx1.y, acc[i][j]);
+      }
+    }
+  }
+}
 
 template <GgmlType T, int MR, int NR, int WM, int WN>
 __global__ void __launch_bounds__(32 * WM * WN, 1)
@@ -164,45 +223,7 @@ __global__ void __launch_bounds__(32 * WM * WN, 1)
   for (int64_t k = 0; k < pairs; ++k) {
     const bool more = k + 1 < pairs;
     if (more) load(k + 1);
-    const St& s = st[k & 1];
-    uint4 a[MR][2];  // [m-tile][row g / g + 8]
-    uint32_t dwb[MR][2];
-#pragma unroll
-    for (int i = 0; i < MR; ++i) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = wr + 16 * i + g + 8 * h;
-        a[i][h] = s.a[row][q];
-        dwb[i][h] = s.dw[row];
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < NR; ++j) {
-      const int tok = wt + 8 * j + g;
-      uint4 b4[P];
-#pragma unroll
-      for (int p = 0; p < P; ++p) b4[p] = s.b[p][tok][q];
-      const float2 dx0 = s.dx[wt + 8 * j + 2 * q], dx1 = s.dx[wt + 8 * j + 2 * q + 1];
-      // Chunk 2k, then chunk 2k + 1: the block order of every element's chain.
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        uint2 b[P];
-#pragma unroll
-        for (int p = 0; p < P; ++p) {
-          b[p] = h == 0 ? make_uint2(b4[p].x, b4[p].y) : make_uint2(b4[p].z, b4[p].w);
-        }
-#pragma unroll
-        for (int i = 0; i < MR; ++i) {
-          const uint2 lo =
-              h == 0 ? make_uint2(a[i][0].x, a[i][0].y) : make_uint2(a[i][0].z, a[i][0].w);
-          const uint2 hi =
-              h == 0 ? make_uint2(a[i][1].x, a[i][1].y) : make_uint2(a[i][1].z, a[i][1].w);
-          block_fma<P>(lo, hi, b, f16_bits(h == 0 ? dwb[i][0] & 0xFFFFu : dwb[i][0] >> 16),
-                       f16_bits(h == 0 ? dwb[i][1] & 0xFFFFu : dwb[i][1] >> 16),
-                       h == 0 ? dx0.x : dx0.y, h == 0 ? dx1.x : dx1.y, acc[i][j]);
-        }
-      }
-    }
+    pair_products<MR, NR, P>(st[k & 1], wr, wt, g, q, acc);
     if (more) store(st[(k + 1) & 1]);
     __syncthreads();
   }
@@ -220,43 +241,289 @@ __global__ void __launch_bounds__(32 * WM * WN, 1)
   }
 }
 
-template <GgmlType T, int MR, int NR, int WM, int WN>
-cudaError_t launch_tile(cudaStream_t s, const DevW& w, const ActQ8& act, int32_t n_tok, float* y,
-                        int64_t y_stride) {
-  using C = Tile<MR, NR, WM, WN, q8_planes(T)>;
-  const auto kernel = prefill_kernel<T, MR, NR, WM, WN>;
+// ---- Q8_0: cp.async ring ----
+
+constexpr int kRing = 4;  // stages: kRing - 1 pairs in flight while one is multiplied
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Asynchronous copy of N bytes global -> shared; !ok fills the N bytes with zeros (src is then
+// not read). 16 bytes bypass L1 (.cg: every byte is staged once per block); 4 and 8 may not.
+template <int N>
+__device__ __forceinline__ void cp_async(void* dst, const void* src, bool ok) {
+  static_assert(N == 4 || N == 8 || N == 16, "cp.async sizes");
+  if constexpr (N == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
+                 "r"(ok ? 16 : 0)
+                 : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(smem_u32(dst)), "l"(src),
+                 "n"(N), "r"(ok ? N : 0)
+                 : "memory");
+  }
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Q8_0 only (two planes). MINB: blocks per multiprocessor the registers are budgeted for.
+template <int MR, int NR, int WM, int WN, int MINB>
+__global__ void __launch_bounds__(32 * WM * WN, MINB)
+    ring_kernel(const DevW w, const ActQ8 act, int32_t n_tok, float* __restrict__ y,
+                int64_t y_stride) {
+  constexpr int P = 2;
+  using C = Tile<MR, NR, WM, WN, P>;
+  using St = typename C::St;
+  extern __shared__ uint4 smem[];
+  St* st = reinterpret_cast<St*>(smem);  // [kRing]: pair k in st[k % kRing]
+  const int tid = static_cast<int>(threadIdx.x);
+  const int lane = tid & 31, wp = tid >> 5;
+  const int g = lane >> 2, q = lane & 3;
+  const int wr = (wp % WM) * 16 * MR;  // the warp's first row in the block
+  const int wt = (wp / WM) * 8 * NR;   // the warp's first token in the block
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * C::kRows;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * C::kToks;
+  const int64_t pairs = act.pairs;
+
+  // Thread tid copies 16-byte pieces tid + i * kThreads of the stage: (row, quad) of the
+  // weight codes, then (plane, token, quad) of the activation codes; then one row's scales
+  // (tid < kRows) or one token's steps.
+  auto issue = [&](int64_t k, St& s) {
+#pragma unroll
+    for (int i = 0; i < C::kATasks; ++i) {
+      const int id = tid + i * C::kThreads;
+      const int64_t r = r0 + (id >> 2);
+      const bool ok = r < w.n_out;
+      cp_async<16>(&s.a[id >> 2][id & 3],
+                   ok ? w.data + r * w.qrow + 64 * k + 16 * (id & 3) : w.data, ok);
+    }
+#pragma unroll
+    for (int i = 0; i < C::kBTasks; ++i) {
+      const int id = tid + i * C::kThreads;
+      const int p = id / (C::kToks * 4), tq = id % (C::kToks * 4);
+      const int64_t t = t0 + (tq >> 2);
+      const bool ok = t < n_tok;
+      cp_async<16>(&s.b[p][tq >> 2][tq & 3],
+                   ok ? act.codes + ((t * P + p) * pairs + k) * 64 + 16 * (tq & 3) : act.codes, ok);
+    }
+    if (tid < C::kRows) {
+      const int64_t r = r0 + tid;
+      const bool ok = r < w.n_out;
+      cp_async<4>(&s.dw[tid], ok ? w.scales + r * w.drow + 2 * k : w.scales, ok);
+    } else if (tid < C::kRows + C::kToks) {
+      const int64_t t = t0 + tid - C::kRows;
+      const bool ok = t < n_tok;
+      cp_async<8>(&s.dx[tid - C::kRows], ok ? act.dx + t * 2 * pairs + 2 * k : act.dx, ok);
+    }
+  };
+
+  float acc[MR][NR][4];  // accumulator layout of mma m16n8
+#pragma unroll
+  for (int i = 0; i < MR; ++i) {
+#pragma unroll
+    for (int j = 0; j < NR; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+    }
+  }
+  // Every iteration commits one group (empty past the last pair), so "all but kRing - 2
+  // groups done" always means "pair k has landed".
+#pragma unroll
+  for (int k = 0; k < kRing - 1; ++k) {
+    if (k < pairs) issue(k, st[k]);
+    cp_async_commit();
+  }
+  int slot = 0;  // k % kRing
+  for (int64_t k = 0; k < pairs; ++k) {
+    cp_async_wait<kRing - 2>();
+    // Pair k is visible to all warps, and all of them are done with pair k - 1, whose slot
+    // the next copy reuses.
+    __syncthreads();
+    const int64_t kn = k + kRing - 1;
+    if (kn < pairs) issue(kn, st[slot == 0 ? kRing - 1 : slot - 1]);
+    cp_async_commit();
+    pair_products<MR, NR, P>(st[slot], wr, wt, g, q, acc);
+    slot = slot + 1 == kRing ? 0 : slot + 1;
+  }
+  cp_async_wait<0>();
+  // Each warp store covers 8 consecutive rows (32 bytes) of 4 tokens: whole sectors.
+#pragma unroll
+  for (int i = 0; i < MR; ++i) {
+#pragma unroll
+    for (int j = 0; j < NR; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t r = r0 + wr + 16 * i + g + (e >= 2 ? 8 : 0);
+        const int64_t t = t0 + wt + 8 * j + 2 * q + (e & 1);
+        if (r < w.n_out && t < n_tok) y[t * y_stride + r] = acc[i][j][e];
+      }
+    }
+  }
+}
+
+// A kernel with its tile C and shared memory: `kernel` over n_out x n_tok tokens.
+template <class C, class K>
+cudaError_t launch_grid(K kernel, size_t smem, cudaStream_t s, const DevW& w, const ActQ8& act,
+                        int32_t n_tok, float* y, int64_t y_stride) {
   // Past 48 KB a kernel's dynamic shared memory must be allowed explicitly.
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(C::kSmem));
+                                       static_cast<int>(smem));
   if (e != cudaSuccess) return e;
   const int64_t blocks_x = (w.n_out + C::kRows - 1) / C::kRows;
   if (blocks_x > 0x7fffffff) return cudaErrorInvalidConfiguration;
   // Grid y is capped at 65535 tiles: longer batches go in several launches.
   const int64_t per_launch = static_cast<int64_t>(kMaxGridY) * C::kToks;
-  const size_t tok_codes = static_cast<size_t>(q8_planes(T) * act.pairs * 64);
+  const size_t tok_codes = static_cast<size_t>(C::kPlanes * act.pairs * 64);
   for (int64_t t = 0; t < n_tok; t += per_launch) {
     const int64_t nt = n_tok - t < per_launch ? n_tok - t : per_launch;
     const dim3 grid(static_cast<unsigned>(blocks_x),
                     static_cast<unsigned>((nt + C::kToks - 1) / C::kToks));
     const ActQ8 part{act.codes + t * tok_codes, act.dx + t * 2 * act.pairs, act.pairs};
-    kernel<<<grid, C::kThreads, C::kSmem, s>>>(w, part, static_cast<int32_t>(nt), y + t * y_stride,
-                                               y_stride);
+    kernel<<<grid, C::kThreads, smem, s>>>(w, part, static_cast<int32_t>(nt), y + t * y_stride,
+                                           y_stride);
     e = cudaGetLastError();
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;
 }
 
-// A tile's estimated time for n_out x n_tok: its waves (blocks over the resident blocks of
-// the device) times the work of one wave, which `occ` resident blocks share; `cost` weighs a
-// tile's time per product.
+// Q4_0's register-staged kernel.
+template <GgmlType T, int MR, int NR, int WM, int WN>
+cudaError_t launch_tile(cudaStream_t s, const DevW& w, const ActQ8& act, int32_t n_tok, float* y,
+                        int64_t y_stride) {
+  using C = Tile<MR, NR, WM, WN, q8_planes(T)>;
+  return launch_grid<C>(prefill_kernel<T, MR, NR, WM, WN>, kStaged * sizeof(typename C::St), s, w,
+                        act, n_tok, y, y_stride);
+}
+
+// Q8_0's ring kernels: LARGE 8 warps of 64 rows x 32 tokens (128 x 128), MEDIUM 8 warps of
+// 32 x 32 (128 x 64), SMALL 4 warps of 32 x 32 (64 x 64), TINY 4 warps of 16 x 16 (32 x 32).
+template <PrefillTile K>
+struct Ring;
+template <>
+struct Ring<PrefillTile::LARGE> {
+  using C = Tile<4, 4, 2, 4, 2>;
+  static constexpr auto kernel = ring_kernel<4, 4, 2, 4, 1>;
+};
+template <>
+struct Ring<PrefillTile::MEDIUM> {
+  using C = Tile<2, 4, 4, 2, 2>;
+  static constexpr auto kernel = ring_kernel<2, 4, 4, 2, 2>;
+};
+template <>
+struct Ring<PrefillTile::SMALL> {
+  using C = Tile<2, 4, 2, 2, 2>;
+  static constexpr auto kernel = ring_kernel<2, 4, 2, 2, 3>;
+};
+template <>
+struct Ring<PrefillTile::TINY> {
+  using C = Tile<1, 2, 2, 2, 2>;
+  static constexpr auto kernel = ring_kernel<1, 2, 2, 2, 4>;
+};
+
+template <PrefillTile K>
+cudaError_t launch_ring(cudaStream_t s, const DevW& w, const ActQ8& act, int32_t n_tok, float* y,
+                        int64_t y_stride) {
+  using R = Ring<K>;
+  return launch_grid<typename R::C>(R::kernel, kRing * sizeof(typename R::C::St), s, w, act, n_tok,
+                                    y, y_stride);
+}
+
+// A ring tile's estimated time (us) for n_out x n_tok x pairs: the busiest multiprocessor takes
+// `per_sm` blocks in rounds of m <= occ resident ones; a lone block takes `us` per pair (it is
+// latency-bound), m blocks together pow(m, kShare) times that. Fitted to the H200 timings of
+// every tile on llama-1b's and qwen35-0.8b's projections at 128, 256 and 512 tokens
+// (CudaMatmulPrefill.Q8TilesTimedOnModelShapesAndSampledBitwise): us = 2.3 (LARGE), 1.7
+// (MEDIUM), 1.0 (SMALL), 0.5 (TINY), kShare 0.45; its pick was the fastest tile for 35 of the
+// 36 (shape, batch) pairs and 4% off on the other.
+constexpr double kShare = 0.45;
+
+template <PrefillTile K>
+cudaError_t ring_estimate(int sms, int64_t n_out, int32_t n_tok, int64_t pairs, double us,
+                          double* est) {
+  using R = Ring<K>;
+  using C = typename R::C;
+  const size_t smem = kRing * sizeof(typename C::St);
+  cudaError_t e = cudaFuncSetAttribute(R::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(smem));
+  int occ = 0;
+  if (e == cudaSuccess) {
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, R::kernel, C::kThreads, smem);
+  }
+  if (e != cudaSuccess) return e;
+  occ = occ < 1 ? 1 : occ;
+  const int64_t blocks = ((n_out + C::kRows - 1) / C::kRows) * ((n_tok + C::kToks - 1) / C::kToks);
+  const int64_t per_sm = (blocks + sms - 1) / sms;
+  const int64_t m = per_sm < occ ? per_sm : occ;
+  const int64_t rounds = (per_sm + m - 1) / m;
+  *est = static_cast<double>(rounds) * static_cast<double>(pairs) * us *
+         pow(static_cast<double>(m), kShare);
+  return cudaSuccess;
+}
+
+// AUTO for Q8_0: the ring tile of least estimated time (ties to the larger tile).
+cudaError_t pick_ring(const DevW& w, int32_t n_tok, PrefillTile* tile) {
+  int dev = 0, sms = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (e != cudaSuccess) return e;
+  const int64_t pairs = q8_pairs(w.n_in);
+  double est[4] = {0, 0, 0, 0};  // LARGE, MEDIUM, SMALL, TINY
+  e = ring_estimate<PrefillTile::LARGE>(sms, w.n_out, n_tok, pairs, 2.3, &est[0]);
+  if (e == cudaSuccess) {
+    e = ring_estimate<PrefillTile::MEDIUM>(sms, w.n_out, n_tok, pairs, 1.7, &est[1]);
+  }
+  if (e == cudaSuccess) {
+    e = ring_estimate<PrefillTile::SMALL>(sms, w.n_out, n_tok, pairs, 1.0, &est[2]);
+  }
+  if (e == cudaSuccess) {
+    e = ring_estimate<PrefillTile::TINY>(sms, w.n_out, n_tok, pairs, 0.5, &est[3]);
+  }
+  if (e != cudaSuccess) return e;
+  const PrefillTile order[4] = {PrefillTile::LARGE, PrefillTile::MEDIUM, PrefillTile::SMALL,
+                                PrefillTile::TINY};
+  int best = 0;
+  for (int i = 1; i < 4; ++i) best = est[i] < est[best] ? i : best;
+  *tile = order[best];
+  return cudaSuccess;
+}
+
+cudaError_t launch_q8_0(cudaStream_t s, const DevW& w, const ActQ8& act, int32_t n_tok, float* y,
+                        int64_t y_stride, PrefillTile tile) {
+  if (tile == PrefillTile::AUTO) {
+    const cudaError_t e = pick_ring(w, n_tok, &tile);
+    if (e != cudaSuccess) return e;
+  }
+  switch (tile) {
+    case PrefillTile::LARGE:
+      return launch_ring<PrefillTile::LARGE>(s, w, act, n_tok, y, y_stride);
+    case PrefillTile::MEDIUM:
+      return launch_ring<PrefillTile::MEDIUM>(s, w, act, n_tok, y, y_stride);
+    case PrefillTile::SMALL:
+      return launch_ring<PrefillTile::SMALL>(s, w, act, n_tok, y, y_stride);
+    default:
+      return launch_ring<PrefillTile::TINY>(s, w, act, n_tok, y, y_stride);
+  }
+}
+
+// A Q4_0 tile's estimated time for n_out x n_tok: its waves (blocks over the resident blocks
+// of the device) times the work of one wave, which `occ` resident blocks share; `cost` weighs
+// a tile's time per product.
 template <GgmlType T, int MR, int NR, int WM, int WN>
 cudaError_t tile_estimate(int sms, int64_t n_out, int32_t n_tok, double cost, double* est) {
   using C = Tile<MR, NR, WM, WN, q8_planes(T)>;
   const auto kernel = prefill_kernel<T, MR, NR, WM, WN>;
   int occ = 0;
-  const cudaError_t e =
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kernel, C::kThreads, C::kSmem);
+  const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &occ, kernel, C::kThreads, kStaged * sizeof(typename C::St));
   if (e != cudaSuccess) return e;
   occ = occ < 1 ? 1 : occ;
   const int64_t blocks = ((n_out + C::kRows - 1) / C::kRows) * ((n_tok + C::kToks - 1) / C::kToks);
@@ -266,19 +533,17 @@ cudaError_t tile_estimate(int sms, int64_t n_out, int32_t n_tok, double cost, do
   return cudaSuccess;
 }
 
-// LARGE: 8 warps of 64 rows x 32 tokens (128 x 128); SMALL: 4 warps of 32 x 32 (64 x 64);
-// TINY: 4 warps of 16 x 16 (32 x 32). The kernel is latency-bound (one pair of prefetch in
-// registers), so resident warps count more than staging per product. Measured on the H200
-// (geist bench, q8_0, pp2048 / pp512 with one tile for every matmul): llama-1b LARGE 15.7k /
-// 17.0k tok/s, SMALL 25.4k / 29.0k, TINY 24.4k / 27.7k; qwen35-0.8b 7.6k / 8.1k, 12.2k / 13.5k,
-// 13.1k / 14.7k; a 128 x 64 tile, 64 x 32 and 32 x 64 ones, and SMALL / TINY with more blocks
-// forced per multiprocessor (__launch_bounds__: spills) were all slower. AUTO: TINY for short
-// rows (n_in <= 1024, where a block's prologue is a large share), else the lower
-// tile_estimate, TINY weighed 1.1 so that llama-1b's 2048-row matrices (a tie in waves) stay
-// SMALL (AUTO: llama-1b pp2048 26.2k, qwen35-0.8b 13.1k / 14.7k).
-template <GgmlType T>
-cudaError_t launch_type(cudaStream_t s, const DevW& w, const ActQ8& act, int32_t n_tok, float* y,
+// Q4_0 (register-staged): LARGE 8 warps of 64 rows x 32 tokens (128 x 128); SMALL (and
+// MEDIUM) 4 warps of 32 x 32 (64 x 64); TINY: 4 warps of 16 x 16 (32 x 32). The kernel is
+// latency-bound (one pair of prefetch in registers), so resident warps count more than staging
+// per product. Measured on the H200 with Q8_0 when it took this kernel (geist bench, pp2048 /
+// pp512 with one tile for every matmul): llama-1b LARGE 15.7k / 17.0k tok/s, SMALL 25.4k /
+// 29.0k, TINY 24.4k / 27.7k; qwen35-0.8b 7.6k / 8.1k, 12.2k / 13.5k, 13.1k / 14.7k. AUTO: TINY
+// for short rows (n_in <= 1024, where a block's prologue is a large share), else the lower
+// tile_estimate, TINY weighed 1.1 so that 2048-row matrices (a tie in waves) stay SMALL.
+cudaError_t launch_q4_0(cudaStream_t s, const DevW& w, const ActQ8& act, int32_t n_tok, float* y,
                         int64_t y_stride, PrefillTile tile) {
+  constexpr GgmlType T = GgmlType::Q4_0;
   if (tile == PrefillTile::AUTO) {
     int dev = 0, sms = 0;
     cudaError_t e = cudaGetDevice(&dev);
@@ -292,7 +557,9 @@ cudaError_t launch_type(cudaStream_t s, const DevW& w, const ActQ8& act, int32_t
     tile = small <= tiny && q8_pairs(w.n_in) > 16 ? PrefillTile::SMALL : PrefillTile::TINY;
   }
   if (tile == PrefillTile::LARGE) return launch_tile<T, 4, 4, 2, 4>(s, w, act, n_tok, y, y_stride);
-  if (tile == PrefillTile::SMALL) return launch_tile<T, 2, 4, 2, 2>(s, w, act, n_tok, y, y_stride);
+  if (tile == PrefillTile::SMALL || tile == PrefillTile::MEDIUM) {
+    return launch_tile<T, 2, 4, 2, 2>(s, w, act, n_tok, y, y_stride);
+  }
   return launch_tile<T, 1, 2, 2, 2>(s, w, act, n_tok, y, y_stride);
 }
 
@@ -339,9 +606,8 @@ cudaError_t matmul_prefill(cudaStream_t s, const WeightMatrix& w, const float* x
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
     const ActQ8 act{codes, dx, pairs};
-    e = w.type == GgmlType::Q8_0
-            ? launch_type<GgmlType::Q8_0>(s, d, act, nt, y + t * y_stride, y_stride, tile)
-            : launch_type<GgmlType::Q4_0>(s, d, act, nt, y + t * y_stride, y_stride, tile);
+    e = w.type == GgmlType::Q8_0 ? launch_q8_0(s, d, act, nt, y + t * y_stride, y_stride, tile)
+                                 : launch_q4_0(s, d, act, nt, y + t * y_stride, y_stride, tile);
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;

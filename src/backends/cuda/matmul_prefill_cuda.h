@@ -14,10 +14,11 @@
 
 namespace geist::cuda {
 
-// LARGE: 128 rows x 128 tokens per block; SMALL: 64 x 64; TINY: 32 x 32 (more resident
-// warps); AUTO: SMALL or TINY, whichever has the least estimated time for the shape
-// (matmul_prefill_cuda.cu). Every choice writes the same bits.
-enum class PrefillTile { AUTO, LARGE, SMALL, TINY };
+// Q8_0: LARGE 128 rows x 128 tokens per block (8 warps), MEDIUM 128 x 64 (8 warps), SMALL
+// 64 x 64 (4 warps), TINY 32 x 32 (4 warps); Q4_0: LARGE 128 x 128, MEDIUM and SMALL 64 x 64,
+// TINY 32 x 32. AUTO: the tile of least estimated time for the shape (matmul_prefill_cuda.cu).
+// Every choice writes the same bits.
+enum class PrefillTile { AUTO, LARGE, MEDIUM, SMALL, TINY };
 
 bool matmul_prefill_supported(GgmlType t);
 
