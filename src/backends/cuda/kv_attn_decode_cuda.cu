@@ -19,6 +19,7 @@
 
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/kv_rows_cuda.cuh"
+#include "backends/cuda/launch_cuda.cuh"
 
 namespace geist::cuda {
 
@@ -84,6 +85,7 @@ __global__ void __launch_bounds__(kThreads) attn_decode_kernel(const DecArgs a) 
   __shared__ float talpha[kTiles];  // exp(m before - m after)
   __shared__ float tsum[kTiles];    // sum of the tile's probabilities, in order
   __shared__ float s_m, s_l;
+  pdl_begin();  // launched with launch_pdl
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = tid & 31, warp = tid >> 5;
   const int32_t h = static_cast<int32_t>(blockIdx.x);
@@ -209,12 +211,8 @@ bool kv_attention_decode(cudaStream_t s, const AttentionShape& sh, const float* 
   a.pos0 = pos0;
   a.pos_dev = pos_dev;
   a.out = out;
-  if (kf16) {
-    attn_decode_kernel<true><<<static_cast<unsigned>(sh.n_head), kThreads, 0, s>>>(a);
-  } else {
-    attn_decode_kernel<false><<<static_cast<unsigned>(sh.n_head), kThreads, 0, s>>>(a);
-  }
-  *err = cudaGetLastError();
+  *err = launch_pdl(kf16 ? attn_decode_kernel<true> : attn_decode_kernel<false>,
+                    dim3(static_cast<unsigned>(sh.n_head)), dim3(kThreads), 0, s, a);
   return true;
 }
 

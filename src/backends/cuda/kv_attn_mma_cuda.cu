@@ -30,6 +30,7 @@
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/kv_attn_mma_cuda.h"
 #include "backends/cuda/kv_rows_cuda.cuh"
+#include "backends/cuda/launch_cuda.cuh"
 #include "backends/cuda/matmul_common.cuh"
 
 namespace geist::cuda {
@@ -107,6 +108,7 @@ __global__ void __launch_bounds__(kThreads) attn_mma_kernel(const MmaArgs a) {
   uint32_t* sQl = sQh + kRows * L::kLq;                   // [kRows][kLq] lo(q) pairs
   E* sK = reinterpret_cast<E*>(sQl + kRows * L::kLq);     // [kKeys][kLk] key tile
   E* sV = sK + kKeys * L::kLk;                            // [kDv][kLv] value slice, transposed
+  pdl_begin();  // launched with launch_pdl: the launch overlaps the tail of the kernel ahead
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = tid & 31, warp = tid >> 5;
   const int gq = lane >> 2, qd = lane & 3;  // mma group (row / column) and thread in group
@@ -312,15 +314,15 @@ cudaError_t set_smem_all() {
 }
 
 template <bool F16, int HD>
-void launch(cudaStream_t s, const MmaArgs& a, dim3 grid) {
+cudaError_t launch(cudaStream_t s, const MmaArgs& a, dim3 grid) {
   // Fewer blocks than about the SMs: split the output channels over more blocks.
   if (grid.x * grid.y * grid.z < kFewBlocks) {
     grid.z *= kSlices;
-    attn_mma_kernel<F16, HD, kSlices>
-        <<<grid, kThreads, Lay<HD, kSlices>::template bytes<F16>(), s>>>(a);
-  } else {
-    attn_mma_kernel<F16, HD, 1><<<grid, kThreads, Lay<HD, 1>::template bytes<F16>(), s>>>(a);
+    return launch_pdl(attn_mma_kernel<F16, HD, kSlices>, grid, dim3(kThreads),
+                      Lay<HD, kSlices>::template bytes<F16>(), s, a);
   }
+  return launch_pdl(attn_mma_kernel<F16, HD, 1>, grid, dim3(kThreads),
+                    Lay<HD, 1>::template bytes<F16>(), s, a);
 }
 
 }  // namespace
@@ -367,15 +369,14 @@ bool kv_attention_mma(cudaStream_t s, const AttentionShape& sh, const float* q, 
   const dim3 grid(static_cast<unsigned>((n_tok + a.qt - 1) / a.qt),
                   static_cast<unsigned>(sh.n_head_kv), static_cast<unsigned>(n_chunks));
   if (kf16) {
-    if (hd == 64) launch<true, 64>(s, a, grid);
-    if (hd == 128) launch<true, 128>(s, a, grid);
-    if (hd == 256) launch<true, 256>(s, a, grid);
+    *err = hd == 64    ? launch<true, 64>(s, a, grid)
+           : hd == 128 ? launch<true, 128>(s, a, grid)
+                       : launch<true, 256>(s, a, grid);
   } else {
-    if (hd == 64) launch<false, 64>(s, a, grid);
-    if (hd == 128) launch<false, 128>(s, a, grid);
-    if (hd == 256) launch<false, 256>(s, a, grid);
+    *err = hd == 64    ? launch<false, 64>(s, a, grid)
+           : hd == 128 ? launch<false, 128>(s, a, grid)
+                       : launch<false, 256>(s, a, grid);
   }
-  *err = cudaGetLastError();
   return true;
 }
 

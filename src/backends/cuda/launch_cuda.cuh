@@ -1,5 +1,5 @@
-// Kernel launches with Programmatic Dependent Launch (PDL, sm_90+), for the small kernels
-// between the matmuls of a decode step.
+// Kernel launches with Programmatic Dependent Launch (PDL, sm_90+), for the kernels of a
+// decode step (the small ones, the Q8_0 / Q4_0 decode matmuls, the F16 / F32 attention).
 //
 // Why: a decode step is ~10 kernels per layer, most of them a few microseconds long, and on an
 // H200 the device spends about as long again between two dependent kernels of a graph
@@ -8,9 +8,10 @@
 // it has finished; it then waits in pdl_begin() (griddepcontrol.wait) until that kernel has
 // completed and its writes are visible, so its launch overlaps the previous kernel's tail
 // instead of following it. Correctness rests on one rule: every kernel launched through
-// launch_pdl calls pdl_begin() before it touches global memory. Nothing else changes: the
+// launch_pdl calls pdl_begin() (or pdl_wait()) before it reads global memory that an earlier
+// kernel writes and before it writes any. Nothing else changes: the
 // same kernels run with the same arguments in the same stream order, so results are bitwise
-// those of plain launches. Kernels that are not launched this way (the matmuls) wait for
+// those of plain launches. Kernels that are not launched this way (the other matmuls) wait for
 // their predecessors as usual.
 #pragma once
 
@@ -19,6 +20,22 @@
 #include <utility>
 
 namespace geist::cuda {
+
+// The two halves of pdl_begin(), for kernels that have work which reads nothing an earlier
+// kernel of the step writes (weights, constants, the step's position, which a copy node
+// fills before the first kernel) and may do it before pdl_wait(): the decode matmuls load
+// their first weights, rope computes its angles. pdl_trigger() comes only after pdl_wait()
+// (so a kernel launched early always finds the ones before its predecessor complete).
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 
 // The first statement of a kernel launched with launch_pdl (a no-op in plain launches and
 // before sm_90): waits for the kernels ahead in the stream, then lets the next kernel's

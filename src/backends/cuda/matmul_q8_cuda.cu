@@ -28,6 +28,10 @@
 // warp's shared slice, and one lane per (row, token) folds them into its acc in block order
 // (the next pass's loads are issued before the fold). H200, geist bench tg128 q8_0: llama-1b
 // 498 -> 734 tok/s, qwen35-0.8b 406 -> 512 (HEAD's bf16 path: 590, 433).
+// Both decode kernels are launched with launch_pdl: a block issues its first weight loads (and
+// gemv_kernel asks L2 for the rest of its rows) before griddepcontrol.wait, so the weights
+// stream in while the kernel ahead (a norm, a rope, swiglu) finishes; the activations are read
+// and the outputs written only after the wait.
 //
 // Decode, 3 to 8 tokens (decode_kernel, and one or two tokens where gemv_kernel's shared memory
 // would pass 48 KB; Q8_0: n_in > 18432, or two tokens and n_in > 7616): a block owns 16 rows, walks
@@ -38,6 +42,7 @@
 // segment's blocks into its acc in order. The weight loads of the next segment are issued
 // before the fold, so they are in flight while it runs.
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/launch_cuda.cuh"
 #include "backends/cuda/matmul_common.cuh"
 
 namespace geist::cuda {
@@ -129,7 +134,9 @@ __global__ void __launch_bounds__(kDecThreads)
       }
     }
   };
-  fetch(0);
+  fetch(0);  // weights only: before the wait (launch_pdl)
+  pdl_wait();
+  pdl_trigger();
   const int rr = tid & 15, tt = tid >> 4;  // the fold's row and token
   float acc = 0.0f;
   const int nseg = (nb + seg - 1) / seg;
@@ -237,6 +244,23 @@ size_t gv_smem(int planes, int32_t nt, int64_t n_in) {
   return kGvRows * static_cast<size_t>(gv_fold_row(nt)) * 8 + t * pairs * (64 * planes + 8);
 }
 
+// Asks L2 for the weight bytes of rows [r0, r0 + kGvRows) past those of the first pass (which
+// the lanes load into registers), so that the whole block's weights are on their way while the
+// kernel ahead of a launch_pdl launch still runs. A hint only: no value depends on it.
+template <GgmlType T>
+__device__ __forceinline__ void prefetch_rest(const DevW& w, int64_t r0, int tid) {
+  constexpr int64_t kLine = 128;
+  const int64_t stride = T == GgmlType::Q8_0 ? w.qrow : static_cast<int64_t>(w.row_bytes);
+  const int64_t skip = T == GgmlType::Q8_0 ? 64 * kGvPass : 36 * kGvPass;  // pass 0's bytes
+  if (stride <= skip) return;
+  const int64_t nr = w.n_out - r0 < kGvRows ? w.n_out - r0 : kGvRows;
+  const int64_t per = (stride - skip + kLine - 1) / kLine;  // lines per row
+  for (int64_t i = tid; i < nr * per; i += kGvThreads) {
+    const uint8_t* p = w.data + (r0 + i / per) * stride + skip + kLine * (i % per);
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+  }
+}
+
 __device__ __forceinline__ int32_t dot16(uint4 a, uint4 b, int h) {  // h: chunk 2k or 2k + 1
   const int32_t s =
       __dp4a(static_cast<int>(h == 0 ? a.x : a.z), static_cast<int>(h == 0 ? b.x : b.z), 0);
@@ -275,7 +299,10 @@ __global__ void __launch_bounds__(kGvThreads, 3)
       wd[i] = k < pairs ? PairLoader<T>::scales(w, rw0 + i, k) : 0u;
     }
   };
-  fetch(lane);
+  fetch(lane);  // weights only: before the wait (launch_pdl)
+  prefetch_rest<T>(w, (static_cast<int64_t>(blockIdx.x) - first) * kGvRows, tid);
+  pdl_wait();
+  pdl_trigger();
 
   // The activations' codes (4 lanes per 32-block; whole warps stay in the loop for the
   // shuffles). Quad q of pair k is stored at quad (q + k / 2) % 4: lane l then reads its
@@ -393,14 +420,12 @@ cudaError_t launch_decode(cudaStream_t s, const MatmulOut* outs, int n, const fl
   if (n_tok <= 2 && gv_smem(q8_planes(T), n_tok, outs[0].w.n_in) <= kGvMaxSmem) {
     const size_t smem = gv_smem(q8_planes(T), n_tok, outs[0].w.n_in);
     auto* kernel = n_tok == 1 ? &gemv_kernel<T, 1> : &gemv_kernel<T, 2>;
-    kernel<<<static_cast<unsigned>(blocks), kGvThreads, smem, s>>>(b, x, x_stride, vec);
-    return cudaGetLastError();
+    return launch_pdl(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kGvThreads), smem, s, b, x,
+                      x_stride, vec);
   }
   const int seg = dec_seg(n_tok);
-  decode_kernel<T>
-      <<<static_cast<unsigned>(blocks), kDecThreads, dec_smem(q8_planes(T), n_tok, seg), s>>>(
-          b, x, x_stride, n_tok, vec, seg);
-  return cudaGetLastError();
+  return launch_pdl(decode_kernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(kDecThreads),
+                    dec_smem(q8_planes(T), n_tok, seg), s, b, x, x_stride, n_tok, vec, seg);
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // the explicit round-to-nearest intrinsics in the CPU kernels' order (no FMA contraction), so
 // the only differences from src/kernels/ops.cpp are the device's expf / pow / cos / sin and,
 // for rms_norm, the order in which the double sum of squares is added up.
-// Every kernel here is launched with launch_pdl (launch_cuda.cuh) and starts with pdl_begin().
+// Every kernel here is launched with launch_pdl (launch_cuda.cuh) and starts with pdl_begin(),
+// except that the ropes compute their angles first (they read no earlier kernel's output).
 #include <cstdlib>
 #include <cstring>
 
@@ -128,13 +129,15 @@ __global__ void __launch_bounds__(kRopeThreads)
                 const int32_t* __restrict__ pos_dev, int32_t n_rot, int32_t neox, float freq_base,
                 float freq_scale, const float* __restrict__ freq_factors) {
   __shared__ float cs[2][128];  // [cos / sin][pair], n_rot <= 256
-  pdl_begin();
+  // The angles read only the step's position and the frequency factors (see pdl_wait): their
+  // double math runs while the matmul ahead finishes.
   const int32_t half = n_rot / 2;
   const int32_t t = static_cast<int32_t>(blockIdx.x);
   const int32_t pos = (pos_dev != nullptr ? pos0 + *pos_dev : pos0) + t;
   for (int32_t i = static_cast<int32_t>(threadIdx.x); i < half; i += kRopeThreads) {
     rope_angle(pos, i, n_rot, freq_base, freq_scale, freq_factors, &cs[0][i], &cs[1][i]);
   }
+  pdl_begin();
   __syncthreads();
   float* xa = a.x + static_cast<int64_t>(t) * a.x_stride;
   float* xb = b.x + static_cast<int64_t>(t) * b.x_stride;  // unused when b.n_head == 0
@@ -183,7 +186,6 @@ __global__ void __launch_bounds__(1024)
                      float freq_base, float freq_scale, const float* __restrict__ freq_factors) {
   __shared__ float row[kMaxNormRopeDim];  // the head, [head_dim]
   __shared__ float cs[2][128];            // [cos / sin][pair]
-  pdl_begin();
   const int T = static_cast<int>(blockDim.x);
   const int tid = static_cast<int>(threadIdx.x);
   const int32_t heads = a.n_head + b.n_head;
@@ -195,9 +197,10 @@ __global__ void __launch_bounds__(1024)
   float* xr = u.x + static_cast<int64_t>(t) * u.x_stride + static_cast<int64_t>(h) * head_dim;
   const int32_t half = n_rot / 2;
   const int32_t pos = (pos_dev != nullptr ? pos0 + *pos_dev : pos0) + t;
-  for (int32_t i = tid; i < half; i += T) {
+  for (int32_t i = tid; i < half; i += T) {  // before the wait, as in rope_kernel
     rope_angle(pos, i, n_rot, freq_base, freq_scale, freq_factors, &cs[0][i], &cs[1][i]);
   }
+  pdl_begin();
   if (u.src != nullptr) {
     const float* sr = u.src + (static_cast<int64_t>(t) * u.n_head + h) * u.src_stride;
     float v[kNormPer], wv[kNormPer];
