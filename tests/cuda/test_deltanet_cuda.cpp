@@ -24,6 +24,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -31,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/deltanet_chunk_cuda.h"
 #include "backends/cuda/deltanet_cuda.h"
 #include "cuda/cuda_test_util.h"
 #include "kernels/deltanet.h"
@@ -418,6 +420,14 @@ struct DeviceDelta {
     if (bytes > scratch.size()) scratch.alloc(bytes);
     cuda::gated_delta_rule(s, a, kChunk, bytes > 0 ? scratch.ptr() : nullptr);
   }
+  // Enqueues the chunked form itself (cuda::delta_chunked) for all tokens.
+  void call_chunked(const DeltaProblem& p, cudaStream_t s) {
+    const GatedDeltaArgs a =
+        delta_args(p, qkv.ptr(), g.ptr(), beta.ptr(), state.ptr(), out.ptr(), 0, p.n);
+    const size_t bytes = cuda::delta_chunked_scratch_bytes(a);
+    if (bytes > scratch.size()) scratch.alloc(bytes);
+    cuda::delta_chunked(s, a, scratch.ptr());
+  }
   DeviceVec<float> qkv, g, beta, state, out;
   DeviceVec<uint8_t> scratch;
 };
@@ -550,6 +560,87 @@ TEST(DeltaNetCuda, GatedDeltaRuleSplitAndDeterministic) {
         again.state.download(), w_state, [](size_t) { return 0.0; },
         [](size_t i) { return "state[" + std::to_string(i) + "]"; }))
         << "a repeated call must give bitwise the same state";
+  }
+}
+
+// The chunked prefill form (deltanet_chunk_cuda.h, run directly; the d_k > 256 shape runs
+// gated_delta_rule's sequential walk) over awkward token counts (chunk edges at
+// 63 / 64 / 65, several chunks, a partial last one), d_k / d_v other than 128 and grouped
+// heads, against both CPU forms:
+//   - the CPU chunked form (same chunk of 64, same algebra, all in double): tolerance
+//     32 u * max(1, max |reference|) (~3.8e-6). The forms differ only in double rounding
+//     (~1e-16) and in when the state is rounded to f32: the CPU once per chunk, the GPU once
+//     per call; an f32 rounding of the state (u/2 relative) moves an output, a q-weighted sum
+//     of unit-norm decayed state columns, by a few u of the output scale.
+//   - the CPU recurrent form: the CPU's own chunked-vs-recurrent spread, 1e-5 * max(1, max|ref|)
+//     (see the file header).
+TEST(DeltaNetCuda, GatedDeltaRuleChunkedMatchesCpuForms) {
+  GEIST_REQUIRE_CUDA();
+  StreamGuard s;
+  GEIST_CUDA_OK(s.error());
+  const std::vector<DeltaShape> shapes = {
+      {2, 2, 4, 64, 64},     {63, 2, 4, 64, 64},    {64, 1, 3, 64, 64},
+      {65, 2, 6, 64, 64},    {200, 2, 4, 128, 128}, {512, 16, 16, 128, 128},
+      {130, 1, 2, 256, 256}, {200, 2, 4, 256, 64},  {77, 3, 6, 20, 40},
+  };
+  uint32_t seed = 500;
+  for (const DeltaShape& c : shapes) {
+    SCOPED_TRACE(describe(c));
+    const DeltaProblem p = make_delta_problem(c.n, c.nk, c.nv, c.dk, c.dv, ++seed);
+    DeviceDelta dev(p);
+    GatedDeltaArgs probe;  // the shape only
+    probe.n_tokens = p.n;
+    probe.d_k = p.dk;
+    probe.d_v = p.dv;
+    if (cuda::delta_chunked_applies(probe)) {
+      dev.call_chunked(p, s.get());
+    } else {
+      dev.call(p, s.get(), 0, p.n);
+    }
+    ASSERT_TRUE(stream_ok(s.get()));
+    const std::vector<float> got_out = dev.out.download(), got_state = dev.state.download();
+
+    std::vector<float> st_c = p.state0, st_r = p.state0;
+    std::vector<float> out_c(static_cast<size_t>(p.n * p.out_row), kSentinel), out_r = out_c;
+    std::vector<double> scratch(gated_delta_rule_scratch_doubles(kChunk, p.dk, p.dv));
+    const GatedDeltaArgs ac =
+        delta_args(p, p.qkv.data(), p.g.data(), p.beta.data(), st_c.data(), out_c.data(), 0, p.n);
+    gated_delta_rule_chunked_reference(ac, kChunk, 0, p.nv, scratch.data());
+    const GatedDeltaArgs ar =
+        delta_args(p, p.qkv.data(), p.g.data(), p.beta.data(), st_r.data(), out_r.data(), 0, p.n);
+    gated_delta_rule_recurrent(ar, 0, p.nv, scratch.data());
+
+    // Worst error relative to the output scale, printed for the record.
+    double scale = 1.0, worst = 0.0;
+    for (size_t i = 0; i < out_c.size(); ++i) {
+      if (static_cast<int64_t>(i) % p.out_row >= int64_t{p.nv} * p.dv) continue;
+      scale = std::max(scale, std::fabs(double{out_c[i]}));
+    }
+    for (size_t i = 0; i < out_c.size(); ++i) {
+      if (static_cast<int64_t>(i) % p.out_row >= int64_t{p.nv} * p.dv) continue;
+      worst = std::max(worst, std::fabs(double{got_out[i]} - out_c[i]));
+    }
+    std::printf("[chunked] %s: max |gpu - cpu chunked| / scale = %.3g u\n", describe(c).c_str(),
+                worst / scale / kU);
+
+    auto where_out = [&](size_t i) -> std::string {
+      const int64_t t = static_cast<int64_t>(i) / p.out_row,
+                    col = static_cast<int64_t>(i) % p.out_row;
+      if (col >= int64_t{p.nv} * p.dv) return "";
+      return "t " + std::to_string(t) + " v-head " + std::to_string(col / p.dv) + " column " +
+             std::to_string(col % p.dv);
+    };
+    auto where_state = [&](size_t i) { return "state[" + std::to_string(i) + "]"; };
+    const double tight_out = 32 * kU * scale;
+    const double tight_state = 32 * kU * std::max(1.0, max_abs(st_c));
+    EXPECT_TRUE(all_close(
+        got_out, out_c, [&](size_t) { return tight_out; }, where_out))
+        << "outputs vs CPU chunked";
+    EXPECT_TRUE(all_close(
+        got_state, st_c, [&](size_t) { return tight_state; }, where_state))
+        << "state vs CPU chunked";
+    EXPECT_TRUE(delta_out_close(p, got_out, out_r)) << "outputs vs CPU recurrent";
+    EXPECT_TRUE(delta_state_close(p, got_state, st_r)) << "state vs CPU recurrent";
   }
 }
 

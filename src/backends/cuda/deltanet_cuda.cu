@@ -1,7 +1,10 @@
 // CUDA kernels of the gated DeltaNet; see deltanet_cuda.h for the numerics and the mapping.
 // Launched with launch_pdl (launch_cuda.cuh): every kernel starts with pdl_begin().
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
+#include "backends/cuda/deltanet_chunk_cuda.h"
 #include "backends/cuda/deltanet_cuda.h"
 #include "backends/cuda/launch_cuda.cuh"
 #include "base/status.h"
@@ -97,10 +100,14 @@ __global__ void conv1d_state_kernel(const float* x, int64_t x_stride, int32_t n_
 // the first n_l2 * l2_heads heads of the output, in one launch. Each element takes the
 // arithmetic of gates_kernel / conv1d_silu_kernel + conv1d_state_kernel / l2_norm_heads_kernel
 // (the same device functions, the same order), so the results are bitwise the separate
-// launches'. Warps [0, n_l2 * l2_heads) each own one normed head of d channels (lane l:
-// channels l + 32 i); the other channels go one per thread of the warps after them; the last
-// block computes the gates.
-__device__ __forceinline__ void conv_step(const DeltaPrep& p, int64_t c) {
+// launches'. Blocks [0, n_l2 * l2_heads) each own one normed head of d channels (thread t:
+// channels t + kPrepBlock m), so every channel's loads are issued at once rather than one
+// channel after another; the other channels go one per thread of the blocks after them; the
+// last block computes the gates.
+constexpr int kPrepBlock = 128;
+
+// The conv output of channel c (before any norm); advances the channel's state column.
+__device__ __forceinline__ float conv_step(const DeltaPrep& p, int64_t c) {
   const int32_t hist = p.kernel - 1;
   const float* wc = p.w + c * p.kernel;
   float acc = 0.0f;
@@ -108,45 +115,53 @@ __device__ __forceinline__ void conv_step(const DeltaPrep& p, int64_t c) {
     acc = __fadd_rn(acc, __fmul_rn(wc[j], p.state[j * p.n_ch + c]));
   const float xc = p.x[c];
   acc = __fadd_rn(acc, __fmul_rn(wc[hist], xc));
-  p.out[c] = acc * sigmoid_dev(acc);
   // The state column after the read: shifted by one, x last (conv1d_state_kernel, n_tok 1).
   for (int32_t r = 0; r + 1 < hist; ++r) p.state[r * p.n_ch + c] = p.state[(r + 1) * p.n_ch + c];
   if (hist > 0) p.state[int64_t{hist - 1} * p.n_ch + c] = xc;
+  return acc * sigmoid_dev(acc);
 }
 
-__global__ void __launch_bounds__(kBlock)
-    deltanet_prep_kernel(const DeltaPrep p, int32_t conv_blocks) {
+__global__ void __launch_bounds__(kPrepBlock)
+    deltanet_prep_kernel(const DeltaPrep p, int32_t n_normed, int32_t conv_blocks) {
   pdl_begin();
-  if (static_cast<int32_t>(blockIdx.x) == conv_blocks) {
+  extern __shared__ double sq[];  // [d] squares of the head's outputs, then [d] floats: outputs
+  __shared__ float s_inv;
+  const int32_t b = static_cast<int32_t>(blockIdx.x);
+  if (b == conv_blocks) {
     for (int32_t i = threadIdx.x; i < p.gate_heads; i += blockDim.x) {
       p.beta[i] = sigmoid_dev(p.beta[i]);
       p.g[i] = p.a[i] * softplus_dev(p.g[i] + p.dt_bias[i]);
     }
     return;
   }
-  const int lane = threadIdx.x & 31;
-  const int64_t warp = blockIdx.x * int64_t{kBlock / 32} + (threadIdx.x >> 5);
-  const int64_t n_normed = int64_t{p.n_l2} * p.l2_heads;
-  if (warp < n_normed) {
-    const int64_t c0 = warp * p.d;
-    for (int32_t i = lane; i < p.d; i += 32) conv_step(p, c0 + i);
-    float* x = p.out + c0;  // this lane reads back only what it wrote
-    double ss = 0.0;
-    for (int32_t i = lane; i < p.d; i += 32) ss += double{x[i]} * x[i];
-    ss = warp_sum(ss);
-    const float inv = 1.0f / sqrtf(static_cast<float>(ss) + p.eps);
-    const float scale = warp < p.l2_heads ? p.scale_q : p.scale_k;
-    for (int32_t i = lane; i < p.d; i += 32) {
-      float v = x[i] * inv;
+  if (b < n_normed) {
+    float* xs = reinterpret_cast<float*>(sq + p.d);
+    const int64_t c0 = int64_t{b} * p.d;
+    for (int32_t i = threadIdx.x; i < p.d; i += kPrepBlock) {
+      const float x = conv_step(p, c0 + i);
+      xs[i] = x;
+      sq[i] = double{x} * x;
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {  // l2_norm_heads_kernel's lane sums and butterfly
+      const int lane = threadIdx.x;
+      double ss = 0.0;
+      for (int32_t i = lane; i < p.d; i += 32) ss += sq[i];
+      ss = warp_sum(ss);
+      if (lane == 0) s_inv = 1.0f / sqrtf(static_cast<float>(ss) + p.eps);
+    }
+    __syncthreads();
+    const float inv = s_inv;
+    const float scale = b < p.l2_heads ? p.scale_q : p.scale_k;
+    for (int32_t i = threadIdx.x; i < p.d; i += kPrepBlock) {
+      float v = xs[i] * inv;
       if (scale != 1.0f) v *= scale;
-      x[i] = v;
+      p.out[c0 + i] = v;
     }
     return;
   }
-  const int64_t first = n_normed * p.d;  // channels past the normed heads, one per thread
-  const int64_t normed_blocks = (n_normed + kBlock / 32 - 1) / (kBlock / 32);
-  const int64_t c = first + (blockIdx.x - normed_blocks) * int64_t{kBlock} + threadIdx.x;
-  if (blockIdx.x >= normed_blocks && c < p.n_ch) conv_step(p, c);
+  const int64_t c = int64_t{n_normed} * p.d + int64_t{b - n_normed} * kPrepBlock + threadIdx.x;
+  if (c < p.n_ch) p.out[c] = conv_step(p, c);
 }
 
 // ---- per-head / per-row norms (one warp per vector) ----
@@ -229,13 +244,10 @@ int64_t delta_smem_floats_per_token(int32_t d_k) { return 2 * int64_t{d_k} + kCo
 // [tile * kColsPerBlock, +kColsPerBlock). Lane l of warp w holds S[i][col0 + c] for
 // i = l + 32 r, r < RPL, c < kColsPerWarp, col0 = tile * kColsPerBlock + w * kColsPerWarp;
 // rows >= d_k and columns >= d_v are zero padding that is never stored.
-// NORM (one token): the block of a head that finishes last (a counter per head, reset by that
-// block) runs rms_norm_gated on the head's output row in place, with warp 0 and
-// gated_norm_row's arithmetic: bitwise the separate launch.
-template <int RPL, bool NORM>
+// Serves prefill where the chunked form does not apply (d_k > kDeltaChunkMaxDk).
+template <int RPL>
 __global__ void __launch_bounds__(kDeltaWarps * 32)
-    gated_delta_kernel(GatedDeltaArgs a, int32_t col_tiles, int32_t tile_tokens,
-                       const GatedNorm nrm) {
+    gated_delta_kernel(GatedDeltaArgs a, int32_t col_tiles, int32_t tile_tokens) {
   pdl_begin();
   extern __shared__ float smem[];
   const int32_t dk = a.d_k;
@@ -337,6 +349,121 @@ __global__ void __launch_bounds__(kDeltaWarps * 32)
       if (i < dk && col < dv) st[int64_t{i} * dv + col] = static_cast<float>(s[r][c]);
     }
   }
+}
+
+template <int kRpl>
+void launch_gated_delta_rpl(cudaStream_t s, const GatedDeltaArgs& a) {
+  const int32_t col_tiles = static_cast<int32_t>(ceil_div(a.d_v, kColsPerBlock));
+  const int64_t per_token = delta_smem_floats_per_token(a.d_k);
+  const int64_t budget_tokens = static_cast<int64_t>(kDeltaSmemBudget / sizeof(float)) / per_token;
+  const int32_t tile_tokens = static_cast<int32_t>(
+      std::max<int64_t>(1, std::min({budget_tokens, kMaxTileTokens, a.n_tokens})));
+  const size_t smem = static_cast<size_t>(tile_tokens * per_token) * sizeof(float);
+  const int64_t blocks = int64_t{a.n_v_heads} * col_tiles;
+  GEIST_CHECK(blocks <= 0x7fffffff, "gated_delta_rule: too many heads x column tiles");
+  launch_pdl(gated_delta_kernel<kRpl>, dim3(static_cast<unsigned>(blocks)), dim3(kDeltaWarps * 32),
+             smem, s, a, col_tiles, tile_tokens);
+}
+
+void launch_gated_delta_seq(cudaStream_t s, const GatedDeltaArgs& a) {
+  const int64_t rpl = ceil_div(a.d_k, 32);
+  if (rpl <= 1) {
+    launch_gated_delta_rpl<1>(s, a);
+  } else if (rpl <= 2) {
+    launch_gated_delta_rpl<2>(s, a);
+  } else if (rpl <= 4) {
+    launch_gated_delta_rpl<4>(s, a);
+  } else if (rpl <= 8) {
+    launch_gated_delta_rpl<8>(s, a);
+  } else {
+    launch_gated_delta_rpl<16>(s, a);
+  }
+}
+
+// Prefill by the chunked form (where it applies) only with GEIST_CUDA_DELTA_CHUNK=1 (read once
+// per process). Why not by default: measured on an H200 (qwen35-0.8b pp2048, 128-token calls),
+// its prep kernel runs one block of 256 threads per (chunk, head), only 32 blocks per call, and
+// takes ~290 us, the scan ~100-150 us, against ~200 us for the sequential walk: 10.7k vs
+// 13.1k tok/s. It is correct (tests/cuda/test_deltanet_cuda.cpp runs it directly) and waits
+// for more parallelism inside a chunk (tensor-core products, a split solve).
+bool delta_chunk_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("GEIST_CUDA_DELTA_CHUNK");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
+
+// ---- one-token step (decode) ----
+
+constexpr int kStepWarps = 8;  // warps per block; warp w owns key rows [w RPT, (w + 1) RPT)
+
+// Block (value head h, tile of 32 columns): lane l owns column tile * 32 + l, so each state
+// row a warp reads or writes is one contiguous 128-byte line, and the 1 MB state of a Qwen3.5
+// layer streams at memory speed. The two sums over key rows are per-thread partials in double
+// (rows in order) added over the kStepWarps warps in warp order from shared memory: a fixed
+// order, so results are deterministic.
+// NORM: the block of a head that finishes last (a counter per head, reset by that block) runs
+// rms_norm_gated on the head's output row in place, with warp 0 and gated_norm_row's
+// arithmetic: bitwise the separate launch.
+template <int RPT, bool NORM>
+__global__ void __launch_bounds__(kStepWarps * 32)
+    delta_step_kernel(GatedDeltaArgs a, int32_t col_tiles, const GatedNorm nrm) {
+  pdl_begin();
+  __shared__ double red_k[kStepWarps][32];
+  __shared__ double red_q[kStepWarps][32];
+  const int32_t dk = a.d_k, dv = a.d_v;
+  const int32_t h = static_cast<int32_t>(blockIdx.x) / col_tiles;
+  const int32_t tile = static_cast<int32_t>(blockIdx.x) % col_tiles;
+  const int32_t kh = h % a.n_k_heads;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int32_t col = tile * 32 + lane;
+  const bool live = col < dv;
+  const int32_t row0 = warp * RPT;
+  float* st = a.state + int64_t{h} * dk * dv;  // [d_k][d_v]
+  const float* kp = a.k + int64_t{kh} * dk;
+  const float* qp = a.q + int64_t{kh} * dk;
+  float sv[RPT], kr[RPT], qr[RPT];
+#pragma unroll
+  for (int m = 0; m < RPT; ++m) {
+    const int32_t i = row0 + m;
+    const bool in = i < dk;
+    sv[m] = (in && live) ? st[int64_t{i} * dv + col] : 0.0f;
+    kr[m] = in ? kp[i] : 0.0f;
+    qr[m] = in ? qp[i] : 0.0f;
+  }
+  const double decay = exp(double{a.g[h]});
+  const double beta = a.beta[h];
+  const double vc = live ? double{a.v[int64_t{h} * dv + col]} : 0.0;
+  double kv = 0.0;
+#pragma unroll
+  for (int m = 0; m < RPT; ++m) kv += (double{sv[m]} * decay) * kr[m];
+  red_k[warp][lane] = kv;
+  __syncthreads();
+  kv = 0.0;
+#pragma unroll
+  for (int w = 0; w < kStepWarps; ++w) kv += red_k[w][lane];
+  const double u = beta * (vc - kv);
+  double acc = 0.0;
+#pragma unroll
+  for (int m = 0; m < RPT; ++m) {
+    const double nr = double{sv[m]} * decay + double{kr[m]} * u;
+    sv[m] = static_cast<float>(nr);
+    acc += nr * qr[m];
+  }
+  red_q[warp][lane] = acc;
+#pragma unroll
+  for (int m = 0; m < RPT; ++m) {
+    const int32_t i = row0 + m;
+    if (i < dk && live) st[int64_t{i} * dv + col] = sv[m];
+  }
+  __syncthreads();
+  if (warp == 0) {
+    double o = 0.0;
+#pragma unroll
+    for (int w = 0; w < kStepWarps; ++w) o += red_q[w][lane];
+    if (live) a.out[int64_t{h} * dv + col] = static_cast<float>(o);
+  }
   if constexpr (NORM) {
     __shared__ bool s_last;
     __threadfence();  // this block's outputs are visible device-wide before it is counted
@@ -354,33 +481,32 @@ __global__ void __launch_bounds__(kDeltaWarps * 32)
   }
 }
 
-template <int RPL, bool NORM>
-void launch_gated_delta(cudaStream_t s, const GatedDeltaArgs& a, const GatedNorm& nrm) {
-  const int32_t col_tiles = static_cast<int32_t>(ceil_div(a.d_v, kColsPerBlock));
-  const int64_t per_token = delta_smem_floats_per_token(a.d_k);
-  const int64_t budget_tokens = static_cast<int64_t>(kDeltaSmemBudget / sizeof(float)) / per_token;
-  const int32_t tile_tokens = static_cast<int32_t>(
-      std::max<int64_t>(1, std::min({budget_tokens, kMaxTileTokens, a.n_tokens})));
-  const size_t smem = static_cast<size_t>(tile_tokens * per_token) * sizeof(float);
+template <int RPT, bool NORM>
+void launch_step(cudaStream_t s, const GatedDeltaArgs& a, const GatedNorm& nrm) {
+  const int32_t col_tiles = static_cast<int32_t>(ceil_div(a.d_v, 32));
   const int64_t blocks = int64_t{a.n_v_heads} * col_tiles;
   GEIST_CHECK(blocks <= 0x7fffffff, "gated_delta_rule: too many heads x column tiles");
-  launch_pdl(gated_delta_kernel<RPL, NORM>, dim3(static_cast<unsigned>(blocks)),
-             dim3(kDeltaWarps * 32), smem, s, a, col_tiles, tile_tokens, nrm);
+  launch_pdl(delta_step_kernel<RPT, NORM>, dim3(static_cast<unsigned>(blocks)),
+             dim3(kStepWarps * 32), 0, s, a, col_tiles, nrm);
 }
 
 template <bool NORM>
-void launch_delta_rpl(cudaStream_t s, const GatedDeltaArgs& a, const GatedNorm& nrm) {
-  const int32_t rpl = static_cast<int32_t>(ceil_div(a.d_k, 32));
-  if (rpl <= 1) {
-    launch_gated_delta<1, NORM>(s, a, nrm);
-  } else if (rpl <= 2) {
-    launch_gated_delta<2, NORM>(s, a, nrm);
-  } else if (rpl <= 4) {
-    launch_gated_delta<4, NORM>(s, a, nrm);
-  } else if (rpl <= 8) {
-    launch_gated_delta<8, NORM>(s, a, nrm);
+void launch_step_rpt(cudaStream_t s, const GatedDeltaArgs& a, const GatedNorm& nrm) {
+  const int64_t rpt = ceil_div(a.d_k, kStepWarps);
+  if (rpt <= 1) {
+    launch_step<1, NORM>(s, a, nrm);
+  } else if (rpt <= 2) {
+    launch_step<2, NORM>(s, a, nrm);
+  } else if (rpt <= 4) {
+    launch_step<4, NORM>(s, a, nrm);
+  } else if (rpt <= 8) {
+    launch_step<8, NORM>(s, a, nrm);
+  } else if (rpt <= 16) {
+    launch_step<16, NORM>(s, a, nrm);
+  } else if (rpt <= 32) {
+    launch_step<32, NORM>(s, a, nrm);
   } else {
-    launch_gated_delta<16, NORM>(s, a, nrm);
+    launch_step<64, NORM>(s, a, nrm);
   }
 }
 
@@ -432,34 +558,39 @@ void l2_norm_heads2(cudaStream_t s, float* x_a, float scale_a, float* x_b, float
 
 void deltanet_prep(cudaStream_t s, const DeltaPrep& p) {
   GEIST_CHECK(p.n_ch >= 1 && p.kernel >= 1 && p.n_l2 >= 0 && p.n_l2 <= 2 &&
-                  (p.n_l2 == 0 ||
-                   (p.l2_heads >= 1 && p.d >= 1 && int64_t{p.n_l2} * p.l2_heads * p.d <= p.n_ch)) &&
+                  (p.n_l2 == 0 || (p.l2_heads >= 1 && p.d >= 1 && p.d <= 2048 &&
+                                   int64_t{p.n_l2} * p.l2_heads * p.d <= p.n_ch)) &&
                   p.gate_heads >= 0,
               "deltanet_prep: bad shape");
   const int64_t n_normed = int64_t{p.n_l2} * p.l2_heads;
-  const int64_t normed_blocks = (n_normed + kBlock / 32 - 1) / (kBlock / 32);
   const int64_t rest = p.n_ch - n_normed * p.d;
-  const int64_t conv_blocks = normed_blocks + ceil_div(rest, kBlock);
+  const int64_t conv_blocks = n_normed + ceil_div(rest, kPrepBlock);
   GEIST_CHECK(conv_blocks < 0x7fffffff, "deltanet_prep: too many channels");
   const int64_t blocks = conv_blocks + (p.gate_heads > 0 ? 1 : 0);
-  launch_pdl(deltanet_prep_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kBlock), 0, s, p,
-             static_cast<int32_t>(conv_blocks));
+  const size_t smem =
+      n_normed > 0 ? static_cast<size_t>(p.d) * (sizeof(double) + sizeof(float)) : 0;
+  launch_pdl(deltanet_prep_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kPrepBlock), smem, s,
+             p, static_cast<int32_t>(n_normed), static_cast<int32_t>(conv_blocks));
 }
 
 size_t gated_delta_rule_scratch_bytes(const GatedDeltaArgs& a, int32_t chunk) {
-  (void)a;
-  (void)chunk;
-  return 0;
+  (void)chunk;  // the device form uses its own chunk (kDeltaChunk)
+  return delta_chunk_enabled() ? delta_chunked_scratch_bytes(a) : 0;
 }
 
 void gated_delta_rule(cudaStream_t s, const GatedDeltaArgs& a, int32_t chunk, void* scratch) {
-  (void)chunk;  // the sequential on-chip walk needs no chunking (deltanet_cuda.h)
-  (void)scratch;
+  (void)chunk;  // the device form uses its own chunk (kDeltaChunk)
   GEIST_CHECK(a.n_tokens >= 0 && a.n_k_heads >= 1 && a.n_v_heads >= 1 && a.d_k >= 1 && a.d_v >= 1,
               "gated_delta_rule: bad shape");
   GEIST_CHECK(a.d_k <= kMaxDk, "gated_delta_rule: d_k > 512 is not instantiated");
   if (a.n_tokens == 0) return;
-  launch_delta_rpl<false>(s, a, GatedNorm{});
+  if (a.n_tokens == 1) {
+    launch_step_rpt<false>(s, a, GatedNorm{});
+  } else if (delta_chunk_enabled() && delta_chunked_applies(a)) {
+    delta_chunked(s, a, scratch);
+  } else {
+    launch_gated_delta_seq(s, a);
+  }
 }
 
 void gated_delta_rule_norm(cudaStream_t s, const GatedDeltaArgs& a, const float* z, const float* w,
@@ -472,7 +603,7 @@ void gated_delta_rule_norm(cudaStream_t s, const GatedDeltaArgs& a, const float*
   nrm.w = w;
   nrm.eps = eps;
   nrm.count = count;
-  launch_delta_rpl<true>(s, a, nrm);
+  launch_step_rpt<true>(s, a, nrm);
 }
 
 void rms_norm_gated(cudaStream_t s, const float* x, const float* z, const float* w, int32_t n_rows,

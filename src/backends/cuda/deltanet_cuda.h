@@ -13,10 +13,7 @@
 //     the conv1d's multiply-adds into FMAs, so they differ from the CPU only through
 //     expf/log1pf (a few ulps) and through the order of the sums of squares (which the GPU
 //     accumulates in double, more exactly than the CPU's f32 running sum).
-//   - The delta rule accumulates in double, like the CPU. It keeps the state on chip in
-//     double for the whole call and rounds it to f32 once at the end (the CPU rounds it
-//     per token in the recurrent form and per chunk in the chunked form), so its results lie
-//     within the CPU's own chunked-vs-recurrent spread of the exact recurrence.
+//   - The delta rule accumulates in double, like the CPU (see gated_delta_rule below).
 //   - Every output element is computed by a fixed sequence of operations (fixed-shape warp
 //     reductions, no atomics on values), so results are deterministic run to run. (The fused
 //     delta rule + gated norm counts a head's finished blocks with an atomic counter; which
@@ -78,30 +75,25 @@ struct DeltaPrep {
 };
 void deltanet_prep(cudaStream_t s, const DeltaPrep& p);
 
-// Device scratch bytes gated_delta_rule needs for these shapes: 0 (see below), so `scratch`
-// may be nullptr. Kept in the interface so that a future chunked (tensor-core) prefill can
-// ask for scratch without changing the callers.
+// Device scratch bytes gated_delta_rule needs for these shapes (`chunk` is ignored: the device
+// uses its own, kDeltaChunk): the chunked form's records where it serves the call (a bounded
+// pass of chunks, at most 64 MiB), 0 otherwise.
 size_t gated_delta_rule_scratch_bytes(const GatedDeltaArgs& a, int32_t chunk);
 
 // The gated delta rule over a.n_tokens tokens; a.state updated in place. Deterministic.
+// scratch: gated_delta_rule_scratch_bytes(a, chunk) bytes (nullptr when that is 0).
 //
-// One kernel serves decode (n_tokens == 1, where it is exactly the recurrent form) and
-// prefill: it walks the tokens in order with the state on chip, which is the recurrent form
-// evaluated without the per-token f32 rounding. `chunk` is accepted for the interface and
-// ignored. Why not the chunked (WY) form: on the GPU the recurrence is already parallel over
-// value heads x d_v columns (each column of S evolves independently given k, q, g, beta), i.e.
-// n_v_heads * d_v = 2048..6144 independent column recurrences for the real shapes, so the
-// sequential walk costs O(n d_k d_v) per head — linear in the tokens, the same flops as the
-// recurrent form and fewer than the chunked one — and needs no scratch and no triangular
-// solve. Its price is latency per token (two warp reductions), which the token tiles staged
-// in shared memory keep off global memory.
-//
-// Mapping: a warp owns kColsPerWarp consecutive columns of one value head; lane l holds rows
-// i = l + 32 r (r < rows_per_lane = ceil(d_k / 32), a template parameter, d_k <= 512) of those
-// columns in double registers. Per token, S^T k and S^T q are warp sums (xor butterfly: every
-// lane ends with the same, order-fixed value). A block of kWarps warps covers consecutive
-// columns of one head and stages k, q of a tile of tokens of its key head (h % n_k_heads,
-// the tiled V-head grouping) plus its v columns, g and beta, in shared memory.
+// Three forms, all accumulating in double:
+//   - one token (decode): the recurrent form. A block owns (value head, 32 columns), lane =
+//     column, so every state row is one coalesced 128-byte access; its 8 warps split the key
+//     rows, and the two sums over rows are added over the warps in a fixed order.
+//   - more tokens (prefill): a sequential walk of the tokens with the state on chip (a warp
+//     owns two columns of a value head, lane l rows l + 32 r; per token, S^T k and S^T q are
+//     warp sums by xor butterfly); or, with GEIST_CUDA_DELTA_CHUNK=1 and d_k <= 256, the
+//     chunked form of deltanet_chunk_cuda.h (not yet faster: see deltanet_cuda.cu).
+// The state is read from f32 at the start and rounded to f32 once at the end of the call (or
+// of each bounded pass of the chunked form), so results lie within the CPU's own
+// chunked-vs-recurrent spread of the exact recurrence.
 void gated_delta_rule(cudaStream_t s, const GatedDeltaArgs& a, int32_t chunk, void* scratch);
 
 // One token's gated_delta_rule followed by rms_norm_gated(a.out, z, w, n_v_heads, d_v, eps,
