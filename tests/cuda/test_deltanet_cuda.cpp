@@ -564,7 +564,7 @@ TEST(DeltaNetCuda, GatedDeltaRuleSplitAndDeterministic) {
 }
 
 // The chunked prefill form (deltanet_chunk_cuda.h, run directly; the d_k > 256 shape runs
-// gated_delta_rule's sequential walk) over awkward token counts (chunk edges at
+// gated_delta_rule's token walk) over awkward token counts (chunk edges at
 // 63 / 64 / 65, several chunks, a partial last one), d_k / d_v other than 128 and grouped
 // heads, against both CPU forms:
 //   - the CPU chunked form (same chunk of 64, same algebra, all in double): tolerance

@@ -230,162 +230,15 @@ struct GatedNorm {
 
 // ---- gated delta rule ----
 
-constexpr int kDeltaWarps = 4;   // warps per block
-constexpr int kColsPerWarp = 2;  // state columns one warp owns
-constexpr int kColsPerBlock = kDeltaWarps * kColsPerWarp;
-constexpr int kMaxDk = 512;  // 32 lanes x the largest rows-per-lane instantiation (16)
-constexpr size_t kDeltaSmemBudget = 40 * 1024;  // under the 48 KiB default, no opt-in
-constexpr int64_t kMaxTileTokens = 64;
-
-// Floats of shared memory per staged token: k and q rows, the block's v columns, g, beta.
-int64_t delta_smem_floats_per_token(int32_t d_k) { return 2 * int64_t{d_k} + kColsPerBlock + 2; }
-
-// Block (h, column tile): value head h = blockIdx.x / col_tiles, columns
-// [tile * kColsPerBlock, +kColsPerBlock). Lane l of warp w holds S[i][col0 + c] for
-// i = l + 32 r, r < RPL, c < kColsPerWarp, col0 = tile * kColsPerBlock + w * kColsPerWarp;
-// rows >= d_k and columns >= d_v are zero padding that is never stored.
-// Serves prefill where the chunked form does not apply (d_k > kDeltaChunkMaxDk).
-template <int RPL>
-__global__ void __launch_bounds__(kDeltaWarps * 32)
-    gated_delta_kernel(GatedDeltaArgs a, int32_t col_tiles, int32_t tile_tokens) {
-  pdl_begin();
-  extern __shared__ float smem[];
-  const int32_t dk = a.d_k;
-  const int32_t dv = a.d_v;
-  float* sk = smem;                                       // [tile_tokens][d_k]
-  float* sq = sk + int64_t{tile_tokens} * dk;             // [tile_tokens][d_k]
-  float* sv = sq + int64_t{tile_tokens} * dk;             // [tile_tokens][kColsPerBlock]
-  float* sg = sv + int64_t{tile_tokens} * kColsPerBlock;  // [tile_tokens]
-  float* sb = sg + tile_tokens;                           // [tile_tokens]
-
-  const int32_t h = static_cast<int32_t>(blockIdx.x) / col_tiles;
-  const int32_t tile = static_cast<int32_t>(blockIdx.x) % col_tiles;
-  const int32_t kh = h % a.n_k_heads;
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
-  const int32_t block_col0 = tile * kColsPerBlock;
-  const int32_t col0 = block_col0 + warp * kColsPerWarp;
-  float* st = a.state + int64_t{h} * dk * dv;  // [d_k][d_v]
-
-  double s[RPL][kColsPerWarp];
-#pragma unroll
-  for (int r = 0; r < RPL; ++r) {
-    const int32_t i = lane + 32 * r;
-#pragma unroll
-    for (int c = 0; c < kColsPerWarp; ++c) {
-      const int32_t col = col0 + c;
-      s[r][c] = (i < dk && col < dv) ? double{st[int64_t{i} * dv + col]} : 0.0;
-    }
-  }
-
-  for (int64_t t0 = 0; t0 < a.n_tokens; t0 += tile_tokens) {
-    const int64_t left = a.n_tokens - t0;
-    const int32_t len = left < tile_tokens ? static_cast<int32_t>(left) : tile_tokens;
-    __syncthreads();  // the previous tile is fully consumed before it is overwritten
-    for (int32_t idx = threadIdx.x; idx < len * dk; idx += blockDim.x) {
-      const int64_t t = t0 + idx / dk;
-      const int32_t i = idx % dk;
-      sk[idx] = a.k[t * a.k_stride + int64_t{kh} * dk + i];
-      sq[idx] = a.q[t * a.q_stride + int64_t{kh} * dk + i];
-    }
-    for (int32_t idx = threadIdx.x; idx < len * kColsPerBlock; idx += blockDim.x) {
-      const int64_t t = t0 + idx / kColsPerBlock;
-      const int32_t col = block_col0 + idx % kColsPerBlock;
-      sv[idx] = col < dv ? a.v[t * a.v_stride + int64_t{h} * dv + col] : 0.0f;
-    }
-    for (int32_t idx = threadIdx.x; idx < len; idx += blockDim.x) {
-      sg[idx] = a.g[(t0 + idx) * a.n_v_heads + h];
-      sb[idx] = a.beta[(t0 + idx) * a.n_v_heads + h];
-    }
-    __syncthreads();
-
-    for (int32_t tt = 0; tt < len; ++tt) {
-      const float* kt = sk + int64_t{tt} * dk;
-      const float* qt = sq + int64_t{tt} * dk;
-      const double decay = exp(double{sg[tt]});
-      const double beta = sb[tt];
-      double kr[RPL];
-      double qr[RPL];
-#pragma unroll
-      for (int r = 0; r < RPL; ++r) {
-        const int32_t i = lane + 32 * r;
-        kr[r] = i < dk ? double{kt[i]} : 0.0;
-        qr[r] = i < dk ? double{qt[i]} : 0.0;
-      }
-      // u = beta (v - (decay S)^T k)
-      double u[kColsPerWarp];
-#pragma unroll
-      for (int c = 0; c < kColsPerWarp; ++c) {
-        double kv = 0.0;
-#pragma unroll
-        for (int r = 0; r < RPL; ++r) kv += (s[r][c] * decay) * kr[r];
-        kv = warp_sum(kv);
-        const double vc = sv[tt * kColsPerBlock + warp * kColsPerWarp + c];
-        u[c] = beta * (vc - kv);
-      }
-      // S <- decay S + k u^T;  o = S^T q
-      float* o = a.out + (t0 + tt) * a.out_stride + int64_t{h} * dv;
-#pragma unroll
-      for (int c = 0; c < kColsPerWarp; ++c) {
-        double acc = 0.0;
-#pragma unroll
-        for (int r = 0; r < RPL; ++r) {
-          const double nr = s[r][c] * decay + kr[r] * u[c];
-          s[r][c] = nr;
-          acc += nr * qr[r];
-        }
-        acc = warp_sum(acc);
-        if (lane == c && col0 + c < dv) o[col0 + c] = static_cast<float>(acc);
-      }
-    }
-  }
-
-#pragma unroll
-  for (int r = 0; r < RPL; ++r) {
-    const int32_t i = lane + 32 * r;
-#pragma unroll
-    for (int c = 0; c < kColsPerWarp; ++c) {
-      const int32_t col = col0 + c;
-      if (i < dk && col < dv) st[int64_t{i} * dv + col] = static_cast<float>(s[r][c]);
-    }
-  }
-}
-
-template <int kRpl>
-void launch_gated_delta_rpl(cudaStream_t s, const GatedDeltaArgs& a) {
-  const int32_t col_tiles = static_cast<int32_t>(ceil_div(a.d_v, kColsPerBlock));
-  const int64_t per_token = delta_smem_floats_per_token(a.d_k);
-  const int64_t budget_tokens = static_cast<int64_t>(kDeltaSmemBudget / sizeof(float)) / per_token;
-  const int32_t tile_tokens = static_cast<int32_t>(
-      std::max<int64_t>(1, std::min({budget_tokens, kMaxTileTokens, a.n_tokens})));
-  const size_t smem = static_cast<size_t>(tile_tokens * per_token) * sizeof(float);
-  const int64_t blocks = int64_t{a.n_v_heads} * col_tiles;
-  GEIST_CHECK(blocks <= 0x7fffffff, "gated_delta_rule: too many heads x column tiles");
-  launch_pdl(gated_delta_kernel<kRpl>, dim3(static_cast<unsigned>(blocks)), dim3(kDeltaWarps * 32),
-             smem, s, a, col_tiles, tile_tokens);
-}
-
-void launch_gated_delta_seq(cudaStream_t s, const GatedDeltaArgs& a) {
-  const int64_t rpl = ceil_div(a.d_k, 32);
-  if (rpl <= 1) {
-    launch_gated_delta_rpl<1>(s, a);
-  } else if (rpl <= 2) {
-    launch_gated_delta_rpl<2>(s, a);
-  } else if (rpl <= 4) {
-    launch_gated_delta_rpl<4>(s, a);
-  } else if (rpl <= 8) {
-    launch_gated_delta_rpl<8>(s, a);
-  } else {
-    launch_gated_delta_rpl<16>(s, a);
-  }
-}
+constexpr int kMaxDk = 512;  // kStepWarps x the largest rows-per-thread instantiation (64)
 
 // Prefill by the chunked form (where it applies) only with GEIST_CUDA_DELTA_CHUNK=1 (read once
-// per process). Why not by default: measured on an H200 (qwen35-0.8b pp2048, 128-token calls),
-// its prep kernel runs one block of 256 threads per (chunk, head), only 32 blocks per call, and
-// takes ~290 us, the scan ~100-150 us, against ~200 us for the sequential walk: 10.7k vs
-// 13.1k tok/s. It is correct (tests/cuda/test_deltanet_cuda.cpp runs it directly) and waits
-// for more parallelism inside a chunk (tensor-core products, a split solve).
+// per process). Why not by default: measured on an H200 (qwen35-0.8b pp2048), its prep kernel
+// runs one block of 256 threads per (chunk, head) and is issue- and latency-bound: 22.1k tok/s
+// with 512-token calls against 23.7k for the token walk it was measured with (a block per
+// value head x 2 columns, warp-shuffle sums), which delta_scan_kernel has since replaced. It is
+// correct (tests/cuda/test_deltanet_cuda.cpp runs it directly) and waits for more parallelism
+// inside a chunk (tensor-core products, a split solve).
 bool delta_chunk_enabled() {
   static const bool on = [] {
     const char* v = std::getenv("GEIST_CUDA_DELTA_CHUNK");
@@ -510,6 +363,135 @@ void launch_step_rpt(cudaStream_t s, const GatedDeltaArgs& a, const GatedNorm& n
   }
 }
 
+// ---- prefill: the recurrent form over a call's tokens ----
+
+// The mapping of delta_step_kernel (block = value head x 32 columns, lane = column, warp w =
+// key rows [w RPT, (w + 1) RPT)), walking the call's tokens with the state in double
+// registers: per token, each thread's partial of (decay S)^T k over its rows goes to shared
+// memory, one barrier, and every warp adds the kStepWarps partials of its column in warp
+// order (so all warps hold the same u); the partials of S^T q are added the same way by one
+// warp after the next token's barrier, off the chain from one token to the next. Partials are
+// double-buffered by token parity, so one barrier per token suffices: a buffer is rewritten
+// two tokens later, after every thread has passed the barrier that follows its reads. The next
+// token's k, q, v, g and beta are loaded while the current one is computed. The state is
+// rounded to f32 once, at the end of the call (as the walk it replaced did).
+template <int RPT>
+__global__ void __launch_bounds__(kStepWarps * 32)
+    delta_scan_kernel(GatedDeltaArgs a, int32_t col_tiles) {
+  pdl_begin();
+  __shared__ double red_k[2][kStepWarps][32];
+  __shared__ double red_o[2][kStepWarps][32];
+  const int32_t dk = a.d_k, dv = a.d_v;
+  const int32_t h = static_cast<int32_t>(blockIdx.x) / col_tiles;
+  const int32_t tile = static_cast<int32_t>(blockIdx.x) % col_tiles;
+  const int32_t kh = h % a.n_k_heads;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int32_t col = tile * 32 + lane;
+  const bool live = col < dv;
+  const int32_t row0 = warp * RPT;
+  float* st = a.state + int64_t{h} * dk * dv;  // [d_k][d_v]
+  const float* kp = a.k + int64_t{kh} * dk;    // token t at + t * k_stride
+  const float* qp = a.q + int64_t{kh} * dk;
+  const float* vp = a.v + int64_t{h} * dv + col;
+  float* op = a.out + int64_t{h} * dv + col;
+  const int64_t n = a.n_tokens;
+
+  double sd[RPT];
+#pragma unroll
+  for (int m = 0; m < RPT; ++m) {
+    const int32_t i = row0 + m;
+    sd[m] = (i < dk && live) ? double{st[int64_t{i} * dv + col]} : 0.0;
+  }
+  struct Tok {
+    float k[RPT], q[RPT];
+    float v, g, beta;
+  };
+  auto load = [&](int64_t t, Tok& o) {
+#pragma unroll
+    for (int m = 0; m < RPT; ++m) {
+      const int32_t i = row0 + m;
+      o.k[m] = i < dk ? kp[t * a.k_stride + i] : 0.0f;
+      o.q[m] = i < dk ? qp[t * a.q_stride + i] : 0.0f;
+    }
+    o.v = live ? vp[t * a.v_stride] : 0.0f;
+    o.g = a.g[t * a.n_v_heads + h];
+    o.beta = a.beta[t * a.n_v_heads + h];
+  };
+  Tok cur;
+  load(0, cur);
+  for (int64_t t = 0; t < n; ++t) {
+    Tok next = cur;
+    if (t + 1 < n) load(t + 1, next);
+    const int buf = static_cast<int>(t & 1);
+    const double decay = exp(double{cur.g});
+    double kv = 0.0;
+#pragma unroll
+    for (int m = 0; m < RPT; ++m) kv += (sd[m] * decay) * cur.k[m];
+    red_k[buf][warp][lane] = kv;
+    __syncthreads();
+    kv = 0.0;
+#pragma unroll
+    for (int w = 0; w < kStepWarps; ++w) kv += red_k[buf][w][lane];
+    if (t > 0 && warp == static_cast<int>((t - 1) % kStepWarps)) {
+      double o = 0.0;
+#pragma unroll
+      for (int w = 0; w < kStepWarps; ++w) o += red_o[buf ^ 1][w][lane];
+      if (live) op[(t - 1) * a.out_stride] = static_cast<float>(o);
+    }
+    const double u = double{cur.beta} * (double{cur.v} - kv);
+    double acc = 0.0;
+#pragma unroll
+    for (int m = 0; m < RPT; ++m) {
+      const double nr = sd[m] * decay + double{cur.k[m]} * u;
+      sd[m] = nr;
+      acc += nr * cur.q[m];
+    }
+    red_o[buf][warp][lane] = acc;
+    cur = next;
+  }
+  __syncthreads();
+  if (n > 0 && warp == static_cast<int>((n - 1) % kStepWarps)) {
+    const int buf = static_cast<int>((n - 1) & 1);
+    double o = 0.0;
+#pragma unroll
+    for (int w = 0; w < kStepWarps; ++w) o += red_o[buf][w][lane];
+    if (live) op[(n - 1) * a.out_stride] = static_cast<float>(o);
+  }
+#pragma unroll
+  for (int m = 0; m < RPT; ++m) {
+    const int32_t i = row0 + m;
+    if (i < dk && live) st[int64_t{i} * dv + col] = static_cast<float>(sd[m]);
+  }
+}
+
+template <int RPT>
+void launch_scan(cudaStream_t s, const GatedDeltaArgs& a) {
+  const int32_t col_tiles = static_cast<int32_t>(ceil_div(a.d_v, 32));
+  const int64_t blocks = int64_t{a.n_v_heads} * col_tiles;
+  GEIST_CHECK(blocks <= 0x7fffffff, "gated_delta_rule: too many heads x column tiles");
+  launch_pdl(delta_scan_kernel<RPT>, dim3(static_cast<unsigned>(blocks)), dim3(kStepWarps * 32), 0,
+             s, a, col_tiles);
+}
+
+void launch_scan_rpt(cudaStream_t s, const GatedDeltaArgs& a) {
+  const int64_t rpt = ceil_div(a.d_k, kStepWarps);
+  if (rpt <= 1) {
+    launch_scan<1>(s, a);
+  } else if (rpt <= 2) {
+    launch_scan<2>(s, a);
+  } else if (rpt <= 4) {
+    launch_scan<4>(s, a);
+  } else if (rpt <= 8) {
+    launch_scan<8>(s, a);
+  } else if (rpt <= 16) {
+    launch_scan<16>(s, a);
+  } else if (rpt <= 32) {
+    launch_scan<32>(s, a);
+  } else {
+    launch_scan<64>(s, a);
+  }
+}
+
 }  // namespace
 
 void deltanet_gates(cudaStream_t s, float* beta, float* g, int32_t n_tok, int32_t n_heads,
@@ -589,7 +571,7 @@ void gated_delta_rule(cudaStream_t s, const GatedDeltaArgs& a, int32_t chunk, vo
   } else if (delta_chunk_enabled() && delta_chunked_applies(a)) {
     delta_chunked(s, a, scratch);
   } else {
-    launch_gated_delta_seq(s, a);
+    launch_scan_rpt(s, a);
   }
 }
 

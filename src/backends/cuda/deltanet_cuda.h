@@ -87,10 +87,10 @@ size_t gated_delta_rule_scratch_bytes(const GatedDeltaArgs& a, int32_t chunk);
 //   - one token (decode): the recurrent form. A block owns (value head, 32 columns), lane =
 //     column, so every state row is one coalesced 128-byte access; its 8 warps split the key
 //     rows, and the two sums over rows are added over the warps in a fixed order.
-//   - more tokens (prefill): a sequential walk of the tokens with the state on chip (a warp
-//     owns two columns of a value head, lane l rows l + 32 r; per token, S^T k and S^T q are
-//     warp sums by xor butterfly); or, with GEIST_CUDA_DELTA_CHUNK=1 and d_k <= 256, the
-//     chunked form of deltanet_chunk_cuda.h (not yet faster: see deltanet_cuda.cu).
+//   - more tokens (prefill): the same mapping walking the tokens with the state in registers,
+//     one barrier per token (delta_scan_kernel); or, with GEIST_CUDA_DELTA_CHUNK=1 and
+//     d_k <= 256, the chunked form of deltanet_chunk_cuda.h (slower on the H200: see
+//     docs/BENCHMARKS.md).
 // The state is read from f32 at the start and rounded to f32 once at the end of the call (or
 // of each bounded pass of the chunked form), so results lie within the CPU's own
 // chunked-vs-recurrent spread of the exact recurrence.
