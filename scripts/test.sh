@@ -9,16 +9,16 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 jobs="${JOBS:-$(nproc)}"
 "$root/scripts/install_deps.sh"
 
-echo "== format check"
+echo "== format check ($(date +%T))"
 "$root/scripts/format_check.sh"
 
-echo "== release build + tests"
+echo "== release build + tests ($(date +%T))"
 cmake -S "$root" -B "$root/build/test-release" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 ninja -C "$root/build/test-release" -j "$jobs"
 ctest --test-dir "$root/build/test-release" --output-on-failure -j "$jobs"
 
 if [ "${SKIP_SANITIZE:-0}" != 1 ]; then
-  echo "== ASan + UBSan build + tests"
+  echo "== ASan + UBSan build + tests ($(date +%T))"
   cmake -S "$root" -B "$root/build/test-asan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DGEIST_SANITIZE=ON >/dev/null
   ninja -C "$root/build/test-asan" -j "$jobs"
@@ -27,7 +27,7 @@ if [ "${SKIP_SANITIZE:-0}" != 1 ]; then
 fi
 
 if [ "${SKIP_FUZZ:-0}" != 1 ]; then
-  echo "== fuzz (${FUZZ_SECONDS:-30} s per target)"
+  echo "== fuzz (${FUZZ_SECONDS:-30} s per target) ($(date +%T))"
   "$root/fuzz/run.sh" "${FUZZ_SECONDS:-30}"
 fi
-echo "== all tests passed"
+echo "== all tests passed ($(date +%T))"
