@@ -1,4 +1,4 @@
-// Decode steps as CUDA graphs (cuda_stream.cpp): a session whose one-token steps run as
+// Decode steps as CUDA graphs (cuda_stream_graph.cpp): a session whose one-token steps run as
 // graphs, with residual adds fused into the next rms_norm, must produce bitwise the logits
 // of a session launching every op plainly (GEIST_CUDA_GRAPHS=0, GEIST_CUDA_FUSE=0), which
 // the other CUDA tests hold against the CPU oracle and the external references. The

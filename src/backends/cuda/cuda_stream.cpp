@@ -1,20 +1,18 @@
-#include "backends/cuda/cuda_stream.h"
-
+// CudaStream's ops (cuda_stream_impl.h): each enqueues its kernels on the session's stream,
+// holding some back to fuse with the next (StreamCore); and the stream's creation.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/cuda_stream_impl.h"
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/deltanet_cuda.h"
 
 namespace geist::cuda {
 
 namespace {
-
-// A failed capture costs one step issued twice; after this many a stream stops trying.
-constexpr int kMaxCaptureFailures = 2;
 
 bool env_is_zero(const char* name) {
   const char* v = std::getenv(name);
@@ -26,705 +24,405 @@ bool disjoint(const float* a, int64_t na, const float* b, int64_t nb) {
   return a + na <= b || b + nb <= a;
 }
 
-class CudaBuffer final : public Buffer {
- public:
-  CudaBuffer(uint8_t* p, size_t n) {
-    data_ = p;
-    size_ = n;
-  }
-  ~CudaBuffer() override {
-    // cudaFree waits for the device, so no queued op can still be using the memory.
-    if (data_ != nullptr) cudaFree(data_);
-  }
-};
+}  // namespace
 
-// A device scratch allocation that only grows. Growing waits for the stream first, because
-// queued ops may still read the old allocation; it cannot happen while a step is captured
-// (the capture then fails and the step runs plainly, growing it).
-class Scratch {
- public:
-  ~Scratch() {
-    if (p_ != nullptr) cudaFree(p_);
+Status CudaStream::alloc(size_t nbytes, std::unique_ptr<Buffer>* out) {
+  GEIST_CHECK(core_->mode == StepMode::PLAIN, "cuda: alloc inside a forward step");
+  core_->flush();
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, nbytes == 0 ? 1 : nbytes);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // an allocation failure is not sticky; keep it out of later checks
+    return Status::error(e == cudaErrorMemoryAllocation ? GEIST_E_OOM : GEIST_E_BACKEND,
+                         "cuda: cudaMalloc(%zu bytes) failed: %s", nbytes, cudaGetErrorString(e));
   }
-  // zero: a new allocation is zero-filled (in stream order) before it is returned.
-  void* get(StreamCore& core, size_t bytes, const char* what, bool zero = false) {
-    if (bytes <= cap_ && p_ != nullptr) return p_;
-    if (!core.plain_only()) return nullptr;
-    if (!core.ok(cudaStreamSynchronize(core.stream), what)) return nullptr;
-    if (p_ != nullptr) cudaFree(p_);
-    p_ = nullptr;
-    cap_ = 0;
-    const size_t want = bytes + bytes / 2 + 256;  // headroom: fewer regrowths
-    void* p = nullptr;
-    if (!core.ok(cudaMalloc(&p, want), what)) return nullptr;
-    if (zero && !core.ok(cudaMemsetAsync(p, 0, want, core.stream), what)) {
-      cudaFree(p);
-      return nullptr;
-    }
-    p_ = p;
-    cap_ = want;
-    ++gen_;
-    return p_;
+  std::unique_ptr<Buffer> b(new (std::nothrow) CudaBuffer(static_cast<uint8_t*>(p), nbytes));
+  if (!b) {
+    cudaFree(p);
+    return Status(GEIST_E_OOM, "cuda: out of host memory");
   }
-  // Allocations made so far (a graph made before the last one must not run again).
-  uint64_t gen() const { return gen_; }
+  GEIST_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(p, 0, nbytes == 0 ? 1 : nbytes, core_->stream));
+  *out = std::move(b);
+  return Status::ok();
+}
 
- private:
-  void* p_ = nullptr;  // device bytes [cap_]
-  size_t cap_ = 0;
-  uint64_t gen_ = 0;
-};
+void CudaStream::upload(void* device_dst, const void* host_src, size_t n) {
+  core_->upload(device_dst, host_src, n);
+}
 
-// Page-locked host memory that only grows: the staging of token ids and logits, so their
-// copies are true asynchronous DMA (and can be nodes of a graph). The caller makes sure no
-// queued copy still uses it before it grows or is rewritten.
-class Pinned {
- public:
-  ~Pinned() {
-    if (p_ != nullptr) cudaFreeHost(p_);
-  }
-  // False (and nothing allocated) when page-locked memory is not available.
-  bool reserve(size_t bytes) {
-    if (bytes <= cap_ && p_ != nullptr) return true;
-    if (p_ != nullptr) cudaFreeHost(p_);
-    p_ = nullptr;
-    cap_ = 0;
-    void* p = nullptr;
-    if (cudaHostAlloc(&p, bytes, cudaHostAllocDefault) != cudaSuccess) {
-      cudaGetLastError();  // not sticky; callers fall back to pageable copies
-      return false;
-    }
-    p_ = p;
-    cap_ = bytes;
-    ++gen_;
-    return true;
-  }
-  bool has(size_t bytes) const { return p_ != nullptr && bytes <= cap_; }
-  void* get() const { return p_; }
-  // Allocations made so far: a graph's copy node must not outlive the allocation it was made
-  // with, even when a new one lands at the same address.
-  uint64_t gen() const { return gen_; }
+void CudaStream::download(void* host_dst, const void* device_src, size_t n) {
+  core_->download(host_dst, device_src, n);
+}
 
- private:
-  void* p_ = nullptr;  // host bytes [cap_]
-  size_t cap_ = 0;
-  uint64_t gen_ = 0;
-};
+void CudaStream::fill_zero(void* device_dst, size_t n) {
+  core_->flush();
+  if (core_->note_op(kRecFillZero, device_dst, n)) return;
+  if (n > 0) core_->ok(cudaMemsetAsync(device_dst, 0, n, core_->stream), "cudaMemsetAsync");
+}
 
-// Decode steps (forwards of one token) run as CUDA graphs, so the device executes the ~20
-// kernels per layer back to back instead of waiting for the host to launch each. Capture
-// once, replay many: a step is captured (with exactly the launches and arguments a plain
-// step makes, positions read from StreamCore::pos_dev) while each op notes its arguments
-// into the step record; a later step whose ops note the same words (only the position and
-// the token differ) launches nothing while it is issued and replays the graph, after one
-// 4-byte copy of its position into the graph's pinned source. A step whose ops differ (a
-// scratch buffer regrown, another KV layout) is captured again (cudaGraphExecUpdate keeps
-// the instance when only arguments changed). Being the same kernels with the same
-// arguments, a graph step is bitwise a plain one. The first one-token step after the stream
-// is created runs plainly, sizing the scratch and staging buffers that a capture cannot
-// allocate.
-class CudaStream final : public Stream {
- public:
-  CudaStream(std::shared_ptr<StreamCore> core, cudaEvent_t staged, bool graphs, bool fuse)
-      : core_(std::move(core)), staged_(staged), graphs_(graphs), fuse_(fuse) {
-    // Positions read on the device need their pinned source; without it every graph step is
-    // captured with its positions as arguments.
-    if (graphs_ && step_host_.reserve(sizeof(int32_t))) {
-      void* p = nullptr;
-      if (cudaMalloc(&p, sizeof(int32_t)) == cudaSuccess) {
-        core_->pos_dev = static_cast<int32_t*>(p);
-      } else {
-        cudaGetLastError();
-      }
-    }
-  }
-  ~CudaStream() override {
-    cudaStreamSynchronize(core_->stream);  // the staging buffers may still be read
-    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
-    cudaEventDestroy(staged_);
-  }
+Status CudaStream::create_kv(KvMode mode, const std::vector<KvLayerSpec>& layers,
+                             int32_t max_seq_len, std::unique_ptr<KvStore>* out) {
+  core_->flush();
+  return create_cuda_kv_store(core_, mode, layers, max_seq_len, out);
+}
 
-  StreamCore& core() { return *core_; }
-  const CudaStepStats& stats() const { return stats_; }
-
-  void set_pool(ThreadPool*) override {}
-
-  void begin_forward(const int32_t* /*tokens*/, int32_t n, int32_t pos) override {
-    StreamCore& c = *core_;
-    c.flush();
-    c.mode = StepMode::PLAIN;
-    c.step_failed = false;
-    c.step_pos = pos;
-    logits_dst_ = nullptr;
-    step_n_ = n;
-    in_step_ = true;
-    if (!graphs_ || n != 1 || !warm_ || retry_plain_ || !c.error.is_ok()) return;
-    // The staging buffers are rewritten by this step: the last step's copies must be done.
-    if (!c.ok(cudaEventSynchronize(staged_), "cudaEventSynchronize(staging)")) return;
-    if (c.pos_dev != nullptr) *static_cast<int32_t*>(step_host_.get()) = pos;
-    if (exec_ != nullptr && exec_gen_ != buffers_gen()) {
-      // A buffer the graph copies to or from was allocated anew since its capture (a prefill
-      // grew it): the graph is instantiated afresh rather than replayed or updated.
-      cudaGraphExecDestroy(exec_);
-      exec_ = nullptr;
-      exec_generic_ = false;
-    }
-    if (exec_ != nullptr && exec_generic_ && !recapture_) {
-      c.mode = StepMode::REPLAY;
-      c.cursor = 0;
-      c.mismatch = false;
-      return;
-    }
-    if (cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-      cudaGetLastError();
-      graphs_ = false;  // capture is not possible here: plain launches from now on
-      return;
-    }
-    c.mode = StepMode::CAPTURE;
-    c.record.clear();
-    c.absolute = false;
-    if (c.pos_dev != nullptr) {
-      c.ok(cudaMemcpyAsync(c.pos_dev, step_host_.get(), sizeof(int32_t), cudaMemcpyHostToDevice,
-                           c.stream),
-           "cudaMemcpyAsync(step position)");
-    }
-  }
-
-  bool end_forward() override {
-    StreamCore& c = *core_;
-    c.flush();
-    in_step_ = false;
-    if (c.mode == StepMode::PLAIN) {
-      ++stats_.plain_steps;
-      if (step_n_ == 1 && c.error.is_ok()) warm_ = true;
-      retry_plain_ = false;
-      return true;
-    }
-    if (c.mode == StepMode::REPLAY) {
-      c.mode = StepMode::PLAIN;
-      if (c.mismatch || c.step_failed || c.cursor != c.record.size()) {
-        recapture_ = true;  // nothing ran: the caller issues the step again, captured
-        return false;
-      }
-      ++stats_.replays;
-      launch_graph();
-      return true;
-    }
-    c.mode = StepMode::PLAIN;
-    cudaGraph_t g = nullptr;
-    const cudaError_t e = cudaStreamEndCapture(c.stream, &g);
-    bool good = e == cudaSuccess && g != nullptr && !c.step_failed && instantiate(g);
-    if (g != nullptr) cudaGraphDestroy(g);
-    recapture_ = false;
-    if (!good) {
-      cudaGetLastError();  // capture failures are not errors of the session
-      if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
-      exec_ = nullptr;
-      exec_generic_ = false;
-      if (++stats_.capture_failures >= kMaxCaptureFailures) {
-        graphs_ = false;
-        std::fprintf(stderr, "geist: cuda: decode steps of this session run without graphs\n");
-      }
-      retry_plain_ = true;  // nothing ran: the caller issues the step again, plainly
-      return false;
-    }
-    exec_generic_ = !c.absolute && c.pos_dev != nullptr;
-    exec_gen_ = buffers_gen();
-    launch_graph();
-    return true;
-  }
-
-  Status alloc(size_t nbytes, std::unique_ptr<Buffer>* out) override {
-    GEIST_CHECK(core_->mode == StepMode::PLAIN, "cuda: alloc inside a forward step");
-    core_->flush();
-    void* p = nullptr;
-    const cudaError_t e = cudaMalloc(&p, nbytes == 0 ? 1 : nbytes);
-    if (e != cudaSuccess) {
-      cudaGetLastError();  // an allocation failure is not sticky; keep it out of later checks
-      return Status::error(e == cudaErrorMemoryAllocation ? GEIST_E_OOM : GEIST_E_BACKEND,
-                           "cuda: cudaMalloc(%zu bytes) failed: %s", nbytes, cudaGetErrorString(e));
-    }
-    std::unique_ptr<Buffer> b(new (std::nothrow) CudaBuffer(static_cast<uint8_t*>(p), nbytes));
-    if (!b) {
-      cudaFree(p);
-      return Status(GEIST_E_OOM, "cuda: out of host memory");
-    }
-    GEIST_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(p, 0, nbytes == 0 ? 1 : nbytes, core_->stream));
-    *out = std::move(b);
-    return Status::ok();
-  }
-  void upload(void* device_dst, const void* host_src, size_t n) override {
-    core_->upload(device_dst, host_src, n);
-  }
-  void download(void* host_dst, const void* device_src, size_t n) override {
-    core_->download(host_dst, device_src, n);
-  }
-  void fill_zero(void* device_dst, size_t n) override {
-    core_->flush();
-    if (core_->note_op(kRecFillZero, device_dst, n)) return;
-    if (n > 0) core_->ok(cudaMemsetAsync(device_dst, 0, n, core_->stream), "cudaMemsetAsync");
-  }
-  Status create_kv(KvMode mode, const std::vector<KvLayerSpec>& layers, int32_t max_seq_len,
-                   std::unique_ptr<KvStore>* out) override {
-    core_->flush();
-    return create_cuda_kv_store(core_, mode, layers, max_seq_len, out);
-  }
-
-  // The ids go through page-locked staging with an asynchronous copy: no wait for the device
-  // (except for the previous step's copy out of the same staging, long done by then). A
-  // replayed step only writes its ids into the staging that the graph's copy reads.
-  void get_rows(const WeightMatrix& w, const int32_t* ids, int32_t n, float* out) override {
-    core_->flush();
-    if (n <= 0) return;
-    const size_t bytes = static_cast<size_t>(n) * sizeof(int32_t);
-    auto* dev_ids = static_cast<int32_t*>(ids_.get(*core_, bytes, "get_rows scratch"));
-    if (dev_ids == nullptr) return;
-    if (core_->mode == StepMode::PLAIN) {
-      if (!core_->ok(cudaEventSynchronize(staged_), "cudaEventSynchronize(staging)")) return;
-      if (!ids_host_.reserve(bytes)) {
-        core_->upload(dev_ids, ids, bytes);  // pageable: a synchronous upload
-        core_->ok(cuda::get_rows(core_->stream, w, dev_ids, n, out), "get_rows kernel launch");
-        return;
-      }
-    } else if (!ids_host_.has(bytes)) {
-      core_->step_failed = true;  // cannot allocate while capturing
-      return;
-    }
-    std::memcpy(ids_host_.get(), ids, bytes);
-    if (core_->note_op(kRecGetRows, w.type, w.data, w.n_in, w.n_out, w.row_bytes, w.layout, n, out,
-                       dev_ids, ids_host_.get())) {
-      return;
-    }
-    const bool good = core_->ok(
-        cudaMemcpyAsync(dev_ids, ids_host_.get(), bytes, cudaMemcpyHostToDevice, core_->stream),
-        "cudaMemcpyAsync(token ids)");
-    // A graph step records the event after its launch (end_forward).
-    if (good && core_->mode == StepMode::PLAIN) {
-      core_->ok(cudaEventRecord(staged_, core_->stream), "cudaEventRecord(staging)");
-    }
-    if (good) {
+void CudaStream::get_rows(const WeightMatrix& w, const int32_t* ids, int32_t n, float* out) {
+  core_->flush();
+  if (n <= 0) return;
+  const size_t bytes = static_cast<size_t>(n) * sizeof(int32_t);
+  auto* dev_ids = static_cast<int32_t*>(ids_.get(*core_, bytes, "get_rows scratch"));
+  if (dev_ids == nullptr) return;
+  if (core_->mode == StepMode::PLAIN) {
+    if (!core_->ok(cudaEventSynchronize(staged_), "cudaEventSynchronize(staging)")) return;
+    if (!ids_host_.reserve(bytes)) {
+      core_->upload(dev_ids, ids, bytes);  // pageable: a synchronous upload
       core_->ok(cuda::get_rows(core_->stream, w, dev_ids, n, out), "get_rows kernel launch");
+      return;
     }
+  } else if (!ids_host_.has(bytes)) {
+    core_->step_failed = true;  // cannot allocate while capturing
+    return;
   }
-  // cuda::matmul with the stream's activation scratch (Q8_0 / Q4_0 prefill codes), grown here
-  // outside a capture (inside one the capture fails and the step runs plainly).
-  cudaError_t matmul_ws(const WeightMatrix& w, const float* x, int64_t x_stride, int32_t n_tok,
+  std::memcpy(ids_host_.get(), ids, bytes);
+  if (core_->note_op(kRecGetRows, w.type, w.data, w.n_in, w.n_out, w.row_bytes, w.layout, n, out,
+                     dev_ids, ids_host_.get())) {
+    return;
+  }
+  const bool good = core_->ok(
+      cudaMemcpyAsync(dev_ids, ids_host_.get(), bytes, cudaMemcpyHostToDevice, core_->stream),
+      "cudaMemcpyAsync(token ids)");
+  // A graph step records the event after its launch (end_forward).
+  if (good && core_->mode == StepMode::PLAIN) {
+    core_->ok(cudaEventRecord(staged_, core_->stream), "cudaEventRecord(staging)");
+  }
+  if (good) {
+    core_->ok(cuda::get_rows(core_->stream, w, dev_ids, n, out), "get_rows kernel launch");
+  }
+}
+
+cudaError_t CudaStream::matmul_ws(const WeightMatrix& w, const float* x, int64_t x_stride,
+                                  int32_t n_tok, float* y, int64_t y_stride) {
+  const size_t need = cuda::matmul_scratch_bytes(w, n_tok);
+  void* ws = need > 0 ? act_q8_.get(*core_, need, "matmul activation scratch") : nullptr;
+  return cuda::matmul(core_->stream, w, x, x_stride, n_tok, y, y_stride, ws,
+                      ws != nullptr ? need : 0);
+}
+
+void CudaStream::matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int32_t n_tok,
                         float* y, int64_t y_stride) {
-    const size_t need = cuda::matmul_scratch_bytes(w, n_tok);
-    void* ws = need > 0 ? act_q8_.get(*core_, need, "matmul activation scratch") : nullptr;
-    return cuda::matmul(core_->stream, w, x, x_stride, n_tok, y, y_stride, ws,
-                        ws != nullptr ? need : 0);
+  if (core_->note_op(kRecMatmul, w.type, w.data, w.n_in, w.n_out, w.row_bytes, w.layout, x,
+                     x_stride, n_tok, y, y_stride)) {
+    return;
   }
-  // Decode matmuls are held back (StreamCore::held) while the next ones read the same
-  // activations, and then run as one launch: fewer launches, and small projections share the
-  // device with their neighbours. Each output is bitwise the same either way.
-  void matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int32_t n_tok, float* y,
-              int64_t y_stride) override {
-    if (core_->note_op(kRecMatmul, w.type, w.data, w.n_in, w.n_out, w.row_bytes, w.layout, x,
-                       x_stride, n_tok, y, y_stride)) {
-      return;
-    }
-    const int64_t x_len = n_tok > 0 ? (n_tok - 1) * x_stride + w.n_in : 0;  // floats x spans
-    const int64_t y_len = n_tok > 0 ? (n_tok - 1) * y_stride + w.n_out : 0;
-    if (!fuse_ || !in_step_ || !cuda::matmul_batchable(w, n_tok) || !disjoint(y, y_len, x, x_len)) {
-      core_->flush();
-      core_->ok(matmul_ws(w, x, x_stride, n_tok, y, y_stride), "matmul kernel launch");
-      return;
-    }
-    StreamCore::PendingMatmuls& h = core_->held;
-    bool joins = h.count > 0 && h.count < kMaxMatmulBatch && h.x == x && h.x_stride == x_stride &&
-                 h.n_tok == n_tok && h.out[0].w.n_in == w.n_in;
-    for (int i = 0; joins && i < h.count; ++i) {
-      const MatmulOut& o = h.out[i];
-      joins = disjoint(y, y_len, o.y, (n_tok - 1) * o.y_stride + o.w.n_out);
-    }
-    if (!joins) {
-      core_->flush();
-      h.x = x;
-      h.x_stride = x_stride;
-      h.n_tok = n_tok;
-    }
-    h.out[h.count++] = MatmulOut{w, y, y_stride};
-  }
-  // One-token steps go through page-locked staging (a graph can copy only there); longer
-  // ones copy straight into host_y.
-  void matmul_to_host(const WeightMatrix& w, const float* x, int64_t x_stride, int32_t n_tok,
-                      float* host_y, int64_t y_stride) override {
+  const int64_t x_len = n_tok > 0 ? (n_tok - 1) * x_stride + w.n_in : 0;  // floats x spans
+  const int64_t y_len = n_tok > 0 ? (n_tok - 1) * y_stride + w.n_out : 0;
+  if (!fuse_ || !in_step_ || !cuda::matmul_batchable(w, n_tok) || !disjoint(y, y_len, x, x_len)) {
     core_->flush();
-    if (n_tok <= 0 || w.n_out <= 0) return;
-    const size_t row = static_cast<size_t>(w.n_out) * sizeof(float);
-    const size_t total = row * static_cast<size_t>(n_tok);
-    auto* tmp =
-        static_cast<float*>(y_tmp_.get(*core_, total, "matmul_to_host scratch"));  // [n_tok][n_out]
-    if (core_->mode != StepMode::PLAIN) {
-      const bool staged = n_tok == 1 && logits_host_.has(total);
-      if (!staged) core_->step_failed = true;
-      const bool replay = core_->note_op(kRecToHost, w.type, w.data, w.n_in, w.n_out, w.row_bytes,
-                                         w.layout, x, x_stride, n_tok, tmp, logits_host_.get());
-      if (tmp == nullptr || !staged) return;
-      const bool good =
-          replay ||
-          (core_->ok(matmul_ws(w, x, x_stride, n_tok, tmp, w.n_out), "matmul kernel launch") &&
-           core_->ok(cudaMemcpyAsync(logits_host_.get(), tmp, total, cudaMemcpyDeviceToHost,
-                                     core_->stream),
-                     "cudaMemcpyAsync(logits to staging)"));
-      if (!good) return;
-      logits_dst_ = host_y;  // end_forward copies the staged rows out after the launch
-      logits_stride_ = y_stride;
-      logits_rows_ = n_tok;
-      logits_row_bytes_ = row;
-      return;
-    }
-    bool good = tmp != nullptr &&
-                core_->ok(matmul_ws(w, x, x_stride, n_tok, tmp, w.n_out), "matmul kernel launch");
-    const bool staged = n_tok == 1 && logits_host_.reserve(total);
-    logits_dst_ = host_y;
+    core_->ok(matmul_ws(w, x, x_stride, n_tok, y, y_stride), "matmul kernel launch");
+    return;
+  }
+  StreamCore::PendingMatmuls& h = core_->held;
+  bool joins = h.count > 0 && h.count < kMaxMatmulBatch && h.x == x && h.x_stride == x_stride &&
+               h.n_tok == n_tok && h.out[0].w.n_in == w.n_in;
+  for (int i = 0; joins && i < h.count; ++i) {
+    const MatmulOut& o = h.out[i];
+    joins = disjoint(y, y_len, o.y, (n_tok - 1) * o.y_stride + o.w.n_out);
+  }
+  if (!joins) {
+    core_->flush();
+    h.x = x;
+    h.x_stride = x_stride;
+    h.n_tok = n_tok;
+  }
+  h.out[h.count++] = MatmulOut{w, y, y_stride};
+}
+
+void CudaStream::matmul_to_host(const WeightMatrix& w, const float* x, int64_t x_stride,
+                                int32_t n_tok, float* host_y, int64_t y_stride) {
+  core_->flush();
+  if (n_tok <= 0 || w.n_out <= 0) return;
+  const size_t row = static_cast<size_t>(w.n_out) * sizeof(float);
+  const size_t total = row * static_cast<size_t>(n_tok);
+  auto* tmp =
+      static_cast<float*>(y_tmp_.get(*core_, total, "matmul_to_host scratch"));  // [n_tok][n_out]
+  if (core_->mode != StepMode::PLAIN) {
+    const bool staged = n_tok == 1 && logits_host_.has(total);
+    if (!staged) core_->step_failed = true;
+    const bool replay = core_->note_op(kRecToHost, w.type, w.data, w.n_in, w.n_out, w.row_bytes,
+                                       w.layout, x, x_stride, n_tok, tmp, logits_host_.get());
+    if (tmp == nullptr || !staged) return;
+    const bool good =
+        replay ||
+        (core_->ok(matmul_ws(w, x, x_stride, n_tok, tmp, w.n_out), "matmul kernel launch") &&
+         core_->ok(
+             cudaMemcpyAsync(logits_host_.get(), tmp, total, cudaMemcpyDeviceToHost, core_->stream),
+             "cudaMemcpyAsync(logits to staging)"));
+    if (!good) return;
+    logits_dst_ = host_y;  // end_forward copies the staged rows out after the launch
     logits_stride_ = y_stride;
     logits_rows_ = n_tok;
     logits_row_bytes_ = row;
-    if (staged) {
-      good = good && core_->ok(cudaMemcpyAsync(logits_host_.get(), tmp, total,
-                                               cudaMemcpyDeviceToHost, core_->stream),
-                               "cudaMemcpyAsync(logits to staging)");
-    } else {
-      good =
-          good && core_->ok(cudaMemcpy2DAsync(host_y, static_cast<size_t>(y_stride) * sizeof(float),
-                                              tmp, row, row, static_cast<size_t>(n_tok),
-                                              cudaMemcpyDeviceToHost, core_->stream),
-                            "cudaMemcpy2DAsync(logits to host)");
-    }
-    good = good && core_->ok(cudaStreamSynchronize(core_->stream), "cudaStreamSynchronize(logits)");
-    if (staged || !good) copy_logits_out(good);
-    logits_dst_ = nullptr;
+    return;
   }
-  // A residual add is held back (StreamCore::pending) when fusing: the rms_norm that usually
-  // follows it takes it in (add_rms_norm), saving a launch and a pass over the rows.
-  void rms_norm(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride,
-                int32_t n_rows, int64_t n, float eps) override {
-    if (core_->note_op(kRecRmsNorm, x, x_stride, w, y, y_stride, n_rows, n, eps)) return;
-    const StreamCore::PendingAdd p = core_->pending;
-    const int64_t rows_len = n_rows > 0 ? (n_rows - 1) * y_stride + n : 0;  // floats y spans
-    const bool fuse = p.n > 0 && p.y == x && x_stride == n && p.n == n_rows * n &&
-                      (y == p.y ? y_stride == n : disjoint(y, rows_len, p.y, p.n)) &&
-                      (y == p.x ? y_stride == n : disjoint(y, rows_len, p.x, p.n));
-    if (fuse) {
-      core_->pending = StreamCore::PendingAdd{};
-      core_->ok(cuda::add_rms_norm(core_->stream, p.y, p.x, w, y, y_stride, n_rows, n, eps),
-                "add_rms_norm kernel launch");
-      return;
-    }
-    // Per-head norms (Qwen3.5's q and k) wait for the rope of their rows (StreamCore::hnorm).
-    // Anything else held goes first, and was issued after the norms held (flush keeps order).
-    const bool may_hold = fuse_ && in_step_;
-    if (may_hold && core_->only_head_norms_held() &&
-        core_->hold_head_norm(x, x_stride, w, y, y_stride, n_rows, n, eps)) {
-      return;
-    }
-    core_->flush();
-    if (may_hold && core_->hold_head_norm(x, x_stride, w, y, y_stride, n_rows, n, eps)) return;
-    core_->ok(cuda::rms_norm(core_->stream, x, x_stride, w, y, y_stride, n_rows, n, eps),
-              "rms_norm kernel launch");
+  bool good = tmp != nullptr &&
+              core_->ok(matmul_ws(w, x, x_stride, n_tok, tmp, w.n_out), "matmul kernel launch");
+  const bool staged = n_tok == 1 && logits_host_.reserve(total);
+  logits_dst_ = host_y;
+  logits_stride_ = y_stride;
+  logits_rows_ = n_tok;
+  logits_row_bytes_ = row;
+  if (staged) {
+    good = good && core_->ok(cudaMemcpyAsync(logits_host_.get(), tmp, total, cudaMemcpyDeviceToHost,
+                                             core_->stream),
+                             "cudaMemcpyAsync(logits to staging)");
+  } else {
+    good =
+        good && core_->ok(cudaMemcpy2DAsync(host_y, static_cast<size_t>(y_stride) * sizeof(float),
+                                            tmp, row, row, static_cast<size_t>(n_tok),
+                                            cudaMemcpyDeviceToHost, core_->stream),
+                          "cudaMemcpy2DAsync(logits to host)");
   }
-  // A rope is held back when fusing: the next one (k after q) with the same shape and position
-  // joins it in one launch.
-  void rope(float* x, int64_t x_stride, int32_t n_tok, int32_t n_head, int32_t head_dim,
-            int32_t pos0, const RopeParams& p) override {
-    int32_t off = 0;
-    const int32_t* pd = core_->pos_ref(pos0, &off);
-    if (core_->note_op(kRecRope, x, x_stride, n_tok, n_head, head_dim, off, pd, p.style, p.n_rot,
-                       p.freq_base, p.freq_scale, p.freq_factors)) {
-      return;
-    }
-    RopeTensor t{x, x_stride, n_head};
-    if (fuse_ && in_step_) core_->take_head_norm(&t, n_tok, head_dim);  // its norm joins
-    StreamCore::PendingRope& r = core_->rope;
-    const auto span = [&](const RopeTensor& u) {  // floats a tensor's rows cover
-      return n_tok > 0 ? (n_tok - 1) * u.x_stride + int64_t{u.n_head} * head_dim : 0;
-    };
-    const auto src_span = [&](const RopeTensor& u) {  // floats a held norm reads (0: none)
-      return u.src != nullptr ? (int64_t{n_tok} * u.n_head - 1) * u.src_stride + head_dim : 0;
-    };
-    if (r.n_tok > 0 && r.n_tok == n_tok && r.head_dim == head_dim && r.pos_off == off &&
-        r.pos_dev == pd && r.p.style == p.style && r.p.n_rot == p.n_rot &&
-        r.p.freq_base == p.freq_base && r.p.freq_scale == p.freq_scale &&
-        r.p.freq_factors == p.freq_factors && n_head > 0 &&
-        disjoint(x, span(t), r.t.x, span(r.t)) &&
-        (t.src == nullptr || disjoint(t.src, src_span(t), r.t.x, span(r.t))) &&
-        (r.t.src == nullptr || disjoint(r.t.src, src_span(r.t), x, span(t)))) {
-      const StreamCore::PendingRope q = r;
-      r.n_tok = 0;
-      core_->ok(cuda::rope(core_->stream, q.t, t, n_tok, head_dim, off, pd, p),
-                "rope kernel launch");
-      return;
-    }
-    // A norm still held (k's, while q's rope is held) stays for the next rope: it may run
-    // before this one (hold_head_norm made the two norms independent).
-    const bool hold = fuse_ && in_step_ && n_tok > 0 && n_head > 0;
-    if (!hold || !core_->only_head_norms_held()) core_->flush();
-    if (hold) {
-      r.t = t;
-      r.n_tok = n_tok;
-      r.head_dim = head_dim;
-      r.pos_off = off;
-      r.pos_dev = pd;
-      r.p = p;
-      return;
-    }
-    core_->ok(cuda::rope(core_->stream, t, RopeTensor{}, n_tok, head_dim, off, pd, p),
-              "rope kernel launch");
-  }
-  void add(float* y, const float* x, int64_t n) override {
-    if (core_->note_op(kRecAdd, y, x, n)) return;
-    core_->flush();
-    // Only inside a forward step: there every later access to y goes through this stream
-    // (outside one, a caller may read y by other means right after).
-    if (fuse_ && in_step_ && n > 0) {
-      core_->pending = StreamCore::PendingAdd{y, x, n};
-      return;
-    }
-    core_->ok(cuda::add(core_->stream, y, x, n), "add kernel launch");
-  }
-  void swiglu(const float* gate, const float* up, float* out, int64_t n) override {
-    if (core_->note_op(kRecSwiglu, gate, up, out, n)) return;
-    core_->flush();
-    core_->ok(cuda::swiglu(core_->stream, gate, up, out, n), "swiglu kernel launch");
-  }
-  void sigmoid_mul(float* x, int64_t x_stride, const float* gate, int64_t gate_stride,
-                   int32_t n_rows, int64_t n) override {
-    if (core_->note_op(kRecSigmoidMul, x, x_stride, gate, gate_stride, n_rows, n)) return;
-    core_->flush();
-    core_->ok(cuda::sigmoid_mul(core_->stream, x, x_stride, gate, gate_stride, n_rows, n),
-              "sigmoid_mul kernel launch");
-  }
+  good = good && core_->ok(cudaStreamSynchronize(core_->stream), "cudaStreamSynchronize(logits)");
+  if (staged || !good) copy_logits_out(good);
+  logits_dst_ = nullptr;
+}
 
-  // The DeltaNet launchers (deltanet_cuda.h) leave a launch failure pending in CUDA's error
-  // state; it is collected right after each call.
-  void deltanet_gates(float* beta, float* g, int32_t n_tok, int32_t n_heads, const float* a,
-                      const float* dt_bias) override {
-    if (core_->note_op(kRecGates, beta, g, n_tok, n_heads, a, dt_bias)) return;
-    core_->flush();
-    if (fuse_ && in_step_ && n_tok == 1 && n_heads > 0) {
-      StreamCore::PendingPrep& h = core_->prep;
-      h.gates = true;
-      h.p.beta = beta;
-      h.p.g = g;
-      h.p.a = a;
-      h.p.dt_bias = dt_bias;
-      h.p.gate_heads = n_heads;
-      return;
-    }
-    cuda::deltanet_gates(core_->stream, beta, g, n_tok, n_heads, a, dt_bias);
-    core_->ok(cudaGetLastError(), "deltanet_gates kernel launch");
+void CudaStream::rms_norm(const float* x, int64_t x_stride, const float* w, float* y,
+                          int64_t y_stride, int32_t n_rows, int64_t n, float eps) {
+  if (core_->note_op(kRecRmsNorm, x, x_stride, w, y, y_stride, n_rows, n, eps)) return;
+  const StreamCore::PendingAdd p = core_->pending;
+  const int64_t rows_len = n_rows > 0 ? (n_rows - 1) * y_stride + n : 0;  // floats y spans
+  const bool fuse = p.n > 0 && p.y == x && x_stride == n && p.n == n_rows * n &&
+                    (y == p.y ? y_stride == n : disjoint(y, rows_len, p.y, p.n)) &&
+                    (y == p.x ? y_stride == n : disjoint(y, rows_len, p.x, p.n));
+  if (fuse) {
+    core_->pending = StreamCore::PendingAdd{};
+    core_->ok(cuda::add_rms_norm(core_->stream, p.y, p.x, w, y, y_stride, n_rows, n, eps),
+              "add_rms_norm kernel launch");
+    return;
   }
-  void conv1d_silu(const float* x, int64_t x_stride, int32_t n_tok, int64_t n_ch, const float* w,
-                   int32_t kernel, float* state, float* out, int64_t out_stride) override {
-    if (core_->note_op(kRecConv, x, x_stride, n_tok, n_ch, w, kernel, state, out, out_stride)) {
-      return;
-    }
+  // Per-head norms (Qwen3.5's q and k) wait for the rope of their rows (StreamCore::hnorm).
+  // Anything else held goes first, and was issued after the norms held (flush keeps order).
+  const bool may_hold = fuse_ && in_step_;
+  if (may_hold && core_->only_head_norms_held() &&
+      core_->hold_head_norm(x, x_stride, w, y, y_stride, n_rows, n, eps)) {
+    return;
+  }
+  core_->flush();
+  if (may_hold && core_->hold_head_norm(x, x_stride, w, y, y_stride, n_rows, n, eps)) return;
+  core_->ok(cuda::rms_norm(core_->stream, x, x_stride, w, y, y_stride, n_rows, n, eps),
+            "rms_norm kernel launch");
+}
+
+void CudaStream::rope(float* x, int64_t x_stride, int32_t n_tok, int32_t n_head, int32_t head_dim,
+                      int32_t pos0, const RopeParams& p) {
+  int32_t off = 0;
+  const int32_t* pd = core_->pos_ref(pos0, &off);
+  if (core_->note_op(kRecRope, x, x_stride, n_tok, n_head, head_dim, off, pd, p.style, p.n_rot,
+                     p.freq_base, p.freq_scale, p.freq_factors)) {
+    return;
+  }
+  RopeTensor t{x, x_stride, n_head};
+  if (fuse_ && in_step_) core_->take_head_norm(&t, n_tok, head_dim);  // its norm joins
+  StreamCore::PendingRope& r = core_->rope;
+  const auto span = [&](const RopeTensor& u) {  // floats a tensor's rows cover
+    return n_tok > 0 ? (n_tok - 1) * u.x_stride + int64_t{u.n_head} * head_dim : 0;
+  };
+  const auto src_span = [&](const RopeTensor& u) {  // floats a held norm reads (0: none)
+    return u.src != nullptr ? (int64_t{n_tok} * u.n_head - 1) * u.src_stride + head_dim : 0;
+  };
+  if (r.n_tok > 0 && r.n_tok == n_tok && r.head_dim == head_dim && r.pos_off == off &&
+      r.pos_dev == pd && r.p.style == p.style && r.p.n_rot == p.n_rot &&
+      r.p.freq_base == p.freq_base && r.p.freq_scale == p.freq_scale &&
+      r.p.freq_factors == p.freq_factors && n_head > 0 && disjoint(x, span(t), r.t.x, span(r.t)) &&
+      (t.src == nullptr || disjoint(t.src, src_span(t), r.t.x, span(r.t))) &&
+      (r.t.src == nullptr || disjoint(r.t.src, src_span(r.t), x, span(t)))) {
+    const StreamCore::PendingRope q = r;
+    r.n_tok = 0;
+    core_->ok(cuda::rope(core_->stream, q.t, t, n_tok, head_dim, off, pd, p), "rope kernel launch");
+    return;
+  }
+  // A norm still held (k's, while q's rope is held) stays for the next rope: it may run
+  // before this one (hold_head_norm made the two norms independent).
+  const bool hold = fuse_ && in_step_ && n_tok > 0 && n_head > 0;
+  if (!hold || !core_->only_head_norms_held()) core_->flush();
+  if (hold) {
+    r.t = t;
+    r.n_tok = n_tok;
+    r.head_dim = head_dim;
+    r.pos_off = off;
+    r.pos_dev = pd;
+    r.p = p;
+    return;
+  }
+  core_->ok(cuda::rope(core_->stream, t, RopeTensor{}, n_tok, head_dim, off, pd, p),
+            "rope kernel launch");
+}
+
+void CudaStream::add(float* y, const float* x, int64_t n) {
+  if (core_->note_op(kRecAdd, y, x, n)) return;
+  core_->flush();
+  // Only inside a forward step: there every later access to y goes through this stream
+  // (outside one, a caller may read y by other means right after).
+  if (fuse_ && in_step_ && n > 0) {
+    core_->pending = StreamCore::PendingAdd{y, x, n};
+    return;
+  }
+  core_->ok(cuda::add(core_->stream, y, x, n), "add kernel launch");
+}
+
+void CudaStream::swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  if (core_->note_op(kRecSwiglu, gate, up, out, n)) return;
+  core_->flush();
+  core_->ok(cuda::swiglu(core_->stream, gate, up, out, n), "swiglu kernel launch");
+}
+
+void CudaStream::sigmoid_mul(float* x, int64_t x_stride, const float* gate, int64_t gate_stride,
+                             int32_t n_rows, int64_t n) {
+  if (core_->note_op(kRecSigmoidMul, x, x_stride, gate, gate_stride, n_rows, n)) return;
+  core_->flush();
+  core_->ok(cuda::sigmoid_mul(core_->stream, x, x_stride, gate, gate_stride, n_rows, n),
+            "sigmoid_mul kernel launch");
+}
+
+void CudaStream::deltanet_gates(float* beta, float* g, int32_t n_tok, int32_t n_heads,
+                                const float* a, const float* dt_bias) {
+  if (core_->note_op(kRecGates, beta, g, n_tok, n_heads, a, dt_bias)) return;
+  core_->flush();
+  if (fuse_ && in_step_ && n_tok == 1 && n_heads > 0) {
     StreamCore::PendingPrep& h = core_->prep;
-    const int64_t hist_len = int64_t{kernel - 1} * n_ch;  // floats of state
-    // The held gates run first in the fused launch too; they may join only where they share
-    // no memory with the conv.
-    const bool gates_apart = h.gates && !h.conv && disjoint(h.p.beta, h.p.gate_heads, x, n_ch) &&
-                             disjoint(h.p.g, h.p.gate_heads, x, n_ch) &&
-                             disjoint(h.p.beta, h.p.gate_heads, out, n_ch) &&
-                             disjoint(h.p.g, h.p.gate_heads, out, n_ch) &&
-                             disjoint(h.p.beta, h.p.gate_heads, state, hist_len) &&
-                             disjoint(h.p.g, h.p.gate_heads, state, hist_len);
-    if (!gates_apart) core_->flush();
-    if (fuse_ && in_step_ && n_tok == 1 && n_ch > 0 && kernel >= 1 &&
-        disjoint(out, n_ch, x, n_ch) && disjoint(out, n_ch, state, hist_len)) {
-      h.conv = true;
-      h.p.x = x;
-      h.p.n_ch = n_ch;
-      h.p.w = w;
-      h.p.kernel = kernel;
-      h.p.state = state;
-      h.p.out = out;
-      h.p.n_l2 = 0;
-      return;
-    }
-    core_->flush();
-    cuda::conv1d_silu(core_->stream, x, x_stride, n_tok, n_ch, w, kernel, state, out, out_stride);
-    core_->ok(cudaGetLastError(), "conv1d_silu kernel launch");
+    h.gates = true;
+    h.p.beta = beta;
+    h.p.g = g;
+    h.p.a = a;
+    h.p.dt_bias = dt_bias;
+    h.p.gate_heads = n_heads;
+    return;
   }
-  // Held back when fusing: the next call with the same shape (k after q) joins it in one
-  // launch.
-  void l2_norm_heads(float* x, int64_t x_stride, int32_t n_tok, int32_t n_heads, int32_t d,
-                     float eps, float scale) override {
-    if (core_->note_op(kRecL2Norm, x, x_stride, n_tok, n_heads, d, eps, scale)) return;
-    StreamCore::PendingPrep& pp = core_->prep;
-    if (pp.conv && pp.p.n_l2 < 2 && n_tok == 1 && n_heads > 0 && d > 0) {
-      DeltaPrep& p = pp.p;
-      const int64_t run = int64_t{n_heads} * d;
-      // q's heads start the conv's output, k's follow them.
-      const bool joins = p.n_l2 == 0 ? x == p.out && run <= p.n_ch
-                                     : x == p.out + run && p.l2_heads == n_heads && p.d == d &&
-                                           p.eps == eps && 2 * run <= p.n_ch;
-      if (joins) {
-        if (p.n_l2 == 0) {
-          p.l2_heads = n_heads;
-          p.d = d;
-          p.eps = eps;
-          p.scale_q = scale;
-        } else {
-          p.scale_k = scale;
-        }
-        if (++p.n_l2 == 2) core_->flush();
-        return;
-      }
-    }
-    StreamCore::PendingL2& h = core_->l2;
-    const int64_t len = n_tok > 0 ? (n_tok - 1) * x_stride + int64_t{n_heads} * d : 0;
-    if (h.n_tok > 0 && h.n_tok == n_tok && h.x_stride == x_stride && h.n_heads == n_heads &&
-        h.d == d && h.eps == eps && disjoint(x, len, h.x, len)) {
-      const StreamCore::PendingL2 q = h;
-      h.n_tok = 0;
-      cuda::l2_norm_heads2(core_->stream, q.x, q.scale, x, scale, x_stride, n_tok, n_heads, d, eps);
-      core_->ok(cudaGetLastError(), "l2_norm_heads kernel launch");
-      return;
-    }
-    core_->flush();
-    if (fuse_ && in_step_ && n_tok > 0 && n_heads > 0 && d > 0 &&
-        x_stride >= int64_t{n_heads} * d) {
-      h = StreamCore::PendingL2{x, x_stride, n_tok, n_heads, d, eps, scale};
-      return;
-    }
-    cuda::l2_norm_heads(core_->stream, x, x_stride, n_tok, n_heads, d, eps, scale);
-    core_->ok(cudaGetLastError(), "l2_norm_heads kernel launch");
-  }
-  void gated_delta_rule(const GatedDeltaArgs& a, int32_t chunk) override {
-    core_->flush();
-    const size_t bytes = cuda::gated_delta_rule_scratch_bytes(a, chunk);
-    void* scratch = nullptr;
-    if (bytes > 0) {
-      scratch = dn_scratch_.get(*core_, bytes, "gated_delta_rule scratch");
-      if (scratch == nullptr) return;
-    }
-    if (core_->note_op(kRecDelta, a.n_tokens, a.n_k_heads, a.n_v_heads, a.d_k, a.d_v, a.q,
-                       a.q_stride, a.k, a.k_stride, a.v, a.v_stride, a.g, a.beta, a.state, a.out,
-                       a.out_stride, chunk, scratch)) {
-      return;
-    }
-    // One token: held for the rms_norm_gated of its output (StreamCore::delta).
-    if (fuse_ && in_step_ && a.n_tokens == 1) {
-      core_->delta = StreamCore::PendingDelta{true, a, chunk, scratch};
-      return;
-    }
-    cuda::gated_delta_rule(core_->stream, a, chunk, scratch);
-    core_->ok(cudaGetLastError(), "gated_delta_rule kernel launch");
-  }
-  void rms_norm_gated(const float* x, const float* z, const float* w, int32_t n_rows, int32_t d,
-                      float eps, float* out) override {
-    if (core_->note_op(kRecNormGated, x, z, w, n_rows, d, eps, out)) return;
-    const StreamCore::PendingDelta dl = core_->delta;
-    const int64_t rows = int64_t{n_rows} * d;  // floats of x and out
-    const int64_t state = int64_t{dl.a.n_v_heads} * dl.a.d_k * dl.a.d_v;
-    if (dl.held && x == dl.a.out && out == x && n_rows == dl.a.n_v_heads && d == dl.a.d_v &&
-        disjoint(z, rows, dl.a.out, rows) && disjoint(z, rows, dl.a.state, state)) {
-      auto* count = static_cast<unsigned*>(dn_count_.get(
-          *core_, static_cast<size_t>(n_rows) * sizeof(unsigned), "delta rule counters", true));
-      if (count != nullptr) {
-        core_->delta = StreamCore::PendingDelta{};
-        cuda::gated_delta_rule_norm(core_->stream, dl.a, z, w, eps, count);
-        core_->ok(cudaGetLastError(), "gated_delta_rule kernel launch");
-        return;
-      }
-    }
-    core_->flush();
-    cuda::rms_norm_gated(core_->stream, x, z, w, n_rows, d, eps, out);
-    core_->ok(cudaGetLastError(), "rms_norm_gated kernel launch");
-  }
+  cuda::deltanet_gates(core_->stream, beta, g, n_tok, n_heads, a, dt_bias);
+  core_->ok(cudaGetLastError(), "deltanet_gates kernel launch");
+}
 
- private:
-  uint64_t buffers_gen() const {
-    return ids_.gen() + y_tmp_.gen() + dn_scratch_.gen() + dn_count_.gen() + ids_host_.gen() +
-           logits_host_.gen() + act_q8_.gen();
+void CudaStream::conv1d_silu(const float* x, int64_t x_stride, int32_t n_tok, int64_t n_ch,
+                             const float* w, int32_t kernel, float* state, float* out,
+                             int64_t out_stride) {
+  if (core_->note_op(kRecConv, x, x_stride, n_tok, n_ch, w, kernel, state, out, out_stride)) {
+    return;
   }
-  // Runs the step's graph (exec_), then copies the staged logits out if the step has any.
-  void launch_graph() {
-    StreamCore& c = *core_;
-    ++stats_.graph_steps;
-    bool ran = c.ok(cudaGraphLaunch(exec_, c.stream), "cudaGraphLaunch") &&
-               c.ok(cudaEventRecord(staged_, c.stream), "cudaEventRecord(staging)");
-    if (logits_dst_ != nullptr) {
-      ran = ran && c.ok(cudaStreamSynchronize(c.stream), "cudaStreamSynchronize(logits)");
-      copy_logits_out(ran);
-    }
+  StreamCore::PendingPrep& h = core_->prep;
+  const int64_t hist_len = int64_t{kernel - 1} * n_ch;  // floats of state
+  // The held gates run first in the fused launch too; they may join only where they share
+  // no memory with the conv.
+  const bool gates_apart = h.gates && !h.conv && disjoint(h.p.beta, h.p.gate_heads, x, n_ch) &&
+                           disjoint(h.p.g, h.p.gate_heads, x, n_ch) &&
+                           disjoint(h.p.beta, h.p.gate_heads, out, n_ch) &&
+                           disjoint(h.p.g, h.p.gate_heads, out, n_ch) &&
+                           disjoint(h.p.beta, h.p.gate_heads, state, hist_len) &&
+                           disjoint(h.p.g, h.p.gate_heads, state, hist_len);
+  if (!gates_apart) core_->flush();
+  if (fuse_ && in_step_ && n_tok == 1 && n_ch > 0 && kernel >= 1 && disjoint(out, n_ch, x, n_ch) &&
+      disjoint(out, n_ch, state, hist_len)) {
+    h.conv = true;
+    h.p.x = x;
+    h.p.n_ch = n_ch;
+    h.p.w = w;
+    h.p.kernel = kernel;
+    h.p.state = state;
+    h.p.out = out;
+    h.p.n_l2 = 0;
+    return;
   }
-  // Makes exec_ run graph g: updates the parameters of the existing instance when the
-  // topology is unchanged (the usual case: a buffer moved, or a position argument of an
-  // absolute capture), else instantiates anew.
-  // A graph with another node count (a KIVI group filling adds a kernel) cannot be an update
-  // of exec_: it is instantiated directly rather than through a failing update.
-  bool instantiate(cudaGraph_t g) {
-    size_t nodes = 0;
-    if (cudaGraphGetNodes(g, nullptr, &nodes) != cudaSuccess) {
-      cudaGetLastError();
-      nodes = 0;
-    }
-    if (exec_ != nullptr) {
-      cudaGraphExecUpdateResultInfo info{};
-      if (nodes != 0 && nodes == exec_nodes_ &&
-          cudaGraphExecUpdate(exec_, g, &info) == cudaSuccess) {
-        return true;
-      }
-      cudaGetLastError();
-      cudaGraphExecDestroy(exec_);
-      exec_ = nullptr;
-    }
-    if (cudaGraphInstantiate(&exec_, g, 0) != cudaSuccess) {
-      cudaGetLastError();
-      exec_ = nullptr;
-      return false;
-    }
-    exec_nodes_ = nodes;
-    return true;
-  }
-  // Copies the staged logits rows to their host destination (0xFF bytes when !good).
-  void copy_logits_out(bool good) {
-    for (int32_t t = 0; t < logits_rows_; ++t) {
-      float* dst = logits_dst_ + static_cast<int64_t>(t) * logits_stride_;
-      if (good) {
-        std::memcpy(dst, static_cast<const uint8_t*>(logits_host_.get()) + t * logits_row_bytes_,
-                    logits_row_bytes_);
+  core_->flush();
+  cuda::conv1d_silu(core_->stream, x, x_stride, n_tok, n_ch, w, kernel, state, out, out_stride);
+  core_->ok(cudaGetLastError(), "conv1d_silu kernel launch");
+}
+
+void CudaStream::l2_norm_heads(float* x, int64_t x_stride, int32_t n_tok, int32_t n_heads,
+                               int32_t d, float eps, float scale) {
+  if (core_->note_op(kRecL2Norm, x, x_stride, n_tok, n_heads, d, eps, scale)) return;
+  StreamCore::PendingPrep& pp = core_->prep;
+  if (pp.conv && pp.p.n_l2 < 2 && n_tok == 1 && n_heads > 0 && d > 0) {
+    DeltaPrep& p = pp.p;
+    const int64_t run = int64_t{n_heads} * d;
+    // q's heads start the conv's output, k's follow them.
+    const bool joins = p.n_l2 == 0 ? x == p.out && run <= p.n_ch
+                                   : x == p.out + run && p.l2_heads == n_heads && p.d == d &&
+                                         p.eps == eps && 2 * run <= p.n_ch;
+    if (joins) {
+      if (p.n_l2 == 0) {
+        p.l2_heads = n_heads;
+        p.d = d;
+        p.eps = eps;
+        p.scale_q = scale;
       } else {
-        std::memset(dst, 0xFF, logits_row_bytes_);
+        p.scale_k = scale;
       }
+      if (++p.n_l2 == 2) core_->flush();
+      return;
     }
-    logits_dst_ = nullptr;
   }
+  StreamCore::PendingL2& h = core_->l2;
+  const int64_t len = n_tok > 0 ? (n_tok - 1) * x_stride + int64_t{n_heads} * d : 0;
+  if (h.n_tok > 0 && h.n_tok == n_tok && h.x_stride == x_stride && h.n_heads == n_heads &&
+      h.d == d && h.eps == eps && disjoint(x, len, h.x, len)) {
+    const StreamCore::PendingL2 q = h;
+    h.n_tok = 0;
+    cuda::l2_norm_heads2(core_->stream, q.x, q.scale, x, scale, x_stride, n_tok, n_heads, d, eps);
+    core_->ok(cudaGetLastError(), "l2_norm_heads kernel launch");
+    return;
+  }
+  core_->flush();
+  if (fuse_ && in_step_ && n_tok > 0 && n_heads > 0 && d > 0 && x_stride >= int64_t{n_heads} * d) {
+    h = StreamCore::PendingL2{x, x_stride, n_tok, n_heads, d, eps, scale};
+    return;
+  }
+  cuda::l2_norm_heads(core_->stream, x, x_stride, n_tok, n_heads, d, eps, scale);
+  core_->ok(cudaGetLastError(), "l2_norm_heads kernel launch");
+}
 
-  std::shared_ptr<StreamCore> core_;
-  cudaEvent_t staged_;  // recorded after the last copy out of the staging buffers
-  bool graphs_;         // decode steps may run as graphs
-  bool fuse_;           // residual adds may fuse into the next rms_norm
-  Scratch ids_;         // int32 [n] token ids of get_rows
-  Scratch y_tmp_;       // float [n_tok][n_out] of matmul_to_host
-  Scratch dn_scratch_;  // gated_delta_rule's device scratch
-  Scratch dn_count_;    // unsigned [n_v_heads] gated_delta_rule_norm's counters, zero at rest
-  Scratch act_q8_;      // int8 activation codes of Q8_0 / Q4_0 prefill matmuls (matmul_ws)
-  Pinned ids_host_;     // int32 [n] staged token ids
-  Pinned logits_host_;  // float [1][n_out] staged logits of a one-token step
-  Pinned step_host_;    // int32 [1] the graph step's position, copied to core_->pos_dev
+void CudaStream::gated_delta_rule(const GatedDeltaArgs& a, int32_t chunk) {
+  core_->flush();
+  const size_t bytes = cuda::gated_delta_rule_scratch_bytes(a, chunk);
+  void* scratch = nullptr;
+  if (bytes > 0) {
+    scratch = dn_scratch_.get(*core_, bytes, "gated_delta_rule scratch");
+    if (scratch == nullptr) return;
+  }
+  if (core_->note_op(kRecDelta, a.n_tokens, a.n_k_heads, a.n_v_heads, a.d_k, a.d_v, a.q, a.q_stride,
+                     a.k, a.k_stride, a.v, a.v_stride, a.g, a.beta, a.state, a.out, a.out_stride,
+                     chunk, scratch)) {
+    return;
+  }
+  // One token: held for the rms_norm_gated of its output (StreamCore::delta).
+  if (fuse_ && in_step_ && a.n_tokens == 1) {
+    core_->delta = StreamCore::PendingDelta{true, a, chunk, scratch};
+    return;
+  }
+  cuda::gated_delta_rule(core_->stream, a, chunk, scratch);
+  core_->ok(cudaGetLastError(), "gated_delta_rule kernel launch");
+}
 
-  cudaGraphExec_t exec_ = nullptr;  // the decode step's graph
-  bool exec_generic_ = false;       // exec_ reads positions from pos_dev: it may be replayed
-  uint64_t exec_gen_ = 0;           // buffers_gen() when exec_ was captured
-  size_t exec_nodes_ = 0;           // nodes of the graph exec_ was instantiated from
-  bool recapture_ = false;          // the last replay did not match: the repeat is captured
-  int32_t step_n_ = 0;              // tokens of the current step
-  bool in_step_ = false;            // between begin_forward and end_forward
-  bool warm_ = false;               // a plain one-token step has sized the buffers
-  bool retry_plain_ = false;        // the last capture failed: the repeat runs plainly
-  CudaStepStats stats_;
-  float* logits_dst_ = nullptr;  // host rows of the step's logits (copied at the end)
-  int64_t logits_stride_ = 0;    // floats between rows of logits_dst_
-  int32_t logits_rows_ = 0;
-  size_t logits_row_bytes_ = 0;
-};
-
-}  // namespace
+void CudaStream::rms_norm_gated(const float* x, const float* z, const float* w, int32_t n_rows,
+                                int32_t d, float eps, float* out) {
+  if (core_->note_op(kRecNormGated, x, z, w, n_rows, d, eps, out)) return;
+  const StreamCore::PendingDelta dl = core_->delta;
+  const int64_t rows = int64_t{n_rows} * d;  // floats of x and out
+  const int64_t state = int64_t{dl.a.n_v_heads} * dl.a.d_k * dl.a.d_v;
+  if (dl.held && x == dl.a.out && out == x && n_rows == dl.a.n_v_heads && d == dl.a.d_v &&
+      disjoint(z, rows, dl.a.out, rows) && disjoint(z, rows, dl.a.state, state)) {
+    auto* count = static_cast<unsigned*>(dn_count_.get(
+        *core_, static_cast<size_t>(n_rows) * sizeof(unsigned), "delta rule counters", true));
+    if (count != nullptr) {
+      core_->delta = StreamCore::PendingDelta{};
+      cuda::gated_delta_rule_norm(core_->stream, dl.a, z, w, eps, count);
+      core_->ok(cudaGetLastError(), "gated_delta_rule kernel launch");
+      return;
+    }
+  }
+  core_->flush();
+  cuda::rms_norm_gated(core_->stream, x, z, w, n_rows, d, eps, out);
+  core_->ok(cudaGetLastError(), "rms_norm_gated kernel launch");
+}
 
 Status create_cuda_stream(std::unique_ptr<Stream>* out) {
   std::shared_ptr<StreamCore> core(new (std::nothrow) StreamCore());

@@ -1,0 +1,175 @@
+// CudaStream's decode steps as CUDA graphs (see the class comment in cuda_stream_impl.h):
+// begin_forward / end_forward capture, replay or run a step plainly.
+#include <cstdio>
+#include <cstring>
+
+#include "backends/cuda/cuda_stream_impl.h"
+
+namespace geist::cuda {
+
+namespace {
+
+// A failed capture costs one step issued twice; after this many a stream stops trying.
+constexpr int kMaxCaptureFailures = 2;
+
+}  // namespace
+
+CudaStream::CudaStream(std::shared_ptr<StreamCore> core, cudaEvent_t staged, bool graphs, bool fuse)
+    : core_(std::move(core)), staged_(staged), graphs_(graphs), fuse_(fuse) {
+  // Positions read on the device need their pinned source; without it every graph step is
+  // captured with its positions as arguments.
+  if (graphs_ && step_host_.reserve(sizeof(int32_t))) {
+    void* p = nullptr;
+    if (cudaMalloc(&p, sizeof(int32_t)) == cudaSuccess) {
+      core_->pos_dev = static_cast<int32_t*>(p);
+    } else {
+      cudaGetLastError();
+    }
+  }
+}
+
+CudaStream::~CudaStream() {
+  cudaStreamSynchronize(core_->stream);  // the staging buffers may still be read
+  if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+  cudaEventDestroy(staged_);
+}
+
+void CudaStream::begin_forward(const int32_t* /*tokens*/, int32_t n, int32_t pos) {
+  StreamCore& c = *core_;
+  c.flush();
+  c.mode = StepMode::PLAIN;
+  c.step_failed = false;
+  c.step_pos = pos;
+  logits_dst_ = nullptr;
+  step_n_ = n;
+  in_step_ = true;
+  if (!graphs_ || n != 1 || !warm_ || retry_plain_ || !c.error.is_ok()) return;
+  // The staging buffers are rewritten by this step: the last step's copies must be done.
+  if (!c.ok(cudaEventSynchronize(staged_), "cudaEventSynchronize(staging)")) return;
+  if (c.pos_dev != nullptr) *static_cast<int32_t*>(step_host_.get()) = pos;
+  if (exec_ != nullptr && exec_gen_ != buffers_gen()) {
+    // A buffer the graph copies to or from was allocated anew since its capture (a prefill
+    // grew it): the graph is instantiated afresh rather than replayed or updated.
+    cudaGraphExecDestroy(exec_);
+    exec_ = nullptr;
+    exec_generic_ = false;
+  }
+  if (exec_ != nullptr && exec_generic_ && !recapture_) {
+    c.mode = StepMode::REPLAY;
+    c.cursor = 0;
+    c.mismatch = false;
+    return;
+  }
+  if (cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+    cudaGetLastError();
+    graphs_ = false;  // capture is not possible here: plain launches from now on
+    return;
+  }
+  c.mode = StepMode::CAPTURE;
+  c.record.clear();
+  c.absolute = false;
+  if (c.pos_dev != nullptr) {
+    c.ok(cudaMemcpyAsync(c.pos_dev, step_host_.get(), sizeof(int32_t), cudaMemcpyHostToDevice,
+                         c.stream),
+         "cudaMemcpyAsync(step position)");
+  }
+}
+
+bool CudaStream::end_forward() {
+  StreamCore& c = *core_;
+  c.flush();
+  in_step_ = false;
+  if (c.mode == StepMode::PLAIN) {
+    ++stats_.plain_steps;
+    if (step_n_ == 1 && c.error.is_ok()) warm_ = true;
+    retry_plain_ = false;
+    return true;
+  }
+  if (c.mode == StepMode::REPLAY) {
+    c.mode = StepMode::PLAIN;
+    if (c.mismatch || c.step_failed || c.cursor != c.record.size()) {
+      recapture_ = true;  // nothing ran: the caller issues the step again, captured
+      return false;
+    }
+    ++stats_.replays;
+    launch_graph();
+    return true;
+  }
+  c.mode = StepMode::PLAIN;
+  cudaGraph_t g = nullptr;
+  const cudaError_t e = cudaStreamEndCapture(c.stream, &g);
+  bool good = e == cudaSuccess && g != nullptr && !c.step_failed && instantiate(g);
+  if (g != nullptr) cudaGraphDestroy(g);
+  recapture_ = false;
+  if (!good) {
+    cudaGetLastError();  // capture failures are not errors of the session
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+    exec_ = nullptr;
+    exec_generic_ = false;
+    if (++stats_.capture_failures >= kMaxCaptureFailures) {
+      graphs_ = false;
+      std::fprintf(stderr, "geist: cuda: decode steps of this session run without graphs\n");
+    }
+    retry_plain_ = true;  // nothing ran: the caller issues the step again, plainly
+    return false;
+  }
+  exec_generic_ = !c.absolute && c.pos_dev != nullptr;
+  exec_gen_ = buffers_gen();
+  launch_graph();
+  return true;
+}
+
+uint64_t CudaStream::buffers_gen() const {
+  return ids_.gen() + y_tmp_.gen() + dn_scratch_.gen() + dn_count_.gen() + ids_host_.gen() +
+         logits_host_.gen() + act_q8_.gen();
+}
+
+void CudaStream::launch_graph() {
+  StreamCore& c = *core_;
+  ++stats_.graph_steps;
+  bool ran = c.ok(cudaGraphLaunch(exec_, c.stream), "cudaGraphLaunch") &&
+             c.ok(cudaEventRecord(staged_, c.stream), "cudaEventRecord(staging)");
+  if (logits_dst_ != nullptr) {
+    ran = ran && c.ok(cudaStreamSynchronize(c.stream), "cudaStreamSynchronize(logits)");
+    copy_logits_out(ran);
+  }
+}
+
+bool CudaStream::instantiate(cudaGraph_t g) {
+  size_t nodes = 0;
+  if (cudaGraphGetNodes(g, nullptr, &nodes) != cudaSuccess) {
+    cudaGetLastError();
+    nodes = 0;
+  }
+  if (exec_ != nullptr) {
+    cudaGraphExecUpdateResultInfo info{};
+    if (nodes != 0 && nodes == exec_nodes_ && cudaGraphExecUpdate(exec_, g, &info) == cudaSuccess) {
+      return true;
+    }
+    cudaGetLastError();
+    cudaGraphExecDestroy(exec_);
+    exec_ = nullptr;
+  }
+  if (cudaGraphInstantiate(&exec_, g, 0) != cudaSuccess) {
+    cudaGetLastError();
+    exec_ = nullptr;
+    return false;
+  }
+  exec_nodes_ = nodes;
+  return true;
+}
+
+void CudaStream::copy_logits_out(bool good) {
+  for (int32_t t = 0; t < logits_rows_; ++t) {
+    float* dst = logits_dst_ + static_cast<int64_t>(t) * logits_stride_;
+    if (good) {
+      std::memcpy(dst, static_cast<const uint8_t*>(logits_host_.get()) + t * logits_row_bytes_,
+                  logits_row_bytes_);
+    } else {
+      std::memset(dst, 0xFF, logits_row_bytes_);
+    }
+  }
+  logits_dst_ = nullptr;
+}
+
+}  // namespace geist::cuda

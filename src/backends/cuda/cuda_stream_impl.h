@@ -1,0 +1,221 @@
+// The CUDA backend's Stream (CudaStream) and the device / pinned buffers it owns: shared by
+// cuda_stream.cpp (the ops, the stream's creation) and cuda_stream_graph.cpp (decode steps as
+// CUDA graphs). Internal to src/backends/cuda.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backends/cuda/cuda_stream.h"
+
+namespace geist::cuda {
+
+class CudaBuffer final : public Buffer {
+ public:
+  CudaBuffer(uint8_t* p, size_t n) {
+    data_ = p;
+    size_ = n;
+  }
+  ~CudaBuffer() override {
+    // cudaFree waits for the device, so no queued op can still be using the memory.
+    if (data_ != nullptr) cudaFree(data_);
+  }
+};
+
+// A device scratch allocation that only grows. Growing waits for the stream first, because
+// queued ops may still read the old allocation; it cannot happen while a step is captured
+// (the capture then fails and the step runs plainly, growing it).
+class Scratch {
+ public:
+  ~Scratch() {
+    if (p_ != nullptr) cudaFree(p_);
+  }
+  // zero: a new allocation is zero-filled (in stream order) before it is returned.
+  void* get(StreamCore& core, size_t bytes, const char* what, bool zero = false) {
+    if (bytes <= cap_ && p_ != nullptr) return p_;
+    if (!core.plain_only()) return nullptr;
+    if (!core.ok(cudaStreamSynchronize(core.stream), what)) return nullptr;
+    if (p_ != nullptr) cudaFree(p_);
+    p_ = nullptr;
+    cap_ = 0;
+    const size_t want = bytes + bytes / 2 + 256;  // headroom: fewer regrowths
+    void* p = nullptr;
+    if (!core.ok(cudaMalloc(&p, want), what)) return nullptr;
+    if (zero && !core.ok(cudaMemsetAsync(p, 0, want, core.stream), what)) {
+      cudaFree(p);
+      return nullptr;
+    }
+    p_ = p;
+    cap_ = want;
+    ++gen_;
+    return p_;
+  }
+  // Allocations made so far (a graph made before the last one must not run again).
+  uint64_t gen() const { return gen_; }
+
+ private:
+  void* p_ = nullptr;  // device bytes [cap_]
+  size_t cap_ = 0;
+  uint64_t gen_ = 0;
+};
+
+// Page-locked host memory that only grows: the staging of token ids and logits, so their
+// copies are true asynchronous DMA (and can be nodes of a graph). The caller makes sure no
+// queued copy still uses it before it grows or is rewritten.
+class Pinned {
+ public:
+  ~Pinned() {
+    if (p_ != nullptr) cudaFreeHost(p_);
+  }
+  // False (and nothing allocated) when page-locked memory is not available.
+  bool reserve(size_t bytes) {
+    if (bytes <= cap_ && p_ != nullptr) return true;
+    if (p_ != nullptr) cudaFreeHost(p_);
+    p_ = nullptr;
+    cap_ = 0;
+    void* p = nullptr;
+    if (cudaHostAlloc(&p, bytes, cudaHostAllocDefault) != cudaSuccess) {
+      cudaGetLastError();  // not sticky; callers fall back to pageable copies
+      return false;
+    }
+    p_ = p;
+    cap_ = bytes;
+    ++gen_;
+    return true;
+  }
+  bool has(size_t bytes) const { return p_ != nullptr && bytes <= cap_; }
+  void* get() const { return p_; }
+  // Allocations made so far: a graph's copy node must not outlive the allocation it was made
+  // with, even when a new one lands at the same address.
+  uint64_t gen() const { return gen_; }
+
+ private:
+  void* p_ = nullptr;  // host bytes [cap_]
+  size_t cap_ = 0;
+  uint64_t gen_ = 0;
+};
+
+// Decode steps (forwards of one token) run as CUDA graphs, so the device executes the ~20
+// kernels per layer back to back instead of waiting for the host to launch each. Capture
+// once, replay many: a step is captured (with exactly the launches and arguments a plain
+// step makes, positions read from StreamCore::pos_dev) while each op notes its arguments
+// into the step record; a later step whose ops note the same words (only the position and
+// the token differ) launches nothing while it is issued and replays the graph, after one
+// 4-byte copy of its position into the graph's pinned source. A step whose ops differ (a
+// scratch buffer regrown, another KV layout) is captured again (cudaGraphExecUpdate keeps
+// the instance when only arguments changed). Being the same kernels with the same
+// arguments, a graph step is bitwise a plain one. The first one-token step after the stream
+// is created runs plainly, sizing the scratch and staging buffers that a capture cannot
+// allocate.
+class CudaStream final : public Stream {
+ public:
+  CudaStream(std::shared_ptr<StreamCore> core, cudaEvent_t staged, bool graphs, bool fuse);
+  ~CudaStream() override;
+
+  StreamCore& core() { return *core_; }
+  const CudaStepStats& stats() const { return stats_; }
+
+  void set_pool(ThreadPool*) override {}
+
+  void begin_forward(const int32_t* /*tokens*/, int32_t n, int32_t pos) override;
+
+  bool end_forward() override;
+
+  Status alloc(size_t nbytes, std::unique_ptr<Buffer>* out) override;
+  void upload(void* device_dst, const void* host_src, size_t n) override;
+  void download(void* host_dst, const void* device_src, size_t n) override;
+  void fill_zero(void* device_dst, size_t n) override;
+  Status create_kv(KvMode mode, const std::vector<KvLayerSpec>& layers, int32_t max_seq_len,
+                   std::unique_ptr<KvStore>* out) override;
+
+  // The ids go through page-locked staging with an asynchronous copy: no wait for the device
+  // (except for the previous step's copy out of the same staging, long done by then). A
+  // replayed step only writes its ids into the staging that the graph's copy reads.
+  void get_rows(const WeightMatrix& w, const int32_t* ids, int32_t n, float* out) override;
+  // cuda::matmul with the stream's activation scratch (Q8_0 / Q4_0 prefill codes), grown here
+  // outside a capture (inside one the capture fails and the step runs plainly).
+  cudaError_t matmul_ws(const WeightMatrix& w, const float* x, int64_t x_stride, int32_t n_tok,
+                        float* y, int64_t y_stride);
+  // Decode matmuls are held back (StreamCore::held) while the next ones read the same
+  // activations, and then run as one launch: fewer launches, and small projections share the
+  // device with their neighbours. Each output is bitwise the same either way.
+  void matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int32_t n_tok, float* y,
+              int64_t y_stride) override;
+  // One-token steps go through page-locked staging (a graph can copy only there); longer
+  // ones copy straight into host_y.
+  void matmul_to_host(const WeightMatrix& w, const float* x, int64_t x_stride, int32_t n_tok,
+                      float* host_y, int64_t y_stride) override;
+  // A residual add is held back (StreamCore::pending) when fusing: the rms_norm that usually
+  // follows it takes it in (add_rms_norm), saving a launch and a pass over the rows.
+  void rms_norm(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride,
+                int32_t n_rows, int64_t n, float eps) override;
+  // A rope is held back when fusing: the next one (k after q) with the same shape and position
+  // joins it in one launch.
+  void rope(float* x, int64_t x_stride, int32_t n_tok, int32_t n_head, int32_t head_dim,
+            int32_t pos0, const RopeParams& p) override;
+  void add(float* y, const float* x, int64_t n) override;
+  void swiglu(const float* gate, const float* up, float* out, int64_t n) override;
+  void sigmoid_mul(float* x, int64_t x_stride, const float* gate, int64_t gate_stride,
+                   int32_t n_rows, int64_t n) override;
+
+  // The DeltaNet launchers (deltanet_cuda.h) leave a launch failure pending in CUDA's error
+  // state; it is collected right after each call.
+  void deltanet_gates(float* beta, float* g, int32_t n_tok, int32_t n_heads, const float* a,
+                      const float* dt_bias) override;
+  void conv1d_silu(const float* x, int64_t x_stride, int32_t n_tok, int64_t n_ch, const float* w,
+                   int32_t kernel, float* state, float* out, int64_t out_stride) override;
+  // Held back when fusing: the next call with the same shape (k after q) joins it in one
+  // launch.
+  void l2_norm_heads(float* x, int64_t x_stride, int32_t n_tok, int32_t n_heads, int32_t d,
+                     float eps, float scale) override;
+  void gated_delta_rule(const GatedDeltaArgs& a, int32_t chunk) override;
+  void rms_norm_gated(const float* x, const float* z, const float* w, int32_t n_rows, int32_t d,
+                      float eps, float* out) override;
+
+ private:
+  uint64_t buffers_gen() const;
+  // Runs the step's graph (exec_), then copies the staged logits out if the step has any.
+  void launch_graph();
+  // Makes exec_ run graph g: updates the parameters of the existing instance when the
+  // topology is unchanged (the usual case: a buffer moved, or a position argument of an
+  // absolute capture), else instantiates anew.
+  // A graph with another node count (a KIVI group filling adds a kernel) cannot be an update
+  // of exec_: it is instantiated directly rather than through a failing update.
+  bool instantiate(cudaGraph_t g);
+  // Copies the staged logits rows to their host destination (0xFF bytes when !good).
+  void copy_logits_out(bool good);
+
+  std::shared_ptr<StreamCore> core_;
+  cudaEvent_t staged_;  // recorded after the last copy out of the staging buffers
+  bool graphs_;         // decode steps may run as graphs
+  bool fuse_;           // residual adds may fuse into the next rms_norm
+  Scratch ids_;         // int32 [n] token ids of get_rows
+  Scratch y_tmp_;       // float [n_tok][n_out] of matmul_to_host
+  Scratch dn_scratch_;  // gated_delta_rule's device scratch
+  Scratch dn_count_;    // unsigned [n_v_heads] gated_delta_rule_norm's counters, zero at rest
+  Scratch act_q8_;      // int8 activation codes of Q8_0 / Q4_0 prefill matmuls (matmul_ws)
+  Pinned ids_host_;     // int32 [n] staged token ids
+  Pinned logits_host_;  // float [1][n_out] staged logits of a one-token step
+  Pinned step_host_;    // int32 [1] the graph step's position, copied to core_->pos_dev
+
+  cudaGraphExec_t exec_ = nullptr;  // the decode step's graph
+  bool exec_generic_ = false;       // exec_ reads positions from pos_dev: it may be replayed
+  uint64_t exec_gen_ = 0;           // buffers_gen() when exec_ was captured
+  size_t exec_nodes_ = 0;           // nodes of the graph exec_ was instantiated from
+  bool recapture_ = false;          // the last replay did not match: the repeat is captured
+  int32_t step_n_ = 0;              // tokens of the current step
+  bool in_step_ = false;            // between begin_forward and end_forward
+  bool warm_ = false;               // a plain one-token step has sized the buffers
+  bool retry_plain_ = false;        // the last capture failed: the repeat runs plainly
+  CudaStepStats stats_;
+  float* logits_dst_ = nullptr;  // host rows of the step's logits (copied at the end)
+  int64_t logits_stride_ = 0;    // floats between rows of logits_dst_
+  int32_t logits_rows_ = 0;
+  size_t logits_row_bytes_ = 0;
+};
+
+}  // namespace geist::cuda
