@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "backends/cuda/deltanet_chunk_cuda.h"
 #include "backends/cuda/deltanet_cuda.h"
@@ -334,6 +335,28 @@ __global__ void __launch_bounds__(kStepWarps * 32)
   }
 }
 
+// Calls f(std::integral_constant<int, R>{}) for the smallest instantiated rows-per-thread R
+// (a power of two up to 64) that covers d_k over the kStepWarps warps of a block.
+template <class F>
+void with_rpt(int32_t d_k, F&& f) {
+  const int64_t rpt = ceil_div(d_k, kStepWarps);
+  if (rpt <= 1) {
+    f(std::integral_constant<int, 1>{});
+  } else if (rpt <= 2) {
+    f(std::integral_constant<int, 2>{});
+  } else if (rpt <= 4) {
+    f(std::integral_constant<int, 4>{});
+  } else if (rpt <= 8) {
+    f(std::integral_constant<int, 8>{});
+  } else if (rpt <= 16) {
+    f(std::integral_constant<int, 16>{});
+  } else if (rpt <= 32) {
+    f(std::integral_constant<int, 32>{});
+  } else {
+    f(std::integral_constant<int, 64>{});
+  }
+}
+
 template <int RPT, bool NORM>
 void launch_step(cudaStream_t s, const GatedDeltaArgs& a, const GatedNorm& nrm) {
   const int32_t col_tiles = static_cast<int32_t>(ceil_div(a.d_v, 32));
@@ -341,26 +364,6 @@ void launch_step(cudaStream_t s, const GatedDeltaArgs& a, const GatedNorm& nrm) 
   GEIST_CHECK(blocks <= 0x7fffffff, "gated_delta_rule: too many heads x column tiles");
   launch_pdl(delta_step_kernel<RPT, NORM>, dim3(static_cast<unsigned>(blocks)),
              dim3(kStepWarps * 32), 0, s, a, col_tiles, nrm);
-}
-
-template <bool NORM>
-void launch_step_rpt(cudaStream_t s, const GatedDeltaArgs& a, const GatedNorm& nrm) {
-  const int64_t rpt = ceil_div(a.d_k, kStepWarps);
-  if (rpt <= 1) {
-    launch_step<1, NORM>(s, a, nrm);
-  } else if (rpt <= 2) {
-    launch_step<2, NORM>(s, a, nrm);
-  } else if (rpt <= 4) {
-    launch_step<4, NORM>(s, a, nrm);
-  } else if (rpt <= 8) {
-    launch_step<8, NORM>(s, a, nrm);
-  } else if (rpt <= 16) {
-    launch_step<16, NORM>(s, a, nrm);
-  } else if (rpt <= 32) {
-    launch_step<32, NORM>(s, a, nrm);
-  } else {
-    launch_step<64, NORM>(s, a, nrm);
-  }
 }
 
 // ---- prefill: the recurrent form over a call's tokens ----
@@ -473,25 +476,6 @@ void launch_scan(cudaStream_t s, const GatedDeltaArgs& a) {
              s, a, col_tiles);
 }
 
-void launch_scan_rpt(cudaStream_t s, const GatedDeltaArgs& a) {
-  const int64_t rpt = ceil_div(a.d_k, kStepWarps);
-  if (rpt <= 1) {
-    launch_scan<1>(s, a);
-  } else if (rpt <= 2) {
-    launch_scan<2>(s, a);
-  } else if (rpt <= 4) {
-    launch_scan<4>(s, a);
-  } else if (rpt <= 8) {
-    launch_scan<8>(s, a);
-  } else if (rpt <= 16) {
-    launch_scan<16>(s, a);
-  } else if (rpt <= 32) {
-    launch_scan<32>(s, a);
-  } else {
-    launch_scan<64>(s, a);
-  }
-}
-
 }  // namespace
 
 void deltanet_gates(cudaStream_t s, float* beta, float* g, int32_t n_tok, int32_t n_heads,
@@ -567,11 +551,11 @@ void gated_delta_rule(cudaStream_t s, const GatedDeltaArgs& a, int32_t chunk, vo
   GEIST_CHECK(a.d_k <= kMaxDk, "gated_delta_rule: d_k > 512 is not instantiated");
   if (a.n_tokens == 0) return;
   if (a.n_tokens == 1) {
-    launch_step_rpt<false>(s, a, GatedNorm{});
+    with_rpt(a.d_k, [&](auto r) { launch_step<decltype(r)::value, false>(s, a, GatedNorm{}); });
   } else if (delta_chunk_enabled() && delta_chunked_applies(a)) {
     delta_chunked(s, a, scratch);
   } else {
-    launch_scan_rpt(s, a);
+    with_rpt(a.d_k, [&](auto r) { launch_scan<decltype(r)::value>(s, a); });
   }
 }
 
@@ -585,7 +569,7 @@ void gated_delta_rule_norm(cudaStream_t s, const GatedDeltaArgs& a, const float*
   nrm.w = w;
   nrm.eps = eps;
   nrm.count = count;
-  launch_step_rpt<true>(s, a, nrm);
+  with_rpt(a.d_k, [&](auto r) { launch_step<decltype(r)::value, true>(s, a, nrm); });
 }
 
 void rms_norm_gated(cudaStream_t s, const float* x, const float* z, const float* w, int32_t n_rows,

@@ -378,28 +378,21 @@ cudaError_t launch_tile(cudaStream_t s, const DevW& w, const ActQ8& act, int32_t
 
 // Q8_0's ring kernels: LARGE 8 warps of 64 rows x 32 tokens (128 x 128), MEDIUM 8 warps of
 // 32 x 32 (128 x 64), SMALL 4 warps of 32 x 32 (64 x 64), TINY 4 warps of 16 x 16 (32 x 32).
+template <int MR, int NR, int WM, int WN, int MINB>
+struct RingTile {
+  using C = Tile<MR, NR, WM, WN, 2>;
+  static constexpr auto kernel = ring_kernel<MR, NR, WM, WN, MINB>;
+};
 template <PrefillTile K>
 struct Ring;
 template <>
-struct Ring<PrefillTile::LARGE> {
-  using C = Tile<4, 4, 2, 4, 2>;
-  static constexpr auto kernel = ring_kernel<4, 4, 2, 4, 1>;
-};
+struct Ring<PrefillTile::LARGE> : RingTile<4, 4, 2, 4, 1> {};
 template <>
-struct Ring<PrefillTile::MEDIUM> {
-  using C = Tile<2, 4, 4, 2, 2>;
-  static constexpr auto kernel = ring_kernel<2, 4, 4, 2, 2>;
-};
+struct Ring<PrefillTile::MEDIUM> : RingTile<2, 4, 4, 2, 2> {};
 template <>
-struct Ring<PrefillTile::SMALL> {
-  using C = Tile<2, 4, 2, 2, 2>;
-  static constexpr auto kernel = ring_kernel<2, 4, 2, 2, 3>;
-};
+struct Ring<PrefillTile::SMALL> : RingTile<2, 4, 2, 2, 3> {};
 template <>
-struct Ring<PrefillTile::TINY> {
-  using C = Tile<1, 2, 2, 2, 2>;
-  static constexpr auto kernel = ring_kernel<1, 2, 2, 2, 4>;
-};
+struct Ring<PrefillTile::TINY> : RingTile<1, 2, 2, 2, 4> {};
 
 template <PrefillTile K>
 cudaError_t launch_ring(cudaStream_t s, const DevW& w, const ActQ8& act, int32_t n_tok, float* y,
