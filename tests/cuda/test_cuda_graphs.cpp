@@ -165,6 +165,8 @@ TEST(CudaGraphs, Qwen35GraphStepsBitwiseEqualPlainLaunches) {
   expect_bitwise("stories-qwen35-f32.gguf", KvMode::F32, Replays::MOST);
   expect_bitwise("stories-qwen35-f32.gguf", KvMode::Q8, Replays::MOST);
   expect_bitwise("stories-qwen35-f32.gguf", KvMode::KIVI4, Replays::NONE);
+  // Q8_0: the gate / up matmuls + swiglu in one launch (matmul_swiglu); F16: rope + KV rows.
+  expect_bitwise("stories-qwen35-q8_0.gguf", KvMode::F16, Replays::MOST);
 }
 
 }  // namespace

@@ -384,6 +384,56 @@ TEST_F(CudaKv, AttentionIsBitwiseIndependentOfCallSplit) {
   }
 }
 
+// One-token attends (decode steps: attn_dec_kernel, the warps of a block sharing each tile)
+// give the rows of one long call (attn_mma_kernel) bitwise, for the head sizes of the tensor-core
+// path, F32 and F16 rows, groups of 1, 4 and 16 query heads per kv head, and steps on both
+// sides of the 64-key tiles.
+TEST_F(CudaKv, DecodeStepsEqualOneCallRowsBitwise) {
+  struct Shape {
+    int32_t n_head, n_head_kv, hd;
+  };
+  const int32_t total = 140, first = 60;  // steps at positions 60..139
+  for (const Shape sh : {Shape{32, 8, 64}, Shape{4, 4, 128}, Shape{8, 2, 256}, Shape{16, 1, 64}}) {
+    const int32_t n_kv = sh.n_head_kv * sh.hd;
+    const int64_t qs = int64_t{sh.n_head} * sh.hd;
+    const std::vector<KvLayerSpec> layers = {roped_layer(sh.n_head_kv, sh.hd)};
+    const AttentionShape s{sh.n_head, sh.n_head_kv, sh.hd, sh.hd,
+                           1.0f / std::sqrt(static_cast<float>(sh.hd))};
+    DeviceVec<float> dq(random_floats(static_cast<size_t>(qs * total), 11));
+    DeviceVec<float> dk(random_floats(static_cast<size_t>(n_kv) * total, 12));
+    DeviceVec<float> dv(random_floats(static_cast<size_t>(n_kv) * total, 13));
+    for (const KvMode mode : {KvMode::F32, KvMode::F16}) {
+      SCOPED_TRACE(::testing::Message() << kv_mode_name(mode) << " heads " << sh.n_head << "/"
+                                        << sh.n_head_kv << " hd " << sh.hd);
+      std::vector<float> got[2];
+      for (int steps = 0; steps < 2; ++steps) {
+        std::unique_ptr<KvStore> dev;
+        ASSERT_TRUE(stream_->create_kv(mode, layers, total, &dev).is_ok());
+        DeviceVec<float> dout(static_cast<size_t>(qs * total));
+        const auto attend = [&](int32_t pos, int32_t n) {
+          dev->attend(0, s, dq.ptr() + pos * qs, qs, n, pos, dk.ptr() + pos * n_kv, n_kv,
+                      dv.ptr() + pos * n_kv, n_kv, dout.ptr() + pos * qs, qs);
+        };
+        if (steps == 0) {
+          attend(0, total);
+        } else {
+          attend(0, first);
+          for (int32_t p = first; p < total; ++p) attend(p, 1);
+        }
+        got[steps] = dout.download();
+      }
+      int64_t bad = 0;
+      for (size_t i = 0; i < got[0].size(); ++i) {
+        if (std::memcmp(&got[0][i], &got[1][i], sizeof(float)) != 0 && bad++ < 5) {
+          ADD_FAILURE() << "token " << i / qs << " element " << i % qs << ": step " << got[1][i]
+                        << " one call " << got[0][i];
+        }
+      }
+      ASSERT_EQ(bad, 0);
+    }
+  }
+}
+
 // The prefill shape the benchmarks use (llama-1b: 32 query heads, 8 kv heads, head_dim 64,
 // 2048 tokens in one call): sampled rows vs the CPU reference, and the kernel's time.
 TEST_F(CudaKv, LongPrefillMatchesCpuOnSampledRows) {

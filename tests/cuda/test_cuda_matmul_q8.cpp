@@ -197,6 +197,36 @@ TEST_F(CudaMatmulQ8, QuantizerEdgesEqualTheCpuFormula) {
   }
 }
 
+// One-token GEMVs of matrices with thousands of 16-row groups (an output projection) go
+// through the kernel whose blocks walk the row groups (gemv_stream_kernel): the formula's
+// bits for every row, with n_out not a multiple of the groups or of the grid, one and several
+// passes per row, and an odd block count.
+TEST_F(CudaMatmulQ8, LargeMatrixGemvEqualsTheCpuFormula) {
+  struct Shape {
+    int64_t n_in, n_out;
+  };
+  const Shape shapes[] = {{64, 32805}, {2080, 33001}, {4096, 40000}};
+  for (const Shape& sh : shapes) {
+    std::vector<uint8_t> bytes;
+    const WeightMatrix w = weight(GgmlType::Q8_0, sh.n_in, sh.n_out, 5u, &bytes);
+    SCOPED_TRACE("n_in=" + std::to_string(sh.n_in) + " n_out=" + std::to_string(sh.n_out));
+    const std::vector<float> xh = activations(static_cast<size_t>(sh.n_in), 17u);
+    const std::vector<float> want =
+        reference(GgmlType::Q8_0, bytes, sh.n_in, sh.n_out, xh, sh.n_in, 1);
+    const DeviceVec<float> x(xh);
+    DeviceVec<float> y(static_cast<size_t>(sh.n_out));
+    stream_->matmul(w, x.ptr(), sh.n_in, 1, y.ptr(), sh.n_out);
+    const std::vector<float> got = y.download();
+    int64_t bad = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0 && bad++ < 5) {
+        ADD_FAILURE() << "out " << i << ": got " << got[i] << " want " << want[i];
+      }
+    }
+    ASSERT_EQ(bad, 0);
+  }
+}
+
 // The fused decode launch (q / k / v of a layer) over matrices of both types: each output is
 // the formula's, as in a launch of its own.
 TEST_F(CudaMatmulQ8, FusedDecodeLaunchEqualsTheFormula) {

@@ -64,6 +64,16 @@ bool matmul_batchable(const WeightMatrix& w, int32_t n_tok);
 cudaError_t matmul_batch(cudaStream_t s, const MatmulOut* outs, int n, const float* x,
                          int64_t x_stride, int32_t n_tok);
 
+// matmul_batch() of {gate.w -> gate.y, up.w -> up.y} for one token and swiglu(gate.y, up.y, out,
+// n_out) in one launch (a decode step's feed-forward): every row bitwise what the separate
+// launches write (out: swiglu()'s values; gate.y and up.y the matmuls', except where out is
+// one of them). Only where matmul_swiglu_ok(gate.w, up.w): one Q8_0 or Q4_0 type, the same
+// shapes, and the one-token GEMV's shared memory within 48 KB. out is gate.y, up.y, or apart
+// from both; x apart from all three.
+bool matmul_swiglu_ok(const WeightMatrix& gate, const WeightMatrix& up);
+cudaError_t matmul_swiglu(cudaStream_t s, const MatmulOut& gate, const MatmulOut& up,
+                          const float* x, float* out);
+
 // out[t][0, n_in) = row ids[t] of W, dequantized bitwise as dequantize_row() does.
 // ids: [n] device ints, each < w.n_out.
 cudaError_t get_rows(cudaStream_t s, const WeightMatrix& w, const int32_t* ids, int32_t n,
@@ -100,6 +110,25 @@ struct RopeTensor {
 bool rope_can_norm(int32_t head_dim);
 cudaError_t rope(cudaStream_t s, const RopeTensor& a, const RopeTensor& b, int32_t n_tok,
                  int32_t head_dim, int32_t pos0, const int32_t* pos_dev, const RopeParams& p);
+
+// rope(a, b) and the KV rows of the same tokens in one launch (a plain F32 / F16 cache's write
+// of the step): K's rows are tensor b's turned rows (b.n_head * head_dim values), V's rows
+// kv.v's, each bitwise what kv_encode_rows() writes from them after rope() (F16: round to
+// nearest even). b.n_head > 0; a may be empty; v must not overlap a's or b's rows.
+struct KvRowsOut {
+  bool f16 = false;          // F16 rows, else F32
+  const float* v = nullptr;  // token t's values at v + t * v_stride, [nv]
+  int64_t v_stride = 0;
+  int32_t nv = 0;
+  uint8_t* k_dst = nullptr;  // token t's key row at k_dst + (t + *row_dev) * k_row_bytes
+  int64_t k_row_bytes = 0;
+  uint8_t* v_dst = nullptr;  // token t's value row at v_dst + (t + *row_dev) * v_row_bytes
+  int64_t v_row_bytes = 0;
+  const int32_t* row_dev = nullptr;  // nullptr: no shift (as kv_encode_rows)
+};
+cudaError_t rope_kv(cudaStream_t s, const RopeTensor& a, const RopeTensor& b, int32_t n_tok,
+                    int32_t head_dim, int32_t pos0, const int32_t* pos_dev, const RopeParams& p,
+                    const KvRowsOut& kv);
 
 cudaError_t add(cudaStream_t s, float* y, const float* x, int64_t n);
 cudaError_t swiglu(cudaStream_t s, const float* gate, const float* up, float* out, int64_t n);

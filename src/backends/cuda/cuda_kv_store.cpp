@@ -135,7 +135,9 @@ class CudaKvStore final : public KvStore {
     GEIST_CHECK(has_layer(il), "cuda kv attend: layer has no KV");
     GEIST_CHECK(pos >= 0 && n >= 0 && pos + n <= max_seq_len_,
                 "cuda kv attend: positions out of range");
-    core_->flush();  // a held-back op of the stream goes first, as for every op
+    // A held-back op of the stream goes first, as for every op; plain rows flush in write(),
+    // where a held rope pair may take the rows in (StreamCore::flush_rope_kv).
+    if (!plain_rows()) core_->flush();
     // Row layouts (but for a centred cache's first key) write and read at offsets of the
     // position alone: a graph step can take it from the device (StreamCore::pos_ref) and be
     // replayed at any position. KIVI's groups and q4's window bake positions into the launches.
@@ -254,6 +256,7 @@ class CudaKvStore final : public KvStore {
  private:
   bool kivi() const { return mode_ == KvMode::KIVI4 || mode_ == KvMode::KIVI2; }
   bool centered() const { return mode_ == KvMode::Q8 || mode_ == KvMode::Q4; }
+  bool plain_rows() const { return mode_ == KvMode::F32 || mode_ == KvMode::F16; }
   bool windowed() const { return mode_ == KvMode::Q4; }
   uint32_t n_parts_of_mode() const { return kv_mode_parts(mode_); }
 
@@ -317,6 +320,23 @@ class CudaKvStore final : public KvStore {
         }
       }
     } else {
+      if (plain_rows()) {
+        KvRowsOut o;
+        o.f16 = mode_ == KvMode::F16;
+        o.v = v;
+        o.v_stride = v_stride;
+        o.nv = nv;
+        o.k_dst = l.k + int64_t{row_off} * l.k_row;
+        o.k_row_bytes = l.k_row;
+        o.v_dst = l.v + int64_t{row_off} * l.v_row;
+        o.v_row_bytes = l.v_row;
+        o.row_dev = row_dev;
+        bool good = true;
+        if (core_->flush_rope_kv(k, k_stride, n, nk, o, &good)) {
+          if (good && n > 0) l.written_end = pos + n;
+          return good;
+        }
+      }
       const uint16_t* ref = nullptr;
       if (centered()) {
         // Position 0 sets the reference, rounded to f16 as stored (KvCache::write).

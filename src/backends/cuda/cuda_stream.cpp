@@ -231,15 +231,14 @@ void CudaStream::rope(float* x, int64_t x_stride, int32_t n_tok, int32_t n_head,
   const auto src_span = [&](const RopeTensor& u) {  // floats a held norm reads (0: none)
     return u.src != nullptr ? (int64_t{n_tok} * u.n_head - 1) * u.src_stride + head_dim : 0;
   };
-  if (r.n_tok > 0 && r.n_tok == n_tok && r.head_dim == head_dim && r.pos_off == off &&
-      r.pos_dev == pd && r.p.style == p.style && r.p.n_rot == p.n_rot &&
+  if (r.n_tok > 0 && r.b.n_head == 0 && r.n_tok == n_tok && r.head_dim == head_dim &&
+      r.pos_off == off && r.pos_dev == pd && r.p.style == p.style && r.p.n_rot == p.n_rot &&
       r.p.freq_base == p.freq_base && r.p.freq_scale == p.freq_scale &&
       r.p.freq_factors == p.freq_factors && n_head > 0 && disjoint(x, span(t), r.t.x, span(r.t)) &&
       (t.src == nullptr || disjoint(t.src, src_span(t), r.t.x, span(r.t))) &&
       (r.t.src == nullptr || disjoint(r.t.src, src_span(r.t), x, span(t)))) {
-    const StreamCore::PendingRope q = r;
-    r.n_tok = 0;
-    core_->ok(cuda::rope(core_->stream, q.t, t, n_tok, head_dim, off, pd, p), "rope kernel launch");
+    // The pair stays held: the KV write that usually follows joins it (flush_rope_kv).
+    r.b = t;
     return;
   }
   // A norm still held (k's, while q's rope is held) stays for the next rope: it may run
@@ -248,6 +247,7 @@ void CudaStream::rope(float* x, int64_t x_stride, int32_t n_tok, int32_t n_head,
   if (!hold || !core_->only_head_norms_held()) core_->flush();
   if (hold) {
     r.t = t;
+    r.b = RopeTensor{};
     r.n_tok = n_tok;
     r.head_dim = head_dim;
     r.pos_off = off;
@@ -273,6 +273,23 @@ void CudaStream::add(float* y, const float* x, int64_t n) {
 
 void CudaStream::swiglu(const float* gate, const float* up, float* out, int64_t n) {
   if (core_->note_op(kRecSwiglu, gate, up, out, n)) return;
+  // The one-token gate / up matmuls held for one launch take the swiglu of their rows in
+  // (cuda::matmul_swiglu): nothing else is held, and out is gate, up, or apart from both.
+  StreamCore::PendingMatmuls& h = core_->held;
+  if (fuse_ && in_step_ && h.count == 2 && h.n_tok == 1 && core_->only_matmuls_held()) {
+    const int ig = h.out[0].y == gate ? 0 : 1;
+    const MatmulOut& g = h.out[ig];
+    const MatmulOut& u = h.out[1 - ig];
+    const bool fits =
+        g.y == gate && u.y == up && g.w.n_out == n && cuda::matmul_swiglu_ok(g.w, u.w) &&
+        (out == gate || out == up || (disjoint(out, n, gate, n) && disjoint(out, n, up, n))) &&
+        disjoint(out, n, h.x, g.w.n_in);
+    if (fits) {
+      h.count = 0;
+      core_->ok(cuda::matmul_swiglu(core_->stream, g, u, h.x, out), "matmul_swiglu kernel launch");
+      return;
+    }
+  }
   core_->flush();
   core_->ok(cuda::swiglu(core_->stream, gate, up, out, n), "swiglu kernel launch");
 }

@@ -111,9 +111,12 @@ struct StreamCore {
   } held;
 
   // A rope held back so that the next one (q then k) can run in the same launch
-  // (CudaStream::rope; only inside a forward step); flush() enqueues it.
+  // (CudaStream::rope; only inside a forward step); flush() enqueues it. The pair stays held
+  // too, so that a plain KV cache can write the step's rows in the same launch
+  // (flush_rope_kv).
   struct PendingRope {
     RopeTensor t;
+    RopeTensor b;       // the second tensor (n_head 0: none yet)
     int32_t n_tok = 0;  // 0: nothing pending
     int32_t head_dim = 0;
     int32_t pos_off = 0;
@@ -165,11 +168,23 @@ struct StreamCore {
 
   // Enqueues the held ops above (those of cuda_stream_fused.cpp); called first by flush().
   void flush_fused();
+  // A plain (F32 / F16) KV cache's write of n_tok rows of keys k (k_stride, nk values each)
+  // and the values in kv (cuda_stream_fused.cpp): when only a rope pair of a decode step (at
+  // most 8 tokens) is held and one of its tensors is k, launches the pair with the rows
+  // (cuda::rope_kv) and returns true, *good the launch's status; else flushes like flush() and
+  // returns false (nothing written).
+  bool flush_rope_kv(const float* k, int64_t k_stride, int32_t n_tok, int32_t nk,
+                     const KvRowsOut& kv, bool* good);
   // CudaStream::rms_norm's part (cuda_stream_fused.cpp): holds the norm in hnorm when a rope
   // may take it in (rows of an even length <= 1024 written contiguously, disjoint from a norm
   // already held). False: nothing held, nothing changed.
   bool hold_head_norm(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride,
                       int32_t n_rows, int64_t n, float eps);
+  // Nothing is held but decode matmuls (CudaStream::swiglu may then take them in).
+  bool only_matmuls_held() const {
+    return pending.n == 0 && rope.n_tok == 0 && l2.n_tok == 0 && !prep.gates && !prep.conv &&
+           hnorm[0].n_rows == 0 && hnorm[1].n_rows == 0 && !delta.held;
+  }
   // Nothing is held but head norms (which a new norm or a rope may then join in issue order).
   bool only_head_norms_held() const {
     return pending.n == 0 && held.count == 0 && rope.n_tok == 0 && l2.n_tok == 0 && !prep.gates &&
@@ -225,9 +240,10 @@ struct StreamCore {
 // A new stream on the current device. Environment (read here, once per stream):
 // GEIST_CUDA_GRAPHS=0 turns off decode-step graphs, GEIST_CUDA_FUSE=0 the held-back fusions
 // (add + rms_norm, batched matmuls, rope pairs, head norms + rope, DeltaNet prologue, delta rule
-// + gated norm), for measurements and for the tests that compare them with plain launches.
-// GEIST_CUDA_PDL=0 (read once per process, launch_cuda.cuh) launches the small kernels, the
-// Q8_0 / Q4_0 decode matmuls and the F16 / F32 attention without programmatic dependent launch.
+// + gated norm, rope pair + plain KV rows, gate / up matmuls + swiglu), for measurements and for
+// the tests that compare them with plain launches. GEIST_CUDA_PDL=0 (read once per process,
+// launch_cuda.cuh) launches the small kernels, the Q8_0 / Q4_0 decode matmuls and the F16 / F32
+// attention without programmatic dependent launch.
 Status create_cuda_stream(std::unique_ptr<Stream>* out);
 
 // Every KV mode, with KvCache's regions and byte layouts; GEIST_E_INVALID_ARG for bad sizes

@@ -79,7 +79,8 @@ void StreamCore::flush() {
   if (rope.n_tok > 0) {
     const PendingRope r = rope;
     rope.n_tok = 0;
-    ok(cuda::rope(stream, r.t, RopeTensor{}, r.n_tok, r.head_dim, r.pos_off, r.pos_dev, r.p),
+    rope.b = RopeTensor{};
+    ok(cuda::rope(stream, r.t, r.b, r.n_tok, r.head_dim, r.pos_off, r.pos_dev, r.p),
        "rope kernel launch");
   }
   if (l2.n_tok > 0) {

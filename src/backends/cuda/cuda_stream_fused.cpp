@@ -1,5 +1,8 @@
 // StreamCore's held ops of the decode fusions (cuda_stream.h): per-head rms_norms waiting for
-// the rope that takes them in, and a one-token delta rule waiting for its gated norm.
+// the rope that takes them in, a one-token delta rule waiting for its gated norm, and a rope
+// pair launched with the KV rows it feeds.
+#include <utility>
+
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/cuda_stream.h"
 #include "backends/cuda/deltanet_cuda.h"
@@ -7,6 +10,8 @@
 namespace geist::cuda {
 
 namespace {
+
+constexpr int32_t kRopeKvMaxTokens = 8;  // the decode steps (matmul_batchable's n_tok)
 
 // Floats spanned by n_rows rows of n at the given stride.
 int64_t rows_span(int32_t n_rows, int64_t stride, int64_t n) {
@@ -33,6 +38,35 @@ void StreamCore::flush_fused() {
     cuda::gated_delta_rule(stream, d.a, d.chunk, d.scratch);
     ok(cudaGetLastError(), "gated_delta_rule kernel launch");
   }
+}
+
+bool StreamCore::flush_rope_kv(const float* k, int64_t k_stride, int32_t n_tok, int32_t nk,
+                               const KvRowsOut& kv, bool* good) {
+  const PendingRope r = rope;
+  const bool alone = pending.n == 0 && held.count == 0 && l2.n_tok == 0 && !prep.gates &&
+                     !prep.conv && hnorm[0].n_rows == 0 && hnorm[1].n_rows == 0 && !delta.held;
+  RopeTensor a = r.t, b = r.b;
+  if (a.x == k) std::swap(a, b);                // the keys are the launch's second tensor
+  const auto span = [&](const RopeTensor& u) {  // floats a tensor's rows cover
+    return (n_tok - 1) * u.x_stride + int64_t{u.n_head} * r.head_dim;
+  };
+  const int64_t v_span = n_tok > 0 ? (n_tok - 1) * kv.v_stride + kv.nv : 0;
+  // The launch reads v while it turns a and b in place: v must be apart from both. Decode
+  // steps only: rope_kv_kernel's blocks each compute their token's angles, which a prefill's
+  // separate rope computes once per token (H200 llama-1b pp2048: 37.8k -> 35.4k tok/s fused).
+  const bool fits =
+      alone && r.n_tok > 0 && r.n_tok <= kRopeKvMaxTokens && r.n_tok == n_tok && b.n_head > 0 &&
+      b.x == k && b.x_stride == k_stride && int64_t{b.n_head} * r.head_dim == nk &&
+      (kv.nv == 0 || (apart(kv.v, v_span, a.x, span(a)) && apart(kv.v, v_span, b.x, span(b))));
+  if (!fits) {
+    flush();
+    return false;
+  }
+  rope.n_tok = 0;
+  rope.b = RopeTensor{};
+  *good = ok(cuda::rope_kv(stream, a, b, n_tok, r.head_dim, r.pos_off, r.pos_dev, r.p, kv),
+             "rope_kv kernel launch");
+  return true;
 }
 
 bool StreamCore::hold_head_norm(const float* x, int64_t x_stride, const float* w, float* y,

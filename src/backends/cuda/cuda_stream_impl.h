@@ -154,10 +154,12 @@ class CudaStream final : public Stream {
   void rms_norm(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride,
                 int32_t n_rows, int64_t n, float eps) override;
   // A rope is held back when fusing: the next one (k after q) with the same shape and position
-  // joins it in one launch.
+  // joins it in one launch, and the pair waits for a plain KV cache's write of the step's rows
+  // (StreamCore::flush_rope_kv).
   void rope(float* x, int64_t x_stride, int32_t n_tok, int32_t n_head, int32_t head_dim,
             int32_t pos0, const RopeParams& p) override;
   void add(float* y, const float* x, int64_t n) override;
+  // Takes in the one-token gate / up matmuls held before it when fusing (cuda::matmul_swiglu).
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override;
   void sigmoid_mul(float* x, int64_t x_stride, const float* gate, int64_t gate_stride,
                    int32_t n_rows, int64_t n) override;

@@ -1,7 +1,9 @@
 // Attention on the tensor cores for F16 / F32 KV rows (no key reference, unrotated) with
 // head_dim_k == head_dim_v in {64, 128, 256}. Every kv_attention call for such a cache goes
-// through this kernel, prefill and decode alike (eligible() is a function of the cache's
-// encoding and shape only), so a row's bits never depend on which kernel computed it.
+// through this kernel (eligible() is a function of the cache's encoding and shape only), or,
+// for one token whose query heads of a kv head fit one 16-row tile, through attn_dec_kernel
+// (kv_attn_mma_dec_cuda.cu), which computes every row with the same arithmetic; so a row's bits
+// never depend on which kernel computed it, nor on how the tokens were split into calls.
 //
 // Per-row arithmetic (mma = mma.sync m16n8k16, bf16 inputs, f32 accumulator; k-slot i of a
 // step holds channel / key 16 * step + i; hi(x) = bf16(x), lo(x) = bf16(x - hi(x)), so an f16
@@ -28,6 +30,7 @@
 #include <type_traits>
 
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/kv_attn_mma_cuda.cuh"
 #include "backends/cuda/kv_attn_mma_cuda.h"
 #include "backends/cuda/kv_rows_cuda.cuh"
 #include "backends/cuda/launch_cuda.cuh"
@@ -37,34 +40,14 @@ namespace geist::cuda {
 
 namespace {
 
-using kvrows::row_at;
-using kvrows::Rows;
+using namespace attn;  // NOLINT(build/namespaces): the pieces shared with attn_dec_kernel
 using kvrows::rows_of;
-using mm::mma_bf16;
-using mm::split2;
 
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kRows = 16 * kWarps;  // query rows per block: 16 per warp
-constexpr int kKeys = 64;           // key positions per tile
-constexpr int kNt = kKeys / 8;      // score n-tiles of a tile
 constexpr int kSlices = 4;          // output-channel slices of a launch with few blocks
 constexpr unsigned kFewBlocks = 100;
-
-struct MmaArgs {
-  int32_t group;
-  float scale;
-  const float* q;  // [n_tok][q_stride], head h at h * hd
-  int64_t q_stride;
-  int32_t n_tok, pos0;
-  const int32_t* pos_dev;  // nullptr, or a device int32 added to pos0 (a replayed graph step)
-  int32_t nq;              // query heads of one kv head per block (<= kRows)
-  int32_t qt;              // tokens per block (kRows / nq)
-  Rows k, v;
-  float* out;  // [n_tok][out_stride], head h at h * hd
-  int64_t out_stride;
-  bool out_vec;  // out and out_stride allow float2 stores
-};
 
 // Shared-memory strides, chosen so that a warp's fragment loads hit distinct banks.
 // HD: head size; NS: blocks that share a row's output channels (each slice HD / NS).
@@ -81,26 +64,12 @@ struct Lay {
   }
 };
 
-// Two elements at p (consecutive channels of a key, or consecutive keys of a value channel)
-// as bf16x2 hi and lo words.
-template <bool F16>
-__device__ __forceinline__ void split_pair(const void* p, uint32_t* hi, uint32_t* lo) {
-  float2 f;
-  if constexpr (F16) {
-    f = __half22float2(*reinterpret_cast<const __half2*>(p));
-  } else {
-    f = *reinterpret_cast<const float2*>(p);
-  }
-  split2(f.x, f.y, hi, lo);
-}
-
-// NS > 1 (few blocks, e.g. decode): NS blocks compute the same scores and each accumulates
+// NS > 1 (few blocks, e.g. a short call): NS blocks compute the same scores and each accumulates
 // its slice of the output channels; the arithmetic of every element is the same as with NS 1.
 template <bool F16, int HD, int NS>
 __global__ void __launch_bounds__(kThreads) attn_mma_kernel(const MmaArgs a) {
   using E = typename std::conditional<F16, __half, float>::type;
   using L = Lay<HD, NS>;
-  constexpr int kEpc = 16 / sizeof(E);  // elements per 16-byte load
   constexpr int kDv = L::kDv;
   constexpr int kNv = kDv / 8;  // output n-tiles
   extern __shared__ __align__(16) uint8_t smem_raw[];
@@ -155,31 +124,8 @@ __global__ void __launch_bounds__(kThreads) attn_mma_kernel(const MmaArgs a) {
 
   for (int32_t j0 = 0; j0 <= last_pos; j0 += kKeys) {
     __syncthreads();  // the previous tile fully used
-    for (int e = tid; e < kKeys * (HD / kEpc); e += kThreads) {
-      const int j = e / (HD / kEpc), c = e % (HD / kEpc);
-      uint4 x = make_uint4(0, 0, 0, 0);
-      if (j0 + j <= last_pos) {
-        x = *reinterpret_cast<const uint4*>(row_at(a.k, j0 + j) + k_off + 16 * c);
-      }
-      *reinterpret_cast<uint4*>(sK + j * L::kLk + c * kEpc) = x;
-    }
-    for (int e = tid; e < (kKeys / 2) * (kDv / kEpc); e += kThreads) {
-      const int kp = e / (kDv / kEpc), c = e % (kDv / kEpc);
-      const int32_t p = j0 + 2 * kp;
-      uint4 x = make_uint4(0, 0, 0, 0), y = make_uint4(0, 0, 0, 0);
-      if (p <= last_pos) x = *reinterpret_cast<const uint4*>(row_at(a.v, p) + v_off + 16 * c);
-      if (p + 1 <= last_pos) {
-        y = *reinterpret_cast<const uint4*>(row_at(a.v, p + 1) + v_off + 16 * c);
-      }
-      const E* xe = reinterpret_cast<const E*>(&x);
-      const E* ye = reinterpret_cast<const E*>(&y);
-#pragma unroll
-      for (int i = 0; i < kEpc; ++i) {
-        E* dst = sV + (c * kEpc + i) * L::kLv + 2 * kp;
-        dst[0] = xe[i];
-        dst[1] = ye[i];
-      }
-    }
+    load_k_tile<E, HD, L::kLk>(a.k, j0, last_pos, k_off, sK, tid, kThreads);
+    load_v_tile<E, kDv, L::kLv>(a.v, j0, last_pos, v_off, sV, tid, kThreads);
     __syncthreads();
     if (!live || j0 > wmax) continue;
 
@@ -309,12 +255,15 @@ cudaError_t set_smem() {
 
 template <bool F16, int HD>
 cudaError_t set_smem_all() {
-  const cudaError_t e = set_smem<F16, HD, 1>();
-  return e == cudaSuccess ? set_smem<F16, HD, kSlices>() : e;
+  cudaError_t e = set_smem<F16, HD, 1>();
+  if (e == cudaSuccess) e = set_smem<F16, HD, kSlices>();
+  return e;
 }
 
 template <bool F16, int HD>
 cudaError_t launch(cudaStream_t s, const MmaArgs& a, dim3 grid) {
+  // One token (a decode step) of a group that fits a 16-row tile: the warps share each tile.
+  if (a.n_tok == 1 && a.group <= kDecRows) return attn_dec_launch(s, a, F16, HD, grid.y);
   // Fewer blocks than about the SMs: split the output channels over more blocks.
   if (grid.x * grid.y * grid.z < kFewBlocks) {
     grid.z *= kSlices;
@@ -334,6 +283,7 @@ cudaError_t kv_attention_mma_setup() {
   if (e == cudaSuccess) e = set_smem_all<false, 64>();
   if (e == cudaSuccess) e = set_smem_all<false, 128>();
   if (e == cudaSuccess) e = set_smem_all<false, 256>();
+  if (e == cudaSuccess) e = attn_dec_setup();
   return e;
 }
 

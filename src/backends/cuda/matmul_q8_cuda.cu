@@ -18,16 +18,16 @@
 // fma(0, 0, acc) = acc exactly (acc is never -0: it starts at +0 and a round-to-nearest sum is
 // -0 only when both terms are).
 //
-// Decode, one or two tokens (gemv_kernel; the steps of generation, and the fused q / k / v or
-// gate / up launches of matmul_batch): a GEMV made to stream the weights at memory speed. A
-// block owns 16 rows, a warp two of them; in pass s lane l takes block pair 32 s + l of both
-// rows (one 64-byte load per row from the repacked rows: the warp reads 2 KB of a row at a
-// time), so the isums are exact dp4a sums held per lane, with no tensor cores and no padding
-// tokens. The block quantizes the activations once into shared memory (quant_quad, while the
-// first pass's weight loads are in flight), each pass's (float(isum_b), dw_b * dx_b) go to the
-// warp's shared slice, and one lane per (row, token) folds them into its acc in block order
-// (the next pass's loads are issued before the fold). H200, geist bench tg128 q8_0: llama-1b
-// 498 -> 734 tok/s, qwen35-0.8b 406 -> 512 (HEAD's bf16 path: 590, 433).
+// Decode, one or two tokens (gemv_q8_cuda.cu: gemv_kernel; the steps of generation, and the
+// fused q / k / v or gate / up launches of matmul_batch): a GEMV made to stream the weights at
+// memory speed. A block owns 16 rows, a warp two of them; in pass s lane l takes block pair
+// 32 s + l of both rows (one 64-byte load per row from the repacked rows: the warp reads 2 KB
+// of a row at a time), so the isums are exact dp4a sums held per lane, with no tensor cores and
+// no padding tokens. The block quantizes the activations once into shared memory (quant_quad,
+// while the first pass's weight loads are in flight), each pass's (float(isum_b), dw_b * dx_b)
+// go to the warp's shared slice, and one lane per (row, token) folds them into its acc in block
+// order (the next pass's loads are issued before the fold). H200, geist bench tg128 q8_0:
+// llama-1b 498 -> 734 tok/s, qwen35-0.8b 406 -> 512 (HEAD's bf16 path: 590, 433).
 // Both decode kernels are launched with launch_pdl: a block issues its first weight loads (and
 // gemv_kernel asks L2 for the rest of its rows) before griddepcontrol.wait, so the weights
 // stream in while the kernel ahead (a norm, a rope, swiglu) finishes; the activations are read
@@ -44,16 +44,17 @@
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/launch_cuda.cuh"
 #include "backends/cuda/matmul_common.cuh"
+#include "backends/cuda/matmul_q8_cuda.cuh"
 
 namespace geist::cuda {
 
 namespace {
 
 using namespace mm;  // NOLINT(build/namespaces): the helpers shared with the prefill kernel
+using namespace q8;  // NOLINT(build/namespaces): the batch shared with the GEMVs
 
 constexpr int kDecWarps = 8;
 constexpr int kDecThreads = 32 * kDecWarps;
-constexpr int kDecRows = 16;
 constexpr int kMaxSlots = 4;  // block pairs per warp and segment
 
 // Blocks per segment: shared memory stays under the 48 KB that needs no opt-in (an opt-in is
@@ -65,34 +66,6 @@ size_t dec_smem(int planes, int32_t n_tok, int seg) {
   return planes * t * (sg * 4 + 4) * 8  // codes
          + sg * kDecRows * t * 8        // (float(isum), dw * dx) pairs
          + t * sg * 4;                  // steps
-}
-
-// Up to kMaxMatmulBatch matrices of one type and n_in over the same activations: matrix i takes
-// the blocks from first[i] on.
-struct DecBatch {
-  DevW w[kMaxMatmulBatch];
-  float* y[kMaxMatmulBatch];
-  int64_t y_stride[kMaxMatmulBatch];
-  int64_t first[kMaxMatmulBatch];
-  int n;
-};
-
-// The matrix of this block (the last one whose blocks start at or before blockIdx.x).
-__device__ __forceinline__ void select_matrix(const DecBatch& bt, DevW* w, float** y,
-                                              int64_t* y_stride, int64_t* first) {
-  *w = bt.w[0];
-  *y = bt.y[0];
-  *y_stride = bt.y_stride[0];
-  *first = 0;
-#pragma unroll
-  for (int i = 1; i < kMaxMatmulBatch; ++i) {
-    if (i < bt.n && static_cast<int64_t>(blockIdx.x) >= bt.first[i]) {
-      *w = bt.w[i];
-      *y = bt.y[i];
-      *y_stride = bt.y_stride[i];
-      *first = bt.first[i];
-    }
-  }
 }
 
 template <GgmlType T>
@@ -215,192 +188,6 @@ __global__ void __launch_bounds__(kDecThreads)
   if (tt < n_tok && r0 + rr < w.n_out) y[tt * y_stride + r0 + rr] = acc;
 }
 
-// ---- GEMV for one or two tokens (the decode steps) ----
-// Bandwidth first: a block owns 16 rows, a warp two of them, and lane l takes block pair
-// 32 s + l of both rows in pass s, so that a warp reads 2 KB of each row with one 64-byte
-// load per lane (4 x 16 bytes, several passes' loads in flight across warps). The block
-// quantizes the activations into shared memory once before its first pass (the first pass's
-// weight loads are already in flight then), the isums are exact dp4a sums held per lane, and
-// after each pass the lanes write (float(isum_b), dw_b * dx_b) to the warp's shared slice,
-// where one lane per (row, token) folds the pass's blocks into its acc in block order (the
-// next pass's weight loads are issued before the fold, so they overlap it).
-constexpr int kGvWarps = 8;
-constexpr int kGvThreads = 32 * kGvWarps;
-constexpr int kGvRowsPerWarp = 2;
-constexpr int kGvRows = kGvWarps * kGvRowsPerWarp;  // == kDecRows: the same block numbering
-constexpr int kGvPass = 32;                         // block pairs per pass: one per lane
-constexpr size_t kGvMaxSmem = 48 * 1024;            // no opt-in (see dec_seg)
-static_assert(kGvRows == kDecRows, "the batch's block numbering is shared");
-
-// float2 entries per row of the fold slices: [2 * kGvPass][nt] (block, token), padded by 16
-// bytes so that rows start on different banks and stay 16-byte aligned.
-__host__ __device__ constexpr int gv_fold_row(int nt) { return 2 * kGvPass * nt + 2; }
-
-// Shared memory: the fold slices [warp][row][gv_fold_row], then the activation codes
-// [nt][plane][pair][4] (uint4; quad q of pair k at quad (q + k / 2) % 4, see gemv_kernel),
-// then the steps dx [nt][2 * pairs].
-size_t gv_smem(int planes, int32_t nt, int64_t n_in) {
-  const size_t pairs = static_cast<size_t>(q8_pairs(n_in)), t = static_cast<size_t>(nt);
-  return kGvRows * static_cast<size_t>(gv_fold_row(nt)) * 8 + t * pairs * (64 * planes + 8);
-}
-
-// Asks L2 for the weight bytes of rows [r0, r0 + kGvRows) past those of the first pass (which
-// the lanes load into registers), so that the whole block's weights are on their way while the
-// kernel ahead of a launch_pdl launch still runs. A hint only: no value depends on it.
-template <GgmlType T>
-__device__ __forceinline__ void prefetch_rest(const DevW& w, int64_t r0, int tid) {
-  constexpr int64_t kLine = 128;
-  const int64_t stride = T == GgmlType::Q8_0 ? w.qrow : static_cast<int64_t>(w.row_bytes);
-  const int64_t skip = T == GgmlType::Q8_0 ? 64 * kGvPass : 36 * kGvPass;  // pass 0's bytes
-  if (stride <= skip) return;
-  const int64_t nr = w.n_out - r0 < kGvRows ? w.n_out - r0 : kGvRows;
-  const int64_t per = (stride - skip + kLine - 1) / kLine;  // lines per row
-  for (int64_t i = tid; i < nr * per; i += kGvThreads) {
-    const uint8_t* p = w.data + (r0 + i / per) * stride + skip + kLine * (i % per);
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-  }
-}
-
-__device__ __forceinline__ int32_t dot16(uint4 a, uint4 b, int h) {  // h: chunk 2k or 2k + 1
-  const int32_t s =
-      __dp4a(static_cast<int>(h == 0 ? a.x : a.z), static_cast<int>(h == 0 ? b.x : b.z), 0);
-  return __dp4a(static_cast<int>(h == 0 ? a.y : a.w), static_cast<int>(h == 0 ? b.y : b.w), s);
-}
-
-template <GgmlType T, int NT>
-__global__ void __launch_bounds__(kGvThreads, 3)
-    gemv_kernel(const DecBatch bt, const float* __restrict__ x, int64_t x_stride, bool vec) {
-  constexpr int P = T == GgmlType::Q8_0 ? 2 : 1;
-  constexpr int RW = kGvRowsPerWarp;
-  constexpr int FR = gv_fold_row(NT);
-  extern __shared__ uint4 gsm[];
-  DevW w;
-  float* y;
-  int64_t y_stride, first;
-  select_matrix(bt, &w, &y, &y_stride, &first);
-  const int tid = static_cast<int>(threadIdx.x);
-  const int lane = tid & 31, wp = tid >> 5;
-  const int pairs = static_cast<int>(q8_pairs(w.n_in));
-  const int nb = static_cast<int>(w.n_in / 32);
-  const int64_t rw0 = (static_cast<int64_t>(blockIdx.x) - first) * kGvRows + wp * RW;
-  float2* fs = reinterpret_cast<float2*>(gsm) + wp * RW * FR;         // this warp's [RW][FR]
-  uint4* codes = gsm + kGvRows * FR / 2;                              // [NT][P][pairs][4]
-  float* dxs = reinterpret_cast<float*>(codes + NT * P * pairs * 4);  // [NT][2 * pairs]
-
-  uint4 wq[RW][4];  // [row][quad]: the lane's pair of each row
-  uint32_t wd[RW];  // [row]: the pair's two f16 scales
-  auto fetch = [&](int k) {
-#pragma unroll
-    for (int i = 0; i < RW; ++i) {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        wq[i][j] = k < pairs ? PairLoader<T>::codes(w, rw0 + i, k, j) : make_uint4(0u, 0u, 0u, 0u);
-      }
-      wd[i] = k < pairs ? PairLoader<T>::scales(w, rw0 + i, k) : 0u;
-    }
-  };
-  fetch(lane);  // weights only: before the wait (launch_pdl)
-  prefetch_rest<T>(w, (static_cast<int64_t>(blockIdx.x) - first) * kGvRows, tid);
-  pdl_wait();
-  pdl_trigger();
-
-  // The activations' codes (4 lanes per 32-block; whole warps stay in the loop for the
-  // shuffles). Quad q of pair k is stored at quad (q + k / 2) % 4: lane l then reads its
-  // quad j of pair 32 s + l at (j + l / 2) % 4, and the 8 lanes of a quarter warp hit the 8
-  // different 16-byte bank groups.
-  const int items = NT * 2 * pairs * 4;
-  for (int base = wp * 32; base < items; base += kGvThreads) {
-    const int it = base + lane;
-    const bool live = it < items;
-    const int grp = it >> 2, q = it & 3;
-    const int t = live ? grp / (2 * pairs) : 0, b = live ? grp % (2 * pairs) : 0;
-    float va[4], vb[4];
-    const int64_t i0 = static_cast<int64_t>(b) * 32 + 4 * q;
-    x_load4(x, x_stride, NT, vec, live && b < nb, t, i0, va);
-    x_load4(x, x_stride, NT, vec, live && b < nb, t, i0 + 16, vb);
-    const float v[8] = {va[0], va[1], va[2], va[3], vb[0], vb[1], vb[2], vb[3]};
-    uint32_t lo[P], hi[P];
-    const float dx = quant_quad<P>(v, lo, hi);
-    if (live) {
-      const int k = b >> 1;
-      uint2* dst =
-          reinterpret_cast<uint2*>(codes + (t * P * pairs + k) * 4 + ((q + (k >> 1)) & 3)) +
-          (b & 1);
-#pragma unroll
-      for (int p = 0; p < P; ++p) dst[p * pairs * 8] = make_uint2(lo[p], hi[p]);
-      if (q == 0) dxs[t * 2 * pairs + b] = dx;
-    }
-  }
-  __syncthreads();
-
-  const int fi = lane / NT, ft = lane % NT;  // the fold's row and token (lane < RW * NT)
-  float acc = 0.0f;
-  const int npass = (pairs + kGvPass - 1) / kGvPass;
-  for (int ps = 0; ps < npass; ++ps) {
-    const int k = ps * kGvPass + lane;
-    if (k < pairs) {
-      int32_t d[RW][NT][P][2];  // [row][token][plane][chunk 2k + h]
-#pragma unroll
-      for (int i = 0; i < RW; ++i) {
-#pragma unroll
-        for (int t = 0; t < NT; ++t) {
-#pragma unroll
-          for (int p = 0; p < P; ++p) d[i][t][p][0] = d[i][t][p][1] = 0;
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int quad = (j + (k >> 1)) & 3;
-#pragma unroll
-        for (int t = 0; t < NT; ++t) {
-#pragma unroll
-          for (int p = 0; p < P; ++p) {
-            const uint4 a = codes[((t * P + p) * pairs + k) * 4 + quad];
-#pragma unroll
-            for (int i = 0; i < RW; ++i) {
-#pragma unroll
-              for (int h = 0; h < 2; ++h) d[i][t][p][h] += dot16(wq[i][j], a, h);
-            }
-          }
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < RW; ++i) {
-        float2 f[2 * NT];  // [chunk 2k + h][token]: consecutive in the fold slice
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const float dw = f16_bits(h == 0 ? wd[i] & 0xFFFFu : wd[i] >> 16);
-#pragma unroll
-          for (int t = 0; t < NT; ++t) {
-            int32_t is = d[i][t][0][h];
-            if constexpr (P == 2) is = is * kQ8Fine + d[i][t][1][h];
-            f[h * NT + t] =
-                make_float2(__int2float_rn(is), __fmul_rn(dw, dxs[t * 2 * pairs + 2 * k + h]));
-          }
-        }
-        float4* dst = reinterpret_cast<float4*>(fs + i * FR + 2 * lane * NT);
-#pragma unroll
-        for (int e = 0; e < NT; ++e) {
-          dst[e] = make_float4(f[2 * e].x, f[2 * e].y, f[2 * e + 1].x, f[2 * e + 1].y);
-        }
-      }
-    }
-    if (ps + 1 < npass) fetch(k + kGvPass);
-    __syncwarp();
-    if (lane < RW * NT) {
-      const int nbs = nb - 2 * kGvPass * ps < 2 * kGvPass ? nb - 2 * kGvPass * ps : 2 * kGvPass;
-      const float2* f = fs + fi * FR + ft;
-#pragma unroll 8
-      for (int b = 0; b < nbs; ++b) {
-        const float2 v = f[b * NT];
-        acc = __fmaf_rn(v.x, v.y, acc);
-      }
-    }
-    __syncwarp();
-  }
-  if (lane < RW * NT && rw0 + fi < w.n_out) y[ft * y_stride + rw0 + fi] = acc;
-}
-
 // One launch for outs[0, n), all of type T.
 template <GgmlType T>
 cudaError_t launch_decode(cudaStream_t s, const MatmulOut* outs, int n, const float* x,
@@ -417,12 +204,8 @@ cudaError_t launch_decode(cudaStream_t s, const MatmulOut* outs, int n, const fl
   }
   if (blocks > 0x7fffffff) return cudaErrorInvalidConfiguration;
   const bool vec = x_stride % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
-  if (n_tok <= 2 && gv_smem(q8_planes(T), n_tok, outs[0].w.n_in) <= kGvMaxSmem) {
-    const size_t smem = gv_smem(q8_planes(T), n_tok, outs[0].w.n_in);
-    auto* kernel = n_tok == 1 ? &gemv_kernel<T, 1> : &gemv_kernel<T, 2>;
-    return launch_pdl(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kGvThreads), smem, s, b, x,
-                      x_stride, vec);
-  }
+  cudaError_t err = cudaSuccess;
+  if (gemv_launch(s, T, b, blocks, x, x_stride, n_tok, vec, &err)) return err;
   const int seg = dec_seg(n_tok);
   return launch_pdl(decode_kernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(kDecThreads),
                     dec_smem(q8_planes(T), n_tok, seg), s, b, x, x_stride, n_tok, vec, seg);

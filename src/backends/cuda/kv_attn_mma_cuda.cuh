@@ -1,0 +1,97 @@
+// Internal to the tensor-core attention (kv_attn_mma_cuda.cu: attn_mma_kernel, any number of
+// tokens; kv_attn_mma_dec_cuda.cu: attn_dec_kernel, one token): the launch arguments, the key
+// tile, and the loads and bf16 splits whose order and values both kernels share, so that a
+// row's bits never depend on which kernel computed it.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backends/cuda/kv_rows_cuda.cuh"
+#include "backends/cuda/matmul_common.cuh"
+
+namespace geist::cuda::attn {
+
+using kvrows::row_at;
+using kvrows::Rows;
+using mm::mma_bf16;
+using mm::split2;
+
+constexpr int kKeys = 64;       // key positions per tile
+constexpr int kNt = kKeys / 8;  // score n-tiles of a tile
+constexpr int kDecRows = 16;    // query rows of attn_dec_kernel's block (one m-tile)
+
+struct MmaArgs {
+  int32_t group;
+  float scale;
+  const float* q;  // [n_tok][q_stride], head h at h * hd
+  int64_t q_stride;
+  int32_t n_tok, pos0;
+  const int32_t* pos_dev;  // nullptr, or a device int32 added to pos0 (a replayed graph step)
+  int32_t nq;              // query heads of one kv head per block (<= the block's rows)
+  int32_t qt;              // tokens per block (block rows / nq)
+  Rows k, v;
+  float* out;  // [n_tok][out_stride], head h at h * hd
+  int64_t out_stride;
+  bool out_vec;  // out and out_stride allow float2 stores
+};
+
+// Two elements at p (consecutive channels of a key, or consecutive keys of a value channel)
+// as bf16x2 hi and lo words.
+template <bool F16>
+__device__ __forceinline__ void split_pair(const void* p, uint32_t* hi, uint32_t* lo) {
+  float2 f;
+  if constexpr (F16) {
+    f = __half22float2(*reinterpret_cast<const __half2*>(p));
+  } else {
+    f = *reinterpret_cast<const float2*>(p);
+  }
+  split2(f.x, f.y, hi, lo);
+}
+
+// Keys [j0, j0 + kKeys) of the head at byte k_off of each row into sK [kKeys][LK] (HD
+// elements each), zeros past last_pos; by threads tid of nthreads.
+template <class E, int HD, int LK>
+__device__ __forceinline__ void load_k_tile(const Rows& k, int32_t j0, int32_t last_pos,
+                                            int64_t k_off, E* sK, int tid, int nthreads) {
+  constexpr int kEpc = 16 / sizeof(E);  // elements per 16-byte load
+  for (int e = tid; e < kKeys * (HD / kEpc); e += nthreads) {
+    const int j = e / (HD / kEpc), c = e % (HD / kEpc);
+    uint4 x = make_uint4(0, 0, 0, 0);
+    if (j0 + j <= last_pos) x = *reinterpret_cast<const uint4*>(row_at(k, j0 + j) + k_off + 16 * c);
+    *reinterpret_cast<uint4*>(sK + j * LK + c * kEpc) = x;
+  }
+}
+
+// The values of keys [j0, j0 + kKeys), DV channels from byte v_off of each row, transposed
+// into sV [DV][LV] (channel-major), zeros past last_pos; by threads tid of nthreads.
+template <class E, int DV, int LV>
+__device__ __forceinline__ void load_v_tile(const Rows& v, int32_t j0, int32_t last_pos,
+                                            int64_t v_off, E* sV, int tid, int nthreads) {
+  constexpr int kEpc = 16 / sizeof(E);
+  for (int e = tid; e < (kKeys / 2) * (DV / kEpc); e += nthreads) {
+    const int kp = e / (DV / kEpc), c = e % (DV / kEpc);
+    const int32_t p = j0 + 2 * kp;
+    uint4 x = make_uint4(0, 0, 0, 0), y = make_uint4(0, 0, 0, 0);
+    if (p <= last_pos) x = *reinterpret_cast<const uint4*>(row_at(v, p) + v_off + 16 * c);
+    if (p + 1 <= last_pos) y = *reinterpret_cast<const uint4*>(row_at(v, p + 1) + v_off + 16 * c);
+    const E* xe = reinterpret_cast<const E*>(&x);
+    const E* ye = reinterpret_cast<const E*>(&y);
+#pragma unroll
+    for (int i = 0; i < kEpc; ++i) {
+      E* dst = sV + (c * kEpc + i) * LV + 2 * kp;
+      dst[0] = xe[i];
+      dst[1] = ye[i];
+    }
+  }
+}
+
+// attn_dec_kernel (kv_attn_mma_dec_cuda.cu): its shared-memory limits (once per process), and one
+// launch of a token's rows, a.group <= kDecRows query heads per kv head, over n_head_kv blocks.
+cudaError_t attn_dec_setup();
+cudaError_t attn_dec_launch(cudaStream_t s, const MmaArgs& a, bool f16, int hd, unsigned n_head_kv);
+
+}  // namespace geist::cuda::attn

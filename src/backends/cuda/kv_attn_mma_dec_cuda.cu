@@ -1,0 +1,255 @@
+// attn_dec_kernel: the tensor-core attention of one token (a decode step) whose query heads
+// of a kv head fit one 16-row tile, with attn_mma_kernel's per-row arithmetic (described at the
+// top of kv_attn_mma_cuda.cu) bitwise.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
+
+#include "backends/cuda/kv_attn_mma_cuda.cuh"
+#include "backends/cuda/launch_cuda.cuh"
+
+namespace geist::cuda::attn {
+
+namespace {
+
+// attn_mma_kernel's arithmetic for every row, bitwise: warp w computes the scores of key
+// n-tile w (keys 8w..8w+7 of the tile; an element depends only on its row and key), the row
+// maxima combine over the warps (a max is exact in any order), the p_j go through shared
+// memory so that every warp forms l's lane sums in attn_mma_kernel's order and the P fragments
+// of its value step, and warp w accumulates output n-tiles [w kNv / 8, (w + 1) kNv / 8). In
+// attn_mma_kernel a decode row is one live row of a 64-row block whose warp runs every mma of
+// the tile alone; here eight warps share them.
+constexpr int kDecWarps = 8;  // == kNt: one score n-tile per warp
+constexpr int kDecThreads = 32 * kDecWarps;
+static_assert(kDecWarps == kNt, "one score n-tile per warp");
+
+template <int HD>
+struct DecLay {
+  static constexpr int kLq = HD / 2 + 4;
+  static constexpr int kLk = HD + 8;
+  static constexpr int kLv = kKeys + 8;
+  static constexpr int kLp = kKeys + 4;  // floats of a p row
+  template <bool F16>
+  static constexpr size_t bytes() {
+    const size_t es = F16 ? 2 : 4;
+    return 2 * sizeof(uint32_t) * kDecRows * kLq + es * kKeys * kLk + es * HD * kLv +
+           sizeof(float) * (kDecRows * kLp + kDecWarps * kDecRows);
+  }
+};
+
+template <bool F16, int HD>
+__global__ void __launch_bounds__(kDecThreads) attn_dec_kernel(const MmaArgs a) {
+  using E = typename std::conditional<F16, __half, float>::type;
+  using L = DecLay<HD>;
+  constexpr int kNvW = HD / 8 / kDecWarps;  // output n-tiles per warp
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  uint32_t* sQh = reinterpret_cast<uint32_t*>(smem_raw);   // [16][kLq]
+  uint32_t* sQl = sQh + kDecRows * L::kLq;                 // [16][kLq]
+  E* sK = reinterpret_cast<E*>(sQl + kDecRows * L::kLq);   // [kKeys][kLk]
+  E* sV = sK + kKeys * L::kLk;                             // [HD][kLv], transposed
+  float* sP = reinterpret_cast<float*>(sV + HD * L::kLv);  // [16][kLp] p of the tile
+  float* sMax = sP + kDecRows * L::kLp;                    // [warp][16] the warps' row maxima
+  pdl_begin();
+  const int tid = static_cast<int>(threadIdx.x);
+  const int lane = tid & 31, warp = tid >> 5;
+  const int gq = lane >> 2, qd = lane & 3;
+  const int32_t g = static_cast<int32_t>(blockIdx.y);
+  const int32_t h0 = static_cast<int32_t>(blockIdx.z) * a.nq;
+  const int32_t h_first = g * a.group + h0;
+  const int32_t n_tok_blk = a.n_tok < a.qt ? a.n_tok : a.qt;
+  const int32_t nq_blk = a.group - h0 < a.nq ? a.group - h0 : a.nq;
+  const int32_t pos0 = a.pos_dev != nullptr ? a.pos0 + *a.pos_dev : a.pos0;
+  const int32_t last_pos = pos0 + n_tok_blk - 1;
+  const auto row_ok = [&](int r) { return r / a.nq < n_tok_blk && r % a.nq < nq_blk; };
+  const auto row_pos = [&](int r) { return row_ok(r) ? pos0 + r / a.nq : last_pos; };
+  const int64_t k_off = static_cast<int64_t>(sizeof(E)) * g * HD;
+
+  for (int e = tid; e < kDecRows * (HD / 2); e += kDecThreads) {
+    const int r = e / (HD / 2), w = e % (HD / 2);
+    float x0 = 0.0f, x1 = 0.0f;
+    if (row_ok(r)) {
+      const float* qr = a.q + static_cast<int64_t>(r / a.nq) * a.q_stride +
+                        static_cast<int64_t>(h_first + r % a.nq) * HD + 2 * w;
+      x0 = qr[0];
+      x1 = qr[1];
+    }
+    split2(x0, x1, &sQh[r * L::kLq + w], &sQl[r * L::kLq + w]);
+  }
+  const int r0 = gq, r1 = gq + 8;
+  const int32_t p0 = row_pos(r0), p1 = row_pos(r1);
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+  float acc[kNvW][4];
+#pragma unroll
+  for (int i = 0; i < kNvW; ++i) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[i][e] = 0.0f;
+  }
+  const int nt = warp;  // this warp's score n-tile
+  for (int32_t j0 = 0; j0 <= last_pos; j0 += kKeys) {
+    __syncthreads();  // the previous tile fully used
+    load_k_tile<E, HD, L::kLk>(a.k, j0, last_pos, k_off, sK, tid, kDecThreads);
+    load_v_tile<E, HD, L::kLv>(a.v, j0, last_pos, k_off, sV, tid, kDecThreads);
+    __syncthreads();
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 2
+    for (int ks = 0; ks < HD / 16; ++ks) {
+      const int w = 8 * ks + qd;
+      const uint32_t ah0 = sQh[r0 * L::kLq + w], ah1 = sQh[r1 * L::kLq + w],
+                     ah2 = sQh[r0 * L::kLq + w + 4], ah3 = sQh[r1 * L::kLq + w + 4];
+      const uint32_t al0 = sQl[r0 * L::kLq + w], al1 = sQl[r1 * L::kLq + w],
+                     al2 = sQl[r0 * L::kLq + w + 4], al3 = sQl[r1 * L::kLq + w + 4];
+      const E* kr = sK + (8 * nt + gq) * L::kLk + 16 * ks + 2 * qd;
+      uint32_t bh0, bl0, bh1, bl1;
+      split_pair<F16>(kr, &bh0, &bl0);
+      split_pair<F16>(kr + 8, &bh1, &bl1);
+      mma_bf16(s, ah0, ah1, ah2, ah3, bh0, bh1);
+      mma_bf16(s, ah0, ah1, ah2, ah3, bl0, bl1);
+      mma_bf16(s, al0, al1, al2, al3, bh0, bh1);
+    }
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int32_t j = j0 + 8 * nt + 2 * qd + (e & 1);
+      const float x = j <= (e < 2 ? p0 : p1) ? __fmul_rn(s[e], a.scale) : -INFINITY;
+      s[e] = x;
+      if (e < 2) {
+        mx0 = fmaxf(mx0, x);
+      } else {
+        mx1 = fmaxf(mx1, x);
+      }
+    }
+#pragma unroll
+    for (int o = 1; o <= 2; o <<= 1) {
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o));
+    }
+    if (qd == 0) {
+      sMax[warp * kDecRows + r0] = mx0;
+      sMax[warp * kDecRows + r1] = mx1;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int w = 0; w < kDecWarps; ++w) {
+      mx0 = fmaxf(mx0, sMax[w * kDecRows + r0]);
+      mx1 = fmaxf(mx1, sMax[w * kDecRows + r1]);
+    }
+    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+    const float al0 = expf(__fsub_rn(m0, mn0)), al1 = expf(__fsub_rn(m1, mn1));
+    m0 = mn0;
+    m1 = mn1;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = e < 2 ? r0 : r1;
+      sP[r * L::kLp + 8 * nt + 2 * qd + (e & 1)] = expf(__fsub_rn(s[e], e < 2 ? mn0 : mn1));
+    }
+    __syncthreads();
+    // l: attn_mma_kernel's lane sums (keys 8i + 2qd, then + 1, for i = 0..7) and shuffles.
+    float u0 = 0.0f, u1 = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kNt; ++i) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        u0 = __fadd_rn(u0, sP[r0 * L::kLp + 8 * i + 2 * qd + e]);
+        u1 = __fadd_rn(u1, sP[r1 * L::kLp + 8 * i + 2 * qd + e]);
+      }
+    }
+#pragma unroll
+    for (int o = 1; o <= 2; o <<= 1) {
+      u0 = __fadd_rn(u0, __shfl_xor_sync(0xffffffffu, u0, o));
+      u1 = __fadd_rn(u1, __shfl_xor_sync(0xffffffffu, u1, o));
+    }
+    l0 = __fmaf_rn(l0, al0, u0);
+    l1 = __fmaf_rn(l1, al1, u1);
+#pragma unroll
+    for (int i = 0; i < kNvW; ++i) {
+      acc[i][0] = __fmul_rn(acc[i][0], al0);
+      acc[i][1] = __fmul_rn(acc[i][1], al0);
+      acc[i][2] = __fmul_rn(acc[i][2], al1);
+      acc[i][3] = __fmul_rn(acc[i][3], al1);
+    }
+#pragma unroll
+    for (int ks = 0; ks < kKeys / 16; ++ks) {
+      const float* pr0 = sP + r0 * L::kLp + 16 * ks + 2 * qd;
+      const float* pr1 = sP + r1 * L::kLp + 16 * ks + 2 * qd;
+      uint32_t ph[4], pl[4];
+      split2(pr0[0], pr0[1], &ph[0], &pl[0]);
+      split2(pr1[0], pr1[1], &ph[1], &pl[1]);
+      split2(pr0[8], pr0[9], &ph[2], &pl[2]);
+      split2(pr1[8], pr1[9], &ph[3], &pl[3]);
+#pragma unroll
+      for (int i = 0; i < kNvW; ++i) {
+        const int nv = warp * kNvW + i;
+        const E* vr = sV + (8 * nv + gq) * L::kLv + 16 * ks + 2 * qd;
+        uint32_t bh0, bl0, bh1, bl1;
+        split_pair<F16>(vr, &bh0, &bl0);
+        split_pair<F16>(vr + 8, &bh1, &bl1);
+        mma_bf16(acc[i], ph[0], ph[1], ph[2], ph[3], bh0, bh1);
+        mma_bf16(acc[i], ph[0], ph[1], ph[2], ph[3], bl0, bl1);
+        mma_bf16(acc[i], pl[0], pl[1], pl[2], pl[3], bh0, bh1);
+      }
+    }
+  }
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = half == 0 ? r0 : r1;
+    if (!row_ok(r)) continue;
+    const float l = half == 0 ? l0 : l1;
+    float* orow = a.out + static_cast<int64_t>(r / a.nq) * a.out_stride +
+                  static_cast<int64_t>(h_first + r % a.nq) * HD + 2 * qd;
+#pragma unroll
+    for (int i = 0; i < kNvW; ++i) {
+      const int nv = warp * kNvW + i;
+      float2 o;
+      o.x = __fdiv_rn(acc[i][2 * half], l);
+      o.y = __fdiv_rn(acc[i][2 * half + 1], l);
+      if (a.out_vec) {
+        *reinterpret_cast<float2*>(orow + 8 * nv) = o;
+      } else {
+        orow[8 * nv] = o.x;
+        orow[8 * nv + 1] = o.y;
+      }
+    }
+  }
+}
+
+template <bool F16, int HD>
+cudaError_t set_smem() {
+  return cudaFuncSetAttribute(attn_dec_kernel<F16, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(DecLay<HD>::template bytes<F16>()));
+}
+
+template <bool F16, int HD>
+cudaError_t launch(cudaStream_t s, MmaArgs a, unsigned n_head_kv) {
+  a.nq = a.group;
+  a.qt = kDecRows / a.nq;
+  return launch_pdl(attn_dec_kernel<F16, HD>, dim3(1, n_head_kv, 1), dim3(kDecThreads),
+                    DecLay<HD>::template bytes<F16>(), s, a);
+}
+
+}  // namespace
+
+cudaError_t attn_dec_setup() {
+  cudaError_t e = set_smem<true, 64>();
+  if (e == cudaSuccess) e = set_smem<true, 128>();
+  if (e == cudaSuccess) e = set_smem<true, 256>();
+  if (e == cudaSuccess) e = set_smem<false, 64>();
+  if (e == cudaSuccess) e = set_smem<false, 128>();
+  if (e == cudaSuccess) e = set_smem<false, 256>();
+  return e;
+}
+
+cudaError_t attn_dec_launch(cudaStream_t s, const MmaArgs& a, bool f16, int hd,
+                            unsigned n_head_kv) {
+  if (a.n_tok != 1 || a.group < 1 || a.group > kDecRows) return cudaErrorInvalidValue;
+  if (f16) {
+    return hd == 64    ? launch<true, 64>(s, a, n_head_kv)
+           : hd == 128 ? launch<true, 128>(s, a, n_head_kv)
+                       : launch<true, 256>(s, a, n_head_kv);
+  }
+  return hd == 64    ? launch<false, 64>(s, a, n_head_kv)
+         : hd == 128 ? launch<false, 128>(s, a, n_head_kv)
+                     : launch<false, 256>(s, a, n_head_kv);
+}
+
+}  // namespace geist::cuda::attn
