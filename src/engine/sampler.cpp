@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/ops.h"
+
 namespace geist {
 namespace {
 
@@ -87,6 +89,13 @@ void Sampler::apply_penalties(const int32_t* history, size_t n_history,
 int32_t Sampler::sample(const float* logits, const int32_t* history, size_t n_history,
                         const geist_sampler_params& p, Rng& rng) {
   const size_t n = static_cast<size_t>(n_vocab_);
+  const bool penalised = (p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f) &&
+                         p.penalty_last_n != 0 && n_history != 0;
+  // Greedy with no penalty to apply: what the path below finds through work_, without the
+  // copy (on the GPU backend a decode step's sampling sits between two forwards).
+  if (!(p.temperature > 0.0f) && !penalised) {
+    return static_cast<int32_t>(argmax_first(logits, static_cast<int64_t>(n)));
+  }
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   for (size_t i = 0; i < n; ++i) work_[i] = std::isnan(logits[i]) ? kNegInf : logits[i];
   apply_penalties(history, n_history, p);

@@ -16,6 +16,10 @@ namespace geist {
 // combined pairwise at the end: a fixed order the compiler can vectorise.
 float dot_f32(const float* a, const float* b, int64_t n);
 
+// The lowest index of the largest value, NaN read as -inf (so it is never chosen unless every
+// value is NaN or -inf, and then the answer is 0); +0 and -0 are equal. Greedy sampling.
+int64_t argmax_first(const float* x, int64_t n);
+
 // y[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]; the sum of squares is accumulated in double.
 // w may be nullptr (no scale). x and y may alias.
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);

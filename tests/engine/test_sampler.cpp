@@ -128,6 +128,82 @@ TEST(Sampler, GreedyPicksArgmaxAndLowestIdOnTies) {
   EXPECT_EQ(0, std::memcmp(&before, &rng, sizeof rng));
 }
 
+// Greedy with no penalty takes a short path (kernels argmax_first, no copy): it must choose
+// what the definition chooses, the lowest id of the largest logit with NaN read as -inf, on
+// lengths around its 8-wide steps, ties, signed zeros, infinities, NaN, all-NaN and all -inf,
+// and on a 128256-entry vocabulary; the same logits through the penalised path (a penalty
+// that changes nothing: a history token that is not the winner) agree.
+TEST(Sampler, GreedyWithoutPenaltiesEqualsTheDefinition) {
+  const float nan = std::nanf(""), inf = INFINITY;
+  const auto definition = [](const std::vector<float>& l) {
+    int32_t best = 0;
+    float bv = -INFINITY;
+    for (size_t i = 0; i < l.size(); ++i) {
+      const float v = std::isnan(l[i]) ? -INFINITY : l[i];
+      if (v > bv) bv = v, best = static_cast<int32_t>(i);
+    }
+    return best;
+  };
+  std::vector<std::vector<float>> cases = {
+      {nan},
+      {-inf},
+      {nan, -inf, nan},
+      {-inf, nan, -inf, -inf},
+      {-0.0f, 0.0f},
+      {0.0f, -0.0f, -1.0f},
+      {nan, 2.0f, nan, 2.0f},
+      {1.0f, inf, inf, nan},
+      {-inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf, -3.0f}};
+  Rng gen;
+  gen.seed(11);
+  for (int len = 1; len <= 40; ++len) {
+    for (int rep = 0; rep < 20; ++rep) {
+      std::vector<float> l(static_cast<size_t>(len));
+      for (float& v : l) {
+        const uint64_t r = gen.next_u64();
+        // Few distinct values (ties), now and then a NaN, an infinity or a signed zero.
+        switch (r % 16) {
+          case 0:
+            v = nan;
+            break;
+          case 1:
+            v = -inf;
+            break;
+          case 2:
+            v = -0.0f;
+            break;
+          default:
+            v = static_cast<float>(static_cast<int>((r >> 8) % 7) - 3);
+        }
+      }
+      cases.push_back(l);
+    }
+  }
+  std::vector<float> big(128256);
+  for (float& v : big)
+    v = static_cast<float>(static_cast<int64_t>(gen.next_u64() % 200001) - 100000);
+  cases.push_back(big);
+  big[77777] = 1e6f;
+  big[100000] = 1e6f;
+  cases.push_back(big);
+  for (const std::vector<float>& l : cases) {
+    Sampler s(static_cast<int32_t>(l.size()));
+    Rng rng;
+    rng.seed(1);
+    const int32_t want = definition(l);
+    ASSERT_EQ(s.sample(l.data(), nullptr, 0, plain(0.0f), rng), want) << "n " << l.size();
+    // The general path: a repeat penalty on a token that cannot matter here.
+    geist_sampler_params p = plain(0.0f);
+    p.repeat_penalty = 1.5f;
+    const int32_t other = want == 0 ? static_cast<int32_t>(l.size()) - 1 : 0;
+    const bool harmless = other != want && (std::isnan(l[static_cast<size_t>(other)]) ||
+                                            l[static_cast<size_t>(other)] == -inf);
+    if (harmless) {
+      EXPECT_EQ(s.sample(l.data(), &other, 1, p, rng), want) << "n " << l.size();
+    }
+  }
+}
+
 TEST(Sampler, TemperatureMatchesSoftmaxOfScaledLogits) {
   for (double t : {0.5, 1.0, 1.7}) {
     const std::vector<long> counts = draw(kLogits, {}, plain(static_cast<float>(t)), 42);
