@@ -43,6 +43,8 @@ class Sampler {
   };
 
   void apply_penalties(const int32_t* history, size_t n_history, const geist_sampler_params& p);
+  // cand_[0, k) = the k best of work_ (higher logit, then lower id), best first.
+  void select_top_k(size_t k);
 
   int32_t n_vocab_;
   std::vector<float> work_;      // [n_vocab] logits after penalties, NaN replaced by -inf

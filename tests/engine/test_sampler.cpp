@@ -230,6 +230,66 @@ TEST(Sampler, TopKKeepsTheKBestRenormalised) {
   }
 }
 
+// The top-k selection (one pass over the vocabulary with a heap) against its definition, a
+// partial sort of the whole vocabulary by (logit desc, id asc): the same draws, token for
+// token, from the same random stream, over vocabularies full of ties and NaN, k from 1 to
+// nearly the whole vocabulary. The draw below is the sampler's (top-p and min-p off).
+TEST(Sampler, TopKDrawsEqualAPartialSortOfTheVocabulary) {
+  struct Cand {
+    int32_t id;
+    float logit;
+  };
+  Rng gen;
+  gen.seed(5);
+  for (const int32_t n : {9, 1000, 128256}) {
+    std::vector<float> l(static_cast<size_t>(n));
+    for (float& v : l) {
+      const uint64_t r = gen.next_u64();
+      v = r % 97 == 0 ? std::nanf("") : static_cast<float>(static_cast<int>((r >> 8) % 41)) * 0.25f;
+    }
+    for (const int32_t k : {1, 2, 7, 40, n - 1}) {
+      if (k <= 0 || k >= n) continue;
+      SCOPED_TRACE(::testing::Message() << "n " << n << " k " << k);
+      std::vector<Cand> all(static_cast<size_t>(n));
+      for (int32_t i = 0; i < n; ++i) {
+        const float v = l[static_cast<size_t>(i)];
+        all[static_cast<size_t>(i)] = {i, std::isnan(v) ? -INFINITY : v};
+      }
+      std::partial_sort(all.begin(), all.begin() + k, all.end(), [](const Cand& a, const Cand& b) {
+        return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+      });
+      geist_sampler_params p = plain(0.9f);
+      p.top_k = k;
+      const float inv_t = 1.0f / p.temperature;
+      Sampler s(n);
+      Rng r1, r2;
+      r1.seed(17);
+      r2.seed(17);
+      for (int draw = 0; draw < 50; ++draw) {
+        const float max_logit = all[0].logit;
+        std::vector<float> pk(static_cast<size_t>(k));
+        double mass = 0.0;
+        for (int32_t i = 0; i < k; ++i) {
+          const float li = all[static_cast<size_t>(i)].logit;
+          pk[static_cast<size_t>(i)] = li == max_logit ? 1.0f : std::exp((li - max_logit) * inv_t);
+          mass += pk[static_cast<size_t>(i)];
+        }
+        const double u = r2.next_double() * mass;
+        double cum = 0.0;
+        int32_t want = all[static_cast<size_t>(k - 1)].id;
+        for (int32_t i = 0; i < k; ++i) {
+          cum += pk[static_cast<size_t>(i)];
+          if (u < cum) {
+            want = all[static_cast<size_t>(i)].id;
+            break;
+          }
+        }
+        ASSERT_EQ(s.sample(l.data(), nullptr, 0, p, r1), want) << "draw " << draw;
+      }
+    }
+  }
+}
+
 TEST(Sampler, TopKTiesKeepLowestIds) {
   // Four tokens tie for the best logit; top-2 must keep ids 1 and 3, never 4 or 6.
   const std::vector<float> l = {0.0f, 5.0f, 1.0f, 5.0f, 5.0f, 2.0f, 5.0f};
