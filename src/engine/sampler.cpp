@@ -92,10 +92,12 @@ void Sampler::apply_penalties(const int32_t* history, size_t n_history,
 // logit has the higher id), and 8 values at a time are skipped when none is above it, which
 // is nearly all of them once the heap holds good candidates (128k logits, top-k 40: the
 // whole default sampling step 194 -> ~60 us on the 2-core machine).
+inline bool Sampler::Better::operator()(const Candidate& a, const Candidate& b) const {
+  return better(a.logit, a.id, b.logit, b.id);
+}
+
 void Sampler::select_top_k(size_t k) {
-  auto cmp = [](const Candidate& a, const Candidate& b) {
-    return better(a.logit, a.id, b.logit, b.id);
-  };
+  const Better cmp;
   const size_t n = static_cast<size_t>(n_vocab_);
   const auto heap_end = cand_.begin() + static_cast<ptrdiff_t>(k);
   for (size_t i = 0; i < k; ++i) cand_[i] = {static_cast<int32_t>(i), work_[i], 0.0f};
@@ -135,17 +137,11 @@ int32_t Sampler::sample(const float* logits, const int32_t* history, size_t n_hi
   for (size_t i = 0; i < n; ++i) work_[i] = std::isnan(logits[i]) ? kNegInf : logits[i];
   apply_penalties(history, n_history, p);
 
-  if (!(p.temperature > 0.0f)) {
-    size_t best = 0;
-    for (size_t i = 1; i < n; ++i) {
-      if (work_[i] > work_[best]) best = i;  // strict: ties keep the lowest id
-    }
-    return static_cast<int32_t>(best);
+  if (!(p.temperature > 0.0f)) {  // penalised greedy: the same choice over work_
+    return static_cast<int32_t>(argmax_first(work_.data(), static_cast<int64_t>(n)));
   }
 
-  auto cmp = [](const Candidate& a, const Candidate& b) {
-    return better(a.logit, a.id, b.logit, b.id);
-  };
+  const Better cmp;
   size_t n_cand = n;
   bool sorted = false;
   if (p.top_k > 0 && static_cast<size_t>(p.top_k) < n) {

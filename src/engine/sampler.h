@@ -43,6 +43,10 @@ class Sampler {
   };
 
   void apply_penalties(const int32_t* history, size_t n_history, const geist_sampler_params& p);
+  // a before b in the candidates' order: higher logit, then lower id (a strict total order).
+  struct Better {
+    bool operator()(const Candidate& a, const Candidate& b) const;
+  };
   // cand_[0, k) = the k best of work_ (higher logit, then lower id), best first.
   void select_top_k(size_t k);
 
