@@ -98,6 +98,16 @@ inline Status upload_embeddings(Backend& b, const GgufFile& file, WeightMatrix* 
   return upload_matrix(b, file, output);
 }
 
+// What forward() writes of the logits. rows: host floats, the last token's row ([n_vocab]), or
+// every row ([n][n_vocab]) when `all` is set. argmax (a one-token step, `all` unset): the row is
+// wanted only for its greedy choice, *argmax = argmax_first(row) (kernels/ops.h); rows is then
+// [n_vocab] scratch that a device backend leaves unwritten (Stream::matmul_argmax_to_host).
+struct LogitsOut {
+  float* rows = nullptr;
+  bool all = false;
+  int32_t* argmax = nullptr;
+};
+
 class ArchModel {
  public:
   virtual ~ArchModel() = default;
@@ -115,13 +125,19 @@ class ArchModel {
     return create_state(max_seq_len, KvMode::F32, out);
   }
 
-  // Runs tokens[0, n) at positions [pos, pos + n) and writes logits: the last token's row
-  // ([n_vocab]) into `logits`, or every row ([n][n_vocab]) when all_logits is true.
+  // Runs tokens[0, n) at positions [pos, pos + n) and writes logits as `out` asks (LogitsOut).
   // The caller guarantees 0 < n, pos + n <= state.max_seq_len(), ids < n_vocab, and that
   // positions [0, pos) were filled by earlier calls. Results for a row are bitwise
   // independent of how the sequence was split into calls and of the thread count.
+  // GEIST_E_INVALID_ARG for out.argmax with n != 1, out.all or no out.rows.
   virtual Status forward(ArchState& state, const int32_t* tokens, int32_t n, int32_t pos,
-                         bool all_logits, float* logits, ThreadPool& pool) const = 0;
+                         const LogitsOut& out, ThreadPool& pool) const = 0;
+  // The same, logits rows into `logits`: the last token's ([n_vocab]), or every row
+  // ([n][n_vocab]) when all_logits is true.
+  Status forward(ArchState& state, const int32_t* tokens, int32_t n, int32_t pos, bool all_logits,
+                 float* logits, ThreadPool& pool) const {
+    return forward(state, tokens, n, pos, LogitsOut{logits, all_logits, nullptr}, pool);
+  }
 
   // For descriptions (geist info): one letter per layer of the main stack, 'A' for a layer
   // that keeps a KV cache (attention), 'D' for a gated DeltaNet layer (fixed-size state).

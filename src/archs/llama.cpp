@@ -90,8 +90,9 @@ class LlamaModel : public ArchModel {
   using ArchModel::create_state;
   Status create_state(int32_t max_seq_len, KvMode kv_mode,
                       std::unique_ptr<ArchState>* out) const override;
-  Status forward(ArchState& state, const int32_t* tokens, int32_t n, int32_t pos, bool all_logits,
-                 float* logits, ThreadPool& pool) const override;
+  using ArchModel::forward;
+  Status forward(ArchState& state, const int32_t* tokens, int32_t n, int32_t pos,
+                 const LogitsOut& out, ThreadPool& pool) const override;
   // Replaces every host weight view by its copy on the backend (identity on the CPU).
   Status upload_weights(const GgufFile& file);
 
@@ -390,9 +391,12 @@ void LlamaModel::run_batch(LlamaState& st, const int32_t* tokens, int32_t n, int
 }
 
 Status LlamaModel::forward(ArchState& state, const int32_t* tokens, int32_t n, int32_t pos,
-                           bool all_logits, float* logits, ThreadPool& pool) const {
+                           const LogitsOut& out, ThreadPool& pool) const {
   auto* st = dynamic_cast<LlamaState*>(&state);
   if (!st) return Status(GEIST_E_INVALID_ARG, "llama forward: state belongs to another model");
+  if (out.argmax != nullptr && (n != 1 || out.all || out.rows == nullptr)) {
+    return Status(GEIST_E_INVALID_ARG, "llama forward: a greedy choice is of one token's row");
+  }
   if (n <= 0 || pos < 0 || pos > st->max_seq_len_ - n) {
     return Status::error(GEIST_E_INVALID_ARG, "llama forward: %d tokens at %d exceed %d positions",
                          n, pos, st->max_seq_len_);
@@ -422,14 +426,18 @@ Status LlamaModel::forward(ArchState& state, const int32_t* tokens, int32_t n, i
     do {  // a backend may record the step and ask for it again (Stream::end_forward)
       s.begin_forward(tokens + done, mb, pos + done);
       run_batch(*st, tokens + done, mb, pos + done);
-      if (all_logits || done + mb == n) {
+      if (out.all || done + mb == n) {
         // Logits for every row of this micro-batch, or for the final row only.
-        const int32_t first = all_logits ? 0 : mb - 1;
+        const int32_t first = out.all ? 0 : mb - 1;
         const int32_t rows = mb - first;
         s.rms_norm(x + first * n_embd, n_embd, output_norm_, xn, n_embd, rows, n_embd,
                    cfg_.rms_eps);
-        float* dst = all_logits ? logits + static_cast<int64_t>(done) * cfg_.n_vocab : logits;
-        s.matmul_to_host(output_, xn, n_embd, rows, dst, cfg_.n_vocab);
+        float* dst = out.all ? out.rows + static_cast<int64_t>(done) * cfg_.n_vocab : out.rows;
+        if (out.argmax != nullptr) {
+          s.matmul_argmax_to_host(output_, xn, dst, out.argmax);
+        } else {
+          s.matmul_to_host(output_, xn, n_embd, rows, dst, cfg_.n_vocab);
+        }
       }
     } while (!s.end_forward());
   }

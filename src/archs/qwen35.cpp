@@ -110,9 +110,12 @@ Status Qwen35Model::create_state(int32_t max_seq_len, KvMode kv_mode,
 }
 
 Status Qwen35Model::forward(ArchState& state, const int32_t* tokens, int32_t n, int32_t pos,
-                            bool all_logits, float* logits, ThreadPool& pool) const {
+                            const LogitsOut& lo, ThreadPool& pool) const {
   auto* stp = dynamic_cast<Qwen35State*>(&state);
   if (!stp) return Status(GEIST_E_INVALID_ARG, "qwen35: state was not created by a qwen35 model");
+  if (lo.argmax != nullptr && (n != 1 || lo.all || lo.rows == nullptr)) {
+    return Status(GEIST_E_INVALID_ARG, "qwen35: a greedy choice is of one token's row");
+  }
   Qwen35State& st = *stp;
   if (n <= 0 || pos < 0 || pos + n > st.max_seq_len()) {
     return Status::error(GEIST_E_INVALID_ARG, "qwen35: positions [%d, %d) outside [0, %d)", pos,
@@ -139,12 +142,12 @@ Status Qwen35Model::forward(ArchState& state, const int32_t* tokens, int32_t n, 
   for (int32_t done = 0; done < n;) {
     const int32_t m = std::min(n - done, st.n_ubatch);
     float* out = nullptr;
-    if (all_logits) {
-      out = logits + static_cast<int64_t>(done) * c.n_vocab;
+    if (lo.all) {
+      out = lo.rows + static_cast<int64_t>(done) * c.n_vocab;
     } else if (done + m == n) {
-      out = logits;
+      out = lo.rows;
     }
-    forward_ubatch(st, tokens + done, m, pos + done, all_logits, out);
+    forward_ubatch(st, tokens + done, m, pos + done, lo.all, out, lo.argmax);
     done += m;
     st.n_past = pos + done;
   }
@@ -152,7 +155,7 @@ Status Qwen35Model::forward(ArchState& state, const int32_t* tokens, int32_t n, 
 }
 
 void Qwen35Model::forward_ubatch(Qwen35State& st, const int32_t* tokens, int32_t n, int32_t pos,
-                                 bool all_logits, float* logits) const {
+                                 bool all_logits, float* logits, int32_t* argmax) const {
   const Qwen35Config& c = cfg_;
   Stream& s = *st.stream;
   const int64_t e = c.n_embd;
@@ -178,7 +181,11 @@ void Qwen35Model::forward_ubatch(Qwen35State& st, const int32_t* tokens, int32_t
     if (!logits) return;
     const int32_t r0 = all_logits ? 0 : n - 1;
     s.rms_norm(x + r0 * e, e, d_output_norm_, xn + r0 * e, e, n - r0, e, c.norm_eps);
-    s.matmul_to_host(output_, xn + r0 * e, e, n - r0, logits, c.n_vocab);
+    if (argmax != nullptr) {
+      s.matmul_argmax_to_host(output_, xn + r0 * e, logits, argmax);
+    } else {
+      s.matmul_to_host(output_, xn + r0 * e, e, n - r0, logits, c.n_vocab);
+    }
   };
   do {
     s.begin_forward(tokens, n, pos);

@@ -148,8 +148,9 @@ class Qwen35Model final : public ArchModel {
                       std::unique_ptr<ArchState>* out) const override;
   // Besides the ArchModel contract: GEIST_E_INVALID_STATE when pos is neither 0 nor the
   // state's n_past, since the recurrent state cannot be rolled back (restore a snapshot).
-  Status forward(ArchState& state, const int32_t* tokens, int32_t n, int32_t pos, bool all_logits,
-                 float* logits, ThreadPool& pool) const override;
+  using ArchModel::forward;
+  Status forward(ArchState& state, const int32_t* tokens, int32_t n, int32_t pos,
+                 const LogitsOut& out, ThreadPool& pool) const override;
 
  private:
   friend Status load_qwen35(const GgufFile& file, std::unique_ptr<Backend> backend,
@@ -158,8 +159,9 @@ class Qwen35Model final : public ArchModel {
   // Replaces every host weight view by its copy on the backend (identity on the CPU).
   Status upload_weights(const GgufFile& file);
 
+  // logits: the rows' destination (nullptr: no logits); argmax: see LogitsOut.
   void forward_ubatch(Qwen35State& st, const int32_t* tokens, int32_t n, int32_t pos,
-                      bool all_logits, float* logits) const;
+                      bool all_logits, float* logits, int32_t* argmax) const;
   void deltanet_layer(Qwen35State& st, int32_t il, int32_t n) const;
   void attention_layer(Qwen35State& st, int32_t il, int32_t n, int32_t pos) const;
   void ffn(Qwen35State& st, int32_t il, int32_t n) const;

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "backends/cpu_backend.h"
+#include "kernels/ops.h"
 #ifdef GEIST_HAVE_CUDA
 #include "backends/cuda/cuda_backend.h"
 #endif
@@ -35,6 +36,12 @@ bool backend_kind_from_name(const char* name, BackendKind* out) {
     }
   }
   return false;
+}
+
+void Stream::matmul_argmax_to_host(const WeightMatrix& w, const float* x, float* host_y,
+                                   int32_t* host_id) {
+  matmul_to_host(w, x, w.n_in, 1, host_y, w.n_out);  // host backends: done when it returns
+  *host_id = static_cast<int32_t>(argmax_first(host_y, w.n_out));
 }
 
 bool cuda_built() {

@@ -123,14 +123,17 @@ void Sampler::select_top_k(size_t k) {
   std::sort_heap(cand_.begin(), heap_end, cmp);  // best first
 }
 
+bool Sampler::is_argmax(const geist_sampler_params& p, size_t n_history) {
+  const bool penalised = (p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f) &&
+                         p.penalty_last_n != 0 && n_history != 0;
+  return !(p.temperature > 0.0f) && !penalised;
+}
+
 int32_t Sampler::sample(const float* logits, const int32_t* history, size_t n_history,
                         const geist_sampler_params& p, Rng& rng) {
   const size_t n = static_cast<size_t>(n_vocab_);
-  const bool penalised = (p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f) &&
-                         p.penalty_last_n != 0 && n_history != 0;
-  // Greedy with no penalty to apply: what the path below finds through work_, without the
-  // copy (on the GPU backend a decode step's sampling sits between two forwards).
-  if (!(p.temperature > 0.0f) && !penalised) {
+  // What the path below finds through work_, without the copy.
+  if (is_argmax(p, n_history)) {
     return static_cast<int32_t>(argmax_first(logits, static_cast<int64_t>(n)));
   }
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();

@@ -34,6 +34,10 @@ class Sampler {
   // choice is greedy (temperature <= 0), which draws nothing.
   int32_t sample(const float* logits, const int32_t* history, size_t n_history,
                  const geist_sampler_params& p, Rng& rng);
+  // Whether sample() would be argmax_first(logits) (kernels/ops.h): greedy with no penalty
+  // to apply. Such a choice needs only the argmax, which a device backend finds where the
+  // logits are (LogitsOut::argmax).
+  static bool is_argmax(const geist_sampler_params& p, size_t n_history);
 
  private:
   struct Candidate {

@@ -143,9 +143,20 @@ Status Session::decode(int32_t* out_token) {
   if (position() >= max_seq_len_) {
     return Status::error(GEIST_E_TOO_MANY_TOKENS, "session is full (max_seq_len %d)", max_seq_len_);
   }
-  GEIST_RETURN_IF_ERROR(pay_forward());
-  const int32_t tok =
-      sampler_.sample(logits_.data(), tokens_.data(), tokens_.size(), sampler_params_, rng_);
+  int32_t tok = 0;
+  if (forward_owed_ && Sampler::is_argmax(sampler_params_, tokens_.size())) {
+    // The owed forward's row would be used for its argmax only and then go stale (the token
+    // appended below owes the next forward), so only the argmax is asked for: a device
+    // backend copies out 4 bytes instead of the row. logits_ stays stale; nothing reads it
+    // while a forward is owed.
+    const int32_t pos = position() - 1;
+    GEIST_RETURN_IF_ERROR(model_.arch().forward(*state_, &tokens_[static_cast<size_t>(pos)], 1, pos,
+                                                LogitsOut{logits_scratch_.data(), false, &tok},
+                                                pool_));
+  } else {
+    GEIST_RETURN_IF_ERROR(pay_forward());
+    tok = sampler_.sample(logits_.data(), tokens_.data(), tokens_.size(), sampler_params_, rng_);
+  }
   tokens_.push_back(tok);
   forward_owed_ = true;
   *out_token = tok;

@@ -4,7 +4,8 @@
 // Owed forward: decode() samples from the pending logits and appends the token without
 // running it through the model; forward_owed_ records that the last history token is not yet
 // in the state. Whatever next needs logits (decode, logits, prefill) pays it first. So the
-// state always holds positions [0, position() - forward_owed_).
+// state always holds positions [0, position() - forward_owed_). When the sampler's choice is
+// the argmax of the row (Sampler::is_argmax), decode() asks the owed forward for that alone.
 #pragma once
 
 #include <cstddef>

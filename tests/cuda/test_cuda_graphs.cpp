@@ -9,6 +9,7 @@
 // both are held to plain launches in several KV modes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -18,6 +19,7 @@
 #include "archs/test_qwen35_support.h"
 #include "backends/cuda/cuda_stream.h"
 #include "cuda/cuda_test_util.h"
+#include "kernels/ops.h"
 
 namespace geist::test {
 namespace {
@@ -167,6 +169,79 @@ TEST(CudaGraphs, Qwen35GraphStepsBitwiseEqualPlainLaunches) {
   expect_bitwise("stories-qwen35-f32.gguf", KvMode::KIVI4, Replays::NONE);
   // Q8_0: the gate / up matmuls + swiglu in one launch (matmul_swiglu); F16: rope + KV rows.
   expect_bitwise("stories-qwen35-q8_0.gguf", KvMode::F16, Replays::MOST);
+}
+
+// Greedy steps that ask for the argmax only (LogitsOut::argmax: cuda::argmax_first in the
+// graph, 4 bytes copied out) pick the argmax of the rows that row steps copy out, token for
+// token. Sessions decode this way when their sampler is greedy without penalties. Steps
+// alternating between the two kinds in runs of 5 change the captured step each time; a row
+// step at the end gives bitwise the logits of the all-rows run.
+void expect_argmax_steps(const std::string& name) {
+  SCOPED_TRACE(name);
+  qwen35_test::Loaded l;
+  {
+    Status st = GgufFile::open(fixture_path("models/" + name), &l.file);
+    ASSERT_TRUE(st.is_ok()) << st.message();
+    st = load_arch_model(*l.file, BackendKind::CUDA, Logger{}, &l.model);
+    ASSERT_TRUE(st.is_ok()) << name << ": " << st.message();
+  }
+  const ArchModel& m = *l.model;
+  const std::vector<int32_t> prompt = qwen35_test::json_int_array(
+      read_text_file(fixture_path("reference/stories260K/prompt1.json")), "prompt_tokens");
+  const int32_t nv = m.info().n_vocab, n_pos = static_cast<int32_t>(prompt.size());
+  constexpr int kSteps = 40;
+  // mode 0: rows only; 1: argmax only; 2: runs of 5 of each. Returns the tokens; last_row: a
+  // row step's logits after them.
+  auto run = [&](int mode, std::vector<float>* last_row) {
+    std::vector<int32_t> toks;
+    std::unique_ptr<ArchState> state;
+    ThreadPool pool(1);
+    const Status st = m.create_state(256, KvMode::F32, &state);
+    EXPECT_TRUE(st.is_ok()) << st.message();
+    if (!st) return toks;
+    std::vector<float> row(static_cast<size_t>(nv));
+    EXPECT_TRUE(m.forward(*state, prompt.data(), n_pos, 0, false, row.data(), pool).is_ok());
+    int32_t tok = static_cast<int32_t>(argmax_first(row.data(), nv));
+    for (int i = 0; i < kSteps; ++i) {
+      toks.push_back(tok);
+      const bool argmax = mode == 1 || (mode == 2 && i / 5 % 2 == 1);
+      std::fill(row.begin(), row.end(), 0.0f);
+      int32_t id = -1;
+      const LogitsOut out{row.data(), false, argmax ? &id : nullptr};
+      const Status fs = m.forward(*state, &tok, 1, n_pos + i, out, pool);
+      EXPECT_TRUE(fs.is_ok()) << fs.message();
+      if (!fs) return toks;
+      tok = argmax ? id : static_cast<int32_t>(argmax_first(row.data(), nv));
+    }
+    toks.push_back(tok);
+    last_row->assign(static_cast<size_t>(nv), 0.0f);
+    EXPECT_TRUE(m.forward(*state, &tok, 1, n_pos + kSteps, false, last_row->data(), pool).is_ok());
+    return toks;
+  };
+  std::vector<float> rows0, rows1, rows2;
+  const std::vector<int32_t> t0 = run(0, &rows0), t1 = run(1, &rows1), t2 = run(2, &rows2);
+  ASSERT_EQ(t0.size(), static_cast<size_t>(kSteps + 1));
+  EXPECT_EQ(t1, t0);
+  EXPECT_EQ(t2, t0);
+  EXPECT_EQ(std::memcmp(rows1.data(), rows0.data(), rows0.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(rows2.data(), rows0.data(), rows0.size() * sizeof(float)), 0);
+  // A one-token argmax step of a longer call, or with every row, is refused.
+  std::unique_ptr<ArchState> state;
+  ASSERT_TRUE(m.create_state(64, KvMode::F32, &state).is_ok());
+  ThreadPool pool(1);
+  std::vector<float> row(static_cast<size_t>(nv) * 2);
+  int32_t id = 0;
+  EXPECT_EQ(m.forward(*state, prompt.data(), 2, 0, LogitsOut{row.data(), false, &id}, pool).code(),
+            GEIST_E_INVALID_ARG);
+  EXPECT_EQ(m.forward(*state, prompt.data(), 1, 0, LogitsOut{row.data(), true, &id}, pool).code(),
+            GEIST_E_INVALID_ARG);
+}
+
+TEST(CudaGraphs, ArgmaxStepsPickTheArgmaxOfTheirRows) {
+  GEIST_REQUIRE_FIXTURES();
+  GEIST_REQUIRE_CUDA();
+  expect_argmax_steps("stories260K.gguf");
+  expect_argmax_steps("stories-qwen35-q8_0.gguf");
 }
 
 }  // namespace

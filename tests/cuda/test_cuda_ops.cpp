@@ -19,11 +19,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "archs/test_qwen35_support.h"
 #include "backends/backend.h"
+#include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/cuda_stream.h"
 #include "base/thread_pool.h"
 #include "cuda/cuda_test_util.h"
@@ -272,6 +275,85 @@ TEST_F(CudaOps, MatmulToHostWritesStridedHostRows) {
     for (int64_t o = 0; o < y_stride; ++o) {
       const float want = o < n_out ? ref[t * n_out + o] : -5.0f;
       ASSERT_EQ(host[t * y_stride + o], want) << t << "," << o;
+    }
+  }
+}
+
+// cuda::argmax_first against the definition's host implementation (kernels/ops.h): the lowest
+// index of the largest value, NaN read as -inf, +0 == -0. Ties across and within the kernel's
+// slices, specials, one-block and many-block lengths; calls back to back reuse the counter,
+// which the kernel must leave at 0.
+TEST_F(CudaOps, ArgmaxFirstEqualsTheHostDefinition) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  DeviceVec<cuda::ArgmaxPart> parts(cuda::kArgmaxParts);
+  DeviceVec<unsigned> count(1);
+  DeviceVec<int32_t> out(1);
+  std::mt19937 rng(77);
+  int cases = 0;
+  for (const int32_t n : {1, 2, 31, 257, 2048, 2049, 5000, 131072, 128256, 248320, 300001}) {
+    for (int kind = 0; kind < 8; ++kind) {
+      std::vector<float> x(static_cast<size_t>(n));
+      std::uniform_int_distribution<int> few(-3, 3);  // many ties
+      std::uniform_real_distribution<float> wide(-30.0f, 30.0f);
+      for (float& v : x) v = kind % 2 == 0 ? static_cast<float>(few(rng)) : wide(rng);
+      std::uniform_int_distribution<int32_t> at(0, n - 1);
+      switch (kind) {
+        case 2:  // NaN everywhere but a few values
+          for (float& v : x) v = nan;
+          x[static_cast<size_t>(at(rng))] = -inf;
+          x[static_cast<size_t>(at(rng))] = -5.0f;
+          break;
+        case 3:  // every value NaN: 0
+          for (float& v : x) v = nan;
+          break;
+        case 4:  // -0 before +0 as the largest, NaN before both
+          for (float& v : x) v = -1.0f;
+          x[static_cast<size_t>(at(rng))] = nan;
+          x[static_cast<size_t>(n - 1)] = 0.0f;
+          x[static_cast<size_t>(at(rng))] = -0.0f;
+          break;
+        case 5:  // +inf twice
+          x[static_cast<size_t>(at(rng))] = inf;
+          x[static_cast<size_t>(at(rng))] = inf;
+          break;
+        case 6:  // every value -inf: 0
+          for (float& v : x) v = -inf;
+          break;
+        default:
+          break;
+      }
+      DeviceVec<float> dx(x);
+      ASSERT_EQ(cuda::argmax_first(nullptr, dx.ptr(), n, parts.ptr(), count.ptr(), out.ptr()),
+                cudaSuccess);
+      const std::vector<int32_t> got = out.download();
+      ASSERT_EQ(got[0], argmax_first(x.data(), n)) << "n " << n << " kind " << kind;
+      ASSERT_EQ(count.download()[0], 0u) << "n " << n << " kind " << kind;
+      ++cases;
+    }
+  }
+  EXPECT_EQ(cases, 88);
+  EXPECT_EQ(cuda::argmax_first(nullptr, nullptr, 0, parts.ptr(), count.ptr(), out.ptr()),
+            cudaErrorInvalidValue);
+}
+
+// The stream's greedy output: the id of matmul_to_host's row, the host scratch left unwritten.
+TEST_F(CudaOps, MatmulArgmaxToHostIsTheArgmaxOfTheRow) {
+  for (const GgmlType t : {GgmlType::Q8_0, GgmlType::F32}) {
+    for (const int64_t n_out : {int64_t{1}, int64_t{45}, int64_t{5003}, int64_t{40000}}) {
+      SCOPED_TRACE(std::string(ggml_type_name(t)) + " n_out " + std::to_string(n_out));
+      const int64_t n_in = 256;
+      const HostWeight h = make_weight(t, n_in, n_out, 23);
+      const WeightMatrix dev = upload(h);
+      const std::vector<float> x = random_floats(static_cast<size_t>(n_in), 5);
+      DeviceVec<float> dx(x);
+      std::vector<float> row(static_cast<size_t>(n_out));
+      stream_->matmul_to_host(dev, dx.ptr(), n_in, 1, row.data(), n_out);
+      std::vector<float> scratch(static_cast<size_t>(n_out), -7.0f);
+      int32_t id = -1;
+      stream_->matmul_argmax_to_host(dev, dx.ptr(), scratch.data(), &id);
+      EXPECT_EQ(id, argmax_first(row.data(), n_out));
+      EXPECT_EQ(std::count(scratch.begin(), scratch.end(), -7.0f), n_out);
     }
   }
 }

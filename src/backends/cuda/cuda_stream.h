@@ -46,6 +46,7 @@ enum RecordOp : uint64_t {
   kRecGetRows = 1,
   kRecMatmul,
   kRecToHost,
+  kRecToHostArgmax,
   kRecRmsNorm,
   kRecRope,
   kRecAdd,

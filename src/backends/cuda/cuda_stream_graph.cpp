@@ -41,6 +41,7 @@ void CudaStream::begin_forward(const int32_t* /*tokens*/, int32_t n, int32_t pos
   c.step_failed = false;
   c.step_pos = pos;
   logits_dst_ = nullptr;
+  argmax_dst_ = nullptr;
   step_n_ = n;
   in_step_ = true;
   if (!graphs_ || n != 1 || !warm_ || retry_plain_ || !c.error.is_ok()) return;
@@ -121,7 +122,7 @@ bool CudaStream::end_forward() {
 
 uint64_t CudaStream::buffers_gen() const {
   return ids_.gen() + y_tmp_.gen() + dn_scratch_.gen() + dn_count_.gen() + ids_host_.gen() +
-         logits_host_.gen() + act_q8_.gen();
+         logits_host_.gen() + act_q8_.gen() + argmax_.gen() + argmax_host_.gen();
 }
 
 void CudaStream::launch_graph() {
@@ -129,7 +130,7 @@ void CudaStream::launch_graph() {
   ++stats_.graph_steps;
   bool ran = c.ok(cudaGraphLaunch(exec_, c.stream), "cudaGraphLaunch") &&
              c.ok(cudaEventRecord(staged_, c.stream), "cudaEventRecord(staging)");
-  if (logits_dst_ != nullptr) {
+  if (logits_dst_ != nullptr || argmax_dst_ != nullptr) {
     ran = ran && c.ok(cudaStreamSynchronize(c.stream), "cudaStreamSynchronize(logits)");
     copy_logits_out(ran);
   }
@@ -160,6 +161,12 @@ bool CudaStream::instantiate(cudaGraph_t g) {
 }
 
 void CudaStream::copy_logits_out(bool good) {
+  if (argmax_dst_ != nullptr) {
+    *argmax_dst_ = 0;
+    if (good) std::memcpy(argmax_dst_, argmax_host_.get(), sizeof(int32_t));
+    argmax_dst_ = nullptr;
+  }
+  if (logits_dst_ == nullptr) return;
   for (int32_t t = 0; t < logits_rows_; ++t) {
     float* dst = logits_dst_ + static_cast<int64_t>(t) * logits_stride_;
     if (good) {

@@ -149,6 +149,9 @@ class CudaStream final : public Stream {
   // ones copy straight into host_y.
   void matmul_to_host(const WeightMatrix& w, const float* x, int64_t x_stride, int32_t n_tok,
                       float* host_y, int64_t y_stride) override;
+  // The row into y_tmp_, cuda::argmax_first there, and 4 bytes out (through argmax_host_).
+  void matmul_argmax_to_host(const WeightMatrix& w, const float* x, float* host_y,
+                             int32_t* host_id) override;
   // A residual add is held back (StreamCore::pending) when fusing: the rms_norm that usually
   // follows it takes it in (add_rms_norm), saving a launch and a pass over the rows.
   void rms_norm(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride,
@@ -188,7 +191,8 @@ class CudaStream final : public Stream {
   // A graph with another node count (a KIVI group filling adds a kernel) cannot be an update
   // of exec_: it is instantiated directly rather than through a failing update.
   bool instantiate(cudaGraph_t g);
-  // Copies the staged logits rows to their host destination (0xFF bytes when !good).
+  // Copies the staged logits rows (0xFF bytes when !good) and the staged greedy id (0 when
+  // !good) to their host destinations.
   void copy_logits_out(bool good);
 
   std::shared_ptr<StreamCore> core_;
@@ -202,6 +206,8 @@ class CudaStream final : public Stream {
   Scratch act_q8_;      // int8 activation codes of Q8_0 / Q4_0 prefill matmuls (matmul_ws)
   Pinned ids_host_;     // int32 [n] staged token ids
   Pinned logits_host_;  // float [1][n_out] staged logits of a one-token step
+  Scratch argmax_;      // cuda::argmax_first's parts, counter (zero at rest) and id
+  Pinned argmax_host_;  // int32 [1] the staged greedy id of a one-token step
   Pinned step_host_;    // int32 [1] the graph step's position, copied to core_->pos_dev
 
   cudaGraphExec_t exec_ = nullptr;  // the decode step's graph
@@ -217,6 +223,7 @@ class CudaStream final : public Stream {
   float* logits_dst_ = nullptr;  // host rows of the step's logits (copied at the end)
   int64_t logits_stride_ = 0;    // floats between rows of logits_dst_
   int32_t logits_rows_ = 0;
+  int32_t* argmax_dst_ = nullptr;  // host int of the step's greedy id (copied at the end)
   size_t logits_row_bytes_ = 0;
 };
 

@@ -1,9 +1,12 @@
-// Element-wise and per-row kernels: rms_norm, add, swiglu, sigmoid_mul (rope: rope_cuda.cu).
+// Element-wise and per-row kernels: rms_norm, add, swiglu, sigmoid_mul, argmax_first (rope:
+// rope_cuda.cu).
 // Arithmetic uses
 // the explicit round-to-nearest intrinsics in the CPU kernels' order (no FMA contraction), so
 // the only differences from src/kernels/ops.cpp are the device's expf / pow / cos / sin and,
 // for rms_norm, the order in which the double sum of squares is added up.
 // Every kernel here is launched with launch_pdl (launch_cuda.cuh) and starts with pdl_begin().
+#include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 
@@ -117,6 +120,75 @@ unsigned ew_blocks(int64_t n) {
   return static_cast<unsigned>(b < 65536 ? (b > 0 ? b : 1) : 65536);
 }
 
+// argmax_first (kernels/ops.h) of x[n]: block b takes the b-th slice and reduces it to the
+// (value, index) pair that comes first in the order "larger value, then lower index" (NaN read
+// as -inf; +0 == -0 as floats compare), writes it to parts[b], and the last block to count
+// itself in reduces the parts and writes *out, then sets *count back to 0. A total order on
+// pairs of distinct indices: the answer does not depend on how the slices are reduced.
+constexpr int kAmThreads = 256;
+
+__device__ __forceinline__ void am_take(float& bv, int& bi, float v, int i) {
+  if (v > bv || (v == bv && i < bi)) {
+    bv = v;
+    bi = i;
+  }
+}
+
+// The block's best pair, in thread 0 (every thread calls it).
+__device__ __forceinline__ void am_block(float& bv, int& bi, float* sv, int* si) {
+  for (int o = 16; o > 0; o >>= 1) {
+    am_take(bv, bi, __shfl_xor_sync(0xffffffffu, bv, o), __shfl_xor_sync(0xffffffffu, bi, o));
+  }
+  const int lane = static_cast<int>(threadIdx.x) & 31, wp = static_cast<int>(threadIdx.x) >> 5;
+  if (lane == 0) {
+    sv[wp] = bv;
+    si[wp] = bi;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kAmThreads / 32; ++w) am_take(bv, bi, sv[w], si[w]);
+  }
+}
+
+__global__ void __launch_bounds__(kAmThreads)
+    argmax_kernel(const float* __restrict__ x, int n, ArgmaxPart* parts, unsigned* count,
+                  int32_t* out) {
+  __shared__ float sv[kAmThreads / 32];
+  __shared__ int si[kAmThreads / 32];
+  __shared__ bool last;
+  pdl_begin();
+  const int per = (n + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
+  const int lo = static_cast<int>(blockIdx.x) * per;
+  const int hi = n - lo < per ? n : lo + per;
+  float bv = -INFINITY;
+  int bi = INT_MAX;
+#pragma unroll 4
+  for (int i = lo + static_cast<int>(threadIdx.x); i < hi; i += kAmThreads) {
+    const float v = x[i];
+    am_take(bv, bi, v != v ? -INFINITY : v, i);
+  }
+  am_block(bv, bi, sv, si);
+  if (threadIdx.x == 0) {
+    parts[blockIdx.x] = ArgmaxPart{bv, bi};
+    __threadfence();
+    last = atomicAdd(count, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  bv = -INFINITY;
+  bi = INT_MAX;
+  for (int b = static_cast<int>(threadIdx.x); b < static_cast<int>(gridDim.x); b += kAmThreads) {
+    const int2 p = __ldcg(reinterpret_cast<const int2*>(parts) + b);  // not through L1
+    am_take(bv, bi, __int_as_float(p.x), p.y);
+  }
+  am_block(bv, bi, sv, si);
+  if (threadIdx.x == 0) {
+    *out = bi;  // every element beats the (-inf, INT_MAX) start: bi < n
+    *count = 0;
+  }
+}
+
 }  // namespace
 
 bool pdl_enabled() {
@@ -159,6 +231,14 @@ cudaError_t sigmoid_mul(cudaStream_t s, float* x, int64_t x_stride, const float*
   if (n_rows <= 0 || n <= 0) return cudaSuccess;
   return launch_pdl(sigmoid_mul_kernel, dim3(ew_blocks(n_rows * n)), dim3(kEwThreads), 0, s, x,
                     x_stride, gate, gate_stride, n_rows, n);
+}
+
+cudaError_t argmax_first(cudaStream_t s, const float* x, int32_t n, ArgmaxPart* parts,
+                         unsigned* count, int32_t* out) {
+  if (n <= 0) return cudaErrorInvalidValue;
+  const int blocks = std::min(kArgmaxParts, (n + kAmThreads * 8 - 1) / (kAmThreads * 8));
+  return launch_pdl(argmax_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kAmThreads), 0, s, x,
+                    n, parts, count, out);
 }
 
 }  // namespace geist::cuda
