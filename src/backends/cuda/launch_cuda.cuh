@@ -25,7 +25,9 @@ namespace geist::cuda {
 // kernel of the step writes (weights, constants, the step's position, which a copy node
 // fills before the first kernel) and may do it before pdl_wait(): the decode matmuls load
 // their first weights, rope computes its angles. pdl_trigger() comes only after pdl_wait()
-// (so a kernel launched early always finds the ones before its predecessor complete).
+// (so a kernel launched early always finds the ones before its predecessor complete), or not
+// at all: a block that exits counts as triggered, so the next kernel then launches as the
+// last blocks finish (gemv_q8_cuda.cu's early_trigger).
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
