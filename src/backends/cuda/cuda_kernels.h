@@ -131,6 +131,9 @@ cudaError_t rope_kv(cudaStream_t s, const RopeTensor& a, const RopeTensor& b, in
                     const KvRowsOut& kv);
 
 cudaError_t add(cudaStream_t s, float* y, const float* x, int64_t n);
+cudaError_t swiglu(cudaStream_t s, const float* gate, const float* up, float* out, int64_t n);
+cudaError_t sigmoid_mul(cudaStream_t s, float* x, int64_t x_stride, const float* gate,
+                        int64_t gate_stride, int32_t n_rows, int64_t n);
 
 // *out = argmax_first(x, n) (kernels/ops.h: the lowest index of the largest value, NaN read as
 // -inf), on the device: the greedy choice of a logits row without copying the row out.
@@ -143,9 +146,6 @@ struct ArgmaxPart {
 constexpr int kArgmaxParts = 64;
 cudaError_t argmax_first(cudaStream_t s, const float* x, int32_t n, ArgmaxPart* parts,
                          unsigned* count, int32_t* out);
-cudaError_t swiglu(cudaStream_t s, const float* gate, const float* up, float* out, int64_t n);
-cudaError_t sigmoid_mul(cudaStream_t s, float* x, int64_t x_stride, const float* gate,
-                        int64_t gate_stride, int32_t n_rows, int64_t n);
 
 // ---- KV cache (kv_cuda.cu, kv_attn_cuda.cu): KvCache's encodings (kernels/attention_kv.h) ----
 

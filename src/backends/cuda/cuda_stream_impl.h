@@ -223,8 +223,8 @@ class CudaStream final : public Stream {
   float* logits_dst_ = nullptr;  // host rows of the step's logits (copied at the end)
   int64_t logits_stride_ = 0;    // floats between rows of logits_dst_
   int32_t logits_rows_ = 0;
-  int32_t* argmax_dst_ = nullptr;  // host int of the step's greedy id (copied at the end)
   size_t logits_row_bytes_ = 0;
+  int32_t* argmax_dst_ = nullptr;  // host int of the step's greedy id (copied at the end)
 };
 
 }  // namespace geist::cuda
