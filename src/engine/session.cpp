@@ -73,12 +73,13 @@ Status Session::create(const Model& model, const geist_session_params& params,
   return Status::ok();
 }
 
-Status Session::pay_forward() {
+Status Session::pay_forward(int32_t* argmax) {
   if (!forward_owed_) return Status::ok();
   const int32_t pos = position() - 1;
   GEIST_RETURN_IF_ERROR(model_.arch().forward(*state_, &tokens_[static_cast<size_t>(pos)], 1, pos,
-                                              false, logits_scratch_.data(), pool_));
-  std::swap(logits_, logits_scratch_);
+                                              LogitsOut{logits_scratch_.data(), false, argmax},
+                                              pool_));
+  if (argmax == nullptr) std::swap(logits_, logits_scratch_);
   forward_owed_ = false;
   return Status::ok();
 }
@@ -148,11 +149,8 @@ Status Session::decode(int32_t* out_token) {
     // The owed forward's row would be used for its argmax only and then go stale (the token
     // appended below owes the next forward), so only the argmax is asked for: a device
     // backend copies out 4 bytes instead of the row. logits_ stays stale; nothing reads it
-    // while a forward is owed.
-    const int32_t pos = position() - 1;
-    GEIST_RETURN_IF_ERROR(model_.arch().forward(*state_, &tokens_[static_cast<size_t>(pos)], 1, pos,
-                                                LogitsOut{logits_scratch_.data(), false, &tok},
-                                                pool_));
+    // once the token below is appended.
+    GEIST_RETURN_IF_ERROR(pay_forward(&tok));
   } else {
     GEIST_RETURN_IF_ERROR(pay_forward());
     tok = sampler_.sample(logits_.data(), tokens_.data(), tokens_.size(), sampler_params_, rng_);

@@ -73,8 +73,10 @@ class Session {
 
  private:
   Session(const Model& model, int32_t max_seq_len, int n_threads);
-  // Runs the owed token (the last of tokens_) if any.
-  Status pay_forward();
+  // Runs the owed token (the last of tokens_) if any, its logits becoming the pending ones; or,
+  // with argmax, writes only their argmax_first() there (LogitsOut::argmax) and leaves logits_
+  // stale: for decode() alone, which appends a token right after.
+  Status pay_forward(int32_t* argmax = nullptr);
   // The session as the snapshot writer sees it (nested: a PIN image, without the pin).
   SnapshotSource snapshot_source(bool nested) const;
   SnapshotTarget snapshot_target() const;
