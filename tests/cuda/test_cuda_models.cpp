@@ -81,14 +81,24 @@ TEST(CudaModels, Stories260KGreedyPrompt1Exact) {
 
 // A prefill longer than the CUDA micro-batch (2048 tokens) in one call gives the rows of the
 // same tokens in calls of 300 (ArchModel::forward's split contract), with the prefill kernels
-// at their largest batch: bitwise for stories260K (F32 matmuls, attention); for the Qwen3.5
+// at their largest batch: bitwise for stories260K (F32 matmuls, attention, the KV modes of
+// rows, quantized rows and KIVI groups); for the Qwen3.5
 // fixture (Q8_0 ring kernel, delta rule, gated attention) within test_qwen35_split.cpp's
 // 1e-4, as its recurrent state is rounded where the calls end, and the same argmax per row.
 TEST(CudaModels, LongPrefillInOneCallEqualsShortCalls) {
   GEIST_REQUIRE_FIXTURES();
   GEIST_REQUIRE_CUDA();
-  for (const char* name : {"stories260K.gguf", "stories-qwen35-q8_0.gguf"}) {
-    SCOPED_TRACE(name);
+  struct Case {
+    const char* name;
+    KvMode mode;
+  };
+  const Case cases[] = {
+      {"stories260K.gguf", KvMode::F32},   {"stories260K.gguf", KvMode::F16},
+      {"stories260K.gguf", KvMode::Q8},    {"stories260K.gguf", KvMode::Q4},
+      {"stories260K.gguf", KvMode::KIVI4}, {"stories-qwen35-q8_0.gguf", KvMode::F16}};
+  for (const Case& cs : cases) {
+    const char* name = cs.name;
+    SCOPED_TRACE(std::string(name) + " kv " + kv_mode_name(cs.mode));
     CudaLoaded l = load_cuda(name);
     ASSERT_TRUE(l.model);
     const ArchModel& m = *l.model;
@@ -103,8 +113,8 @@ TEST(CudaModels, LongPrefillInOneCallEqualsShortCalls) {
     std::vector<float> one(static_cast<size_t>(n) * static_cast<size_t>(nv));
     std::vector<float> parts(one.size(), 1.0f);
     std::unique_ptr<ArchState> a, b;
-    ASSERT_TRUE(m.create_state(n + 8, &a).is_ok());
-    ASSERT_TRUE(m.create_state(n + 8, &b).is_ok());
+    ASSERT_TRUE(m.create_state(n + 8, cs.mode, &a).is_ok());
+    ASSERT_TRUE(m.create_state(n + 8, cs.mode, &b).is_ok());
     ASSERT_TRUE(m.forward(*a, toks.data(), n, 0, true, one.data(), pool).is_ok());
     for (int32_t done = 0; done < n; done += 300) {
       const int32_t c = std::min(300, n - done);
