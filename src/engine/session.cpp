@@ -9,8 +9,9 @@
 namespace geist {
 namespace {
 
-// Bounds the activation scratch a single forward call needs; rows are bitwise independent of
-// the split (ArchModel::forward's contract), so chunking changes no result.
+// Bounds the activation scratch a single forward call needs (a backend may ask for longer
+// calls: Backend::micro_batch); rows are bitwise independent of the split
+// (ArchModel::forward's contract), so chunking changes no result.
 constexpr int32_t kMaxBatch = 512;
 
 }  // namespace
@@ -105,8 +106,9 @@ Status Session::prefill(const int32_t* tokens, size_t n, float* all_logits) {
 
   const size_t row = static_cast<size_t>(n_vocab);
   const int32_t pos0 = position();
+  const int32_t max_call = model_.arch().backend().micro_batch(kMaxBatch);
   for (size_t done = 0; done < n;) {
-    const int32_t chunk = static_cast<int32_t>(std::min(n - done, static_cast<size_t>(kMaxBatch)));
+    const int32_t chunk = static_cast<int32_t>(std::min(n - done, static_cast<size_t>(max_call)));
     const bool last = done + static_cast<size_t>(chunk) == n;
     // Rows go straight to the caller's buffer; the last row also goes to the pending logits
     // (via scratch, so a failure leaves the pending logits intact).

@@ -10,8 +10,11 @@
 // 5e-3 for tiny-qwen35 vs the fp64 reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "archs/test_qwen35_support.h"
@@ -74,6 +77,64 @@ TEST(CudaModels, Stories260KGreedyPrompt1Exact) {
   const std::vector<int32_t> got =
       qwen35_test::greedy(*l.model, prompt, static_cast<int32_t>(want.size()), pool, &step_logits);
   EXPECT_EQ(got, want);
+}
+
+// A prefill longer than the CUDA micro-batch (2048 tokens) in one call gives the rows of the
+// same tokens in calls of 300 (ArchModel::forward's split contract), with the prefill kernels
+// at their largest batch: bitwise for stories260K (F32 matmuls, attention, the KV modes of
+// rows, quantized rows and KIVI groups); for the Qwen3.5
+// fixture (Q8_0 ring kernel, delta rule, gated attention) within test_qwen35_split.cpp's
+// 1e-4, as its recurrent state is rounded where the calls end, and the same argmax per row.
+TEST(CudaModels, LongPrefillInOneCallEqualsShortCalls) {
+  GEIST_REQUIRE_FIXTURES();
+  GEIST_REQUIRE_CUDA();
+  struct Case {
+    const char* name;
+    KvMode mode;
+  };
+  const Case cases[] = {
+      {"stories260K.gguf", KvMode::F32},   {"stories260K.gguf", KvMode::F16},
+      {"stories260K.gguf", KvMode::Q8},    {"stories260K.gguf", KvMode::Q4},
+      {"stories260K.gguf", KvMode::KIVI4}, {"stories-qwen35-q8_0.gguf", KvMode::F16}};
+  for (const Case& cs : cases) {
+    const char* name = cs.name;
+    SCOPED_TRACE(std::string(name) + " kv " + kv_mode_name(cs.mode));
+    CudaLoaded l = load_cuda(name);
+    ASSERT_TRUE(l.model);
+    const ArchModel& m = *l.model;
+    const int32_t nv = m.info().n_vocab, n = 2300;
+    std::vector<int32_t> toks(static_cast<size_t>(n));
+    uint32_t x = 777;
+    for (int32_t& t : toks) {
+      x = x * 1664525u + 1013904223u;
+      t = static_cast<int32_t>((x >> 8) % static_cast<uint32_t>(nv));
+    }
+    ThreadPool pool(1);
+    std::vector<float> one(static_cast<size_t>(n) * static_cast<size_t>(nv));
+    std::vector<float> parts(one.size(), 1.0f);
+    std::unique_ptr<ArchState> a, b;
+    ASSERT_TRUE(m.create_state(n + 8, cs.mode, &a).is_ok());
+    ASSERT_TRUE(m.create_state(n + 8, cs.mode, &b).is_ok());
+    ASSERT_TRUE(m.forward(*a, toks.data(), n, 0, true, one.data(), pool).is_ok());
+    for (int32_t done = 0; done < n; done += 300) {
+      const int32_t c = std::min(300, n - done);
+      ASSERT_TRUE(m.forward(*b, toks.data() + done, c, done, true,
+                            parts.data() + static_cast<size_t>(done) * nv, pool)
+                      .is_ok());
+    }
+    if (m.layer_kinds().find('D') == std::string::npos) {
+      size_t first_diff = one.size();
+      for (size_t i = 0; i < one.size() && first_diff == one.size(); ++i) {
+        if (std::memcmp(&one[i], &parts[i], sizeof(float)) != 0) first_diff = i;
+      }
+      EXPECT_EQ(first_diff, one.size()) << "first difference in row " << first_diff / nv;
+    } else {
+      const Diff d = compare(parts, one, nv);
+      std::printf("    %s: %d rows in one call vs calls of 300: max %.3g\n", name, n, d.max_abs);
+      EXPECT_LE(d.max_abs, 1e-4);
+      EXPECT_EQ(d.argmax_equal, n);
+    }
+  }
 }
 
 TEST(CudaModels, TinyQwen35MatchesHfFp64AndGreedy) {
