@@ -137,42 +137,19 @@ __global__ void __launch_bounds__(kThreads) attn_mma_kernel(const MmaArgs a) {
     }
 #pragma unroll 2
     for (int ks = 0; ks < HD / 16; ++ks) {
-      const int w = 8 * ks + qd;
-      const uint32_t ah0 = sQh[r0 * L::kLq + w], ah1 = sQh[r1 * L::kLq + w],
-                     ah2 = sQh[r0 * L::kLq + w + 4], ah3 = sQh[r1 * L::kLq + w + 4];
-      const uint32_t al0 = sQl[r0 * L::kLq + w], al1 = sQl[r1 * L::kLq + w],
-                     al2 = sQl[r0 * L::kLq + w + 4], al3 = sQl[r1 * L::kLq + w + 4];
+      uint32_t ah[4], al[4];
+      q_frags<L::kLq>(sQh, sQl, r0, r1, ks, qd, ah, al);
 #pragma unroll
       for (int nt = 0; nt < kNt; ++nt) {
-        const E* kr = sK + (8 * nt + gq) * L::kLk + 16 * ks + 2 * qd;
-        uint32_t bh0, bl0, bh1, bl1;
-        split_pair<F16>(kr, &bh0, &bl0);
-        split_pair<F16>(kr + 8, &bh1, &bl1);
-        mma_bf16(s[nt], ah0, ah1, ah2, ah3, bh0, bh1);
-        mma_bf16(s[nt], ah0, ah1, ah2, ah3, bl0, bl1);
-        mma_bf16(s[nt], al0, al1, al2, al3, bh0, bh1);
+        split_mma3<F16>(s[nt], ah, al, sK + (8 * nt + gq) * L::kLk + 16 * ks + 2 * qd);
       }
     }
     float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
     for (int nt = 0; nt < kNt; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int32_t j = j0 + 8 * nt + 2 * qd + (e & 1);
-        const float x = j <= (e < 2 ? p0 : p1) ? __fmul_rn(s[nt][e], a.scale) : -INFINITY;
-        s[nt][e] = x;
-        if (e < 2) {
-          mx0 = fmaxf(mx0, x);
-        } else {
-          mx1 = fmaxf(mx1, x);
-        }
-      }
+      scale_mask(s[nt], j0 + 8 * nt + 2 * qd, p0, p1, a.scale, &mx0, &mx1);
     }
-#pragma unroll
-    for (int o = 1; o <= 2; o <<= 1) {
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o));
-    }
+    quad_max(&mx0, &mx1);
     const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
     const float al0 = expf(__fsub_rn(m0, mn0)), al1 = expf(__fsub_rn(m1, mn1));
     m0 = mn0;
@@ -190,20 +167,8 @@ __global__ void __launch_bounds__(kThreads) attn_mma_kernel(const MmaArgs a) {
         }
       }
     }
-#pragma unroll
-    for (int o = 1; o <= 2; o <<= 1) {
-      u0 = __fadd_rn(u0, __shfl_xor_sync(0xffffffffu, u0, o));
-      u1 = __fadd_rn(u1, __shfl_xor_sync(0xffffffffu, u1, o));
-    }
-    l0 = __fmaf_rn(l0, al0, u0);
-    l1 = __fmaf_rn(l1, al1, u1);
-#pragma unroll
-    for (int i = 0; i < kNv; ++i) {
-      acc[i][0] = __fmul_rn(acc[i][0], al0);
-      acc[i][1] = __fmul_rn(acc[i][1], al0);
-      acc[i][2] = __fmul_rn(acc[i][2], al1);
-      acc[i][3] = __fmul_rn(acc[i][3], al1);
-    }
+    quad_sum(&u0, &u1);
+    rescale(u0, u1, al0, al1, &l0, &l1, acc);
 #pragma unroll
     for (int ks = 0; ks < kKeys / 16; ++ks) {
       uint32_t ph[4], pl[4];  // A fragment of P: keys 16ks + 2qd (+8), rows r0 / r1
@@ -213,13 +178,7 @@ __global__ void __launch_bounds__(kThreads) attn_mma_kernel(const MmaArgs a) {
       split2(s[2 * ks + 1][2], s[2 * ks + 1][3], &ph[3], &pl[3]);
 #pragma unroll
       for (int nv = 0; nv < kNv; ++nv) {
-        const E* vr = sV + (8 * nv + gq) * L::kLv + 16 * ks + 2 * qd;
-        uint32_t bh0, bl0, bh1, bl1;
-        split_pair<F16>(vr, &bh0, &bl0);
-        split_pair<F16>(vr + 8, &bh1, &bl1);
-        mma_bf16(acc[nv], ph[0], ph[1], ph[2], ph[3], bh0, bh1);
-        mma_bf16(acc[nv], ph[0], ph[1], ph[2], ph[3], bl0, bl1);
-        mma_bf16(acc[nv], pl[0], pl[1], pl[2], pl[3], bh0, bh1);
+        split_mma3<F16>(acc[nv], ph, pl, sV + (8 * nv + gq) * L::kLv + 16 * ks + 2 * qd);
       }
     }
   }

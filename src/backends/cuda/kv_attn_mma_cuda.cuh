@@ -89,6 +89,82 @@ __device__ __forceinline__ void load_v_tile(const Rows& v, int32_t j0, int32_t l
   }
 }
 
+// The per-row arithmetic both kernels share (stated at the top of kv_attn_mma_cuda.cu), as
+// helpers, so that the two kernels differ only in how they feed them.
+
+// The A fragments of the query tile for channel step ks: rows r0 / r1, words 8 ks + qd (+ 4),
+// hi(q) from sQh and lo(q) from sQl (LQ words a row).
+template <int LQ>
+__device__ __forceinline__ void q_frags(const uint32_t* sQh, const uint32_t* sQl, int r0, int r1,
+                                        int ks, int qd, uint32_t (&ah)[4], uint32_t (&al)[4]) {
+  const int w = 8 * ks + qd;
+  ah[0] = sQh[r0 * LQ + w], ah[1] = sQh[r1 * LQ + w];
+  ah[2] = sQh[r0 * LQ + w + 4], ah[3] = sQh[r1 * LQ + w + 4];
+  al[0] = sQl[r0 * LQ + w], al[1] = sQl[r1 * LQ + w];
+  al[2] = sQl[r0 * LQ + w + 4], al[3] = sQl[r1 * LQ + w + 4];
+}
+
+// One 16-element step of a product tile: d += A . B with A given as hi / lo bf16 fragments and
+// B's two pairs at b and b + 8 (a key's channels, or a value channel's keys), as mma(hi, hi),
+// mma(hi, lo), mma(lo, hi) in that order.
+template <bool F16, class E>
+__device__ __forceinline__ void split_mma3(float (&d)[4], const uint32_t (&ah)[4],
+                                           const uint32_t (&al)[4], const E* b) {
+  uint32_t bh0, bl0, bh1, bl1;
+  split_pair<F16>(b, &bh0, &bl0);
+  split_pair<F16>(b + 8, &bh1, &bl1);
+  mma_bf16(d, ah[0], ah[1], ah[2], ah[3], bh0, bh1);
+  mma_bf16(d, ah[0], ah[1], ah[2], ah[3], bl0, bl1);
+  mma_bf16(d, al[0], al[1], al[2], al[3], bh0, bh1);
+}
+
+// A score fragment scaled, and -inf past each row's position (p0: row r0, elements 0 and 1;
+// p1: row r1); the row maxima mx0 / mx1 take its elements in.
+__device__ __forceinline__ void scale_mask(float (&s)[4], int32_t j, int32_t p0, int32_t p1,
+                                           float scale, float* mx0, float* mx1) {
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const float x = j + (e & 1) <= (e < 2 ? p0 : p1) ? __fmul_rn(s[e], scale) : -INFINITY;
+    s[e] = x;
+    if (e < 2) {
+      *mx0 = fmaxf(*mx0, x);
+    } else {
+      *mx1 = fmaxf(*mx1, x);
+    }
+  }
+}
+
+// A quad's values of rows r0 / r1 combined over its four lanes: xor 1, then xor 2.
+__device__ __forceinline__ void quad_max(float* a, float* b) {
+#pragma unroll
+  for (int o = 1; o <= 2; o <<= 1) {
+    *a = fmaxf(*a, __shfl_xor_sync(0xffffffffu, *a, o));
+    *b = fmaxf(*b, __shfl_xor_sync(0xffffffffu, *b, o));
+  }
+}
+__device__ __forceinline__ void quad_sum(float* a, float* b) {
+#pragma unroll
+  for (int o = 1; o <= 2; o <<= 1) {
+    *a = __fadd_rn(*a, __shfl_xor_sync(0xffffffffu, *a, o));
+    *b = __fadd_rn(*b, __shfl_xor_sync(0xffffffffu, *b, o));
+  }
+}
+
+// l = l * alpha + the tile's sum (one FMA per row), and the output accumulators scaled by alpha.
+template <int N>
+__device__ __forceinline__ void rescale(float u0, float u1, float al0, float al1, float* l0,
+                                        float* l1, float (&acc)[N][4]) {
+  *l0 = __fmaf_rn(*l0, al0, u0);
+  *l1 = __fmaf_rn(*l1, al1, u1);
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    acc[i][0] = __fmul_rn(acc[i][0], al0);
+    acc[i][1] = __fmul_rn(acc[i][1], al0);
+    acc[i][2] = __fmul_rn(acc[i][2], al1);
+    acc[i][3] = __fmul_rn(acc[i][3], al1);
+  }
+}
+
 // attn_dec_kernel (kv_attn_mma_dec_cuda.cu): its shared-memory limits (once per process), and one
 // launch of a token's rows, a.group <= kDecRows query heads per kv head, over n_head_kv blocks.
 cudaError_t attn_dec_setup();

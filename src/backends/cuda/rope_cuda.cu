@@ -27,6 +27,16 @@ __device__ __forceinline__ void rope_angle(int32_t pos, int32_t i, int32_t n_rot
   *sn = static_cast<float>(sin(theta));
 }
 
+// The cos / sin of pairs [0, n_rot / 2) at position pos into cs, by the block's threads.
+__device__ __forceinline__ void block_angles(float (&cs)[2][128], int32_t pos, int32_t n_rot,
+                                             float freq_base, float freq_scale,
+                                             const float* freq_factors) {
+  for (int32_t i = static_cast<int32_t>(threadIdx.x); i < n_rot / 2;
+       i += static_cast<int32_t>(blockDim.x)) {
+    rope_angle(pos, i, n_rot, freq_base, freq_scale, freq_factors, &cs[0][i], &cs[1][i]);
+  }
+}
+
 // One block per token: the pairs' angles (double) once into shared memory, then one thread
 // per (head, pair) of both tensors (a's heads, then b's) with its loads issued together. Per
 // element the arithmetic of the CPU's rope(): the same double angle, rounded cos / sin, f32
@@ -41,9 +51,7 @@ __global__ void __launch_bounds__(kRopeThreads)
   const int32_t half = n_rot / 2;
   const int32_t t = static_cast<int32_t>(blockIdx.x);
   const int32_t pos = (pos_dev != nullptr ? pos0 + *pos_dev : pos0) + t;
-  for (int32_t i = static_cast<int32_t>(threadIdx.x); i < half; i += kRopeThreads) {
-    rope_angle(pos, i, n_rot, freq_base, freq_scale, freq_factors, &cs[0][i], &cs[1][i]);
-  }
+  block_angles(cs, pos, n_rot, freq_base, freq_scale, freq_factors);
   pdl_begin();
   __syncthreads();
   float* xa = a.x + static_cast<int64_t>(t) * a.x_stride;
@@ -131,9 +139,7 @@ __global__ void __launch_bounds__(1024)
   float* xr = u.x + static_cast<int64_t>(t) * u.x_stride + static_cast<int64_t>(h) * head_dim;
   const int32_t half = n_rot / 2;
   const int32_t pos = (pos_dev != nullptr ? pos0 + *pos_dev : pos0) + t;
-  for (int32_t i = tid; i < half; i += T) {  // before the wait, as in rope_kernel
-    rope_angle(pos, i, n_rot, freq_base, freq_scale, freq_factors, &cs[0][i], &cs[1][i]);
-  }
+  block_angles(cs, pos, n_rot, freq_base, freq_scale, freq_factors);  // before the wait
   pdl_begin();
   if (u.src != nullptr) {
     const float* sr = u.src + (static_cast<int64_t>(t) * u.n_head + h) * u.src_stride;
@@ -198,9 +204,7 @@ __global__ void __launch_bounds__(kRopeThreads)
   const int32_t half = n_rot / 2;
   const int32_t t = static_cast<int32_t>(blockIdx.y);
   const int32_t pos = (pos_dev != nullptr ? pos0 + *pos_dev : pos0) + t;
-  for (int32_t i = static_cast<int32_t>(threadIdx.x); i < half; i += kRopeThreads) {
-    rope_angle(pos, i, n_rot, freq_base, freq_scale, freq_factors, &cs[0][i], &cs[1][i]);
-  }
+  block_angles(cs, pos, n_rot, freq_base, freq_scale, freq_factors);
   pdl_begin();
   __syncthreads();
   const int64_t r = t + (kv.row_dev != nullptr ? *kv.row_dev : 0);
