@@ -128,7 +128,7 @@ void time_prefill(cudaStream_t s, const WeightMatrix& w, const float* x, int32_t
 }
 
 // Every Q8_0 tile on the projection shapes of llama-1b and qwen35-0.8b at micro-batches of
-// 128, 256 and 512 tokens: the time of each (printed, the data AUTO's estimate is fitted to),
+// 128, 256, 512 and 2048 tokens: the time of each (printed, the data AUTO's estimate is fitted to),
 // and sampled tokens of each bitwise against the decode kernels.
 TEST_F(CudaMatmulPrefill, Q8TilesTimedOnModelShapesAndSampledBitwise) {
   struct Shape {
@@ -144,20 +144,20 @@ TEST_F(CudaMatmulPrefill, Q8TilesTimedOnModelShapesAndSampledBitwise) {
   for (const Shape& sh : shapes) {
     std::vector<uint8_t> bytes;
     const WeightMatrix w = weight(GgmlType::Q8_0, sh.n_in, sh.n_out, 7u, &bytes);
-    const int32_t max_tok = 512;
+    const int32_t max_tok = 2048;
     const DeviceVec<float> x(random_floats(static_cast<size_t>(sh.n_in * max_tok), 13));
-    const int32_t samples[] = {0, 1, 63, 64, 127, 255, 511};
+    const int32_t samples[] = {0, 1, 63, 64, 127, 255, 511, 2047};
     std::vector<std::vector<float>> want;
     for (const int32_t t : samples) {
       DeviceVec<float> one(static_cast<size_t>(sh.n_out));
       stream_->matmul(w, x.ptr() + t * sh.n_in, sh.n_in, 1, one.ptr(), sh.n_out);
       want.push_back(one.download());
     }
-    for (const int32_t n_tok : {128, 256, 512}) {
+    for (const int32_t n_tok : {128, 256, 512, 2048}) {
       DeviceVec<float> y(static_cast<size_t>(sh.n_out * n_tok));
       const size_t ws_bytes = cuda::matmul_prefill_scratch_bytes(GgmlType::Q8_0, sh.n_in, n_tok);
       DeviceVec<uint8_t> ws(ws_bytes);
-      std::printf("q8_0 %5lld x %5lld n_tok=%3d:", static_cast<long long>(sh.n_out),
+      std::printf("q8_0 %5lld x %5lld n_tok=%4d:", static_cast<long long>(sh.n_out),
                   static_cast<long long>(sh.n_in), n_tok);
       for (int k = 0; k < 5; ++k) {
         SCOPED_TRACE(std::string(names[k]) + " " + std::to_string(sh.n_in) + "->" +

@@ -88,7 +88,8 @@ size_t gated_delta_rule_scratch_bytes(const GatedDeltaArgs& a, int32_t chunk);
 //     column, so every state row is one coalesced 128-byte access; its 8 warps split the key
 //     rows, and the two sums over rows are added over the warps in a fixed order.
 //   - more tokens (prefill): the same mapping walking the tokens with the state in registers,
-//     one barrier per token (delta_scan_kernel); or, with GEIST_CUDA_DELTA_CHUNK=1 and
+//     one barrier per token, the tokens' operands staged in shared memory by chunks
+//     (delta_scan_kernel); or, with GEIST_CUDA_DELTA_CHUNK=1 and
 //     d_k <= 256, the chunked form of deltanet_chunk_cuda.h (slower on the H200: see
 //     docs/BENCHMARKS.md).
 // The state is read from f32 at the start and rounded to f32 once at the end of the call (or
