@@ -484,10 +484,19 @@ std::string describe(const DeltaShape& c) {
 
 const std::vector<DeltaShape>& delta_shapes() {
   static const std::vector<DeltaShape> shapes = {
-      {1, 2, 4, 32, 32},      {7, 1, 3, 48, 48},     {64, 2, 4, 32, 32},
-      {65, 2, 6, 48, 48},     {130, 2, 4, 128, 128}, {7, 2, 4, 48, 20},  // d_v not a tile multiple
-      {65, 1, 2, 20, 48},     {1, 16, 48, 128, 128},  // d_k < 32; decode, 48 heads
+      {1, 2, 4, 32, 32},
+      {7, 1, 3, 48, 48},
+      {64, 2, 4, 32, 32},
+      {65, 2, 6, 48, 48},
+      {130, 2, 4, 128, 128},
+      {7, 2, 4, 48, 20},  // d_v not a tile multiple
+      {65, 1, 2, 20, 48},
+      {1, 16, 48, 128, 128},  // d_k < 32; decode, 48 heads
       {65, 16, 32, 128, 128},
+      // d_k 6 (one row per thread, rows padded to 8) and 18 (padded to 32): not multiples
+      // of 4, so the prefill walk stages them by 4-byte copies; 70 tokens are three chunks
+      {37, 1, 2, 6, 40},
+      {70, 2, 4, 18, 24},
   };
   return shapes;
 }
