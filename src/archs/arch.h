@@ -129,8 +129,9 @@ class ArchModel {
   // The caller guarantees 0 < n, pos + n <= state.max_seq_len(), ids < n_vocab, and that
   // positions [0, pos) were filled by earlier calls. Results for a row are bitwise
   // independent of the thread count, and of how the sequence was split into calls for
-  // attention-only models (recurrent layers round their state where calls end: within 1e-4,
-  // docs/ARCHITECTURE.md "Determinism").
+  // attention-only models (recurrent layers round their state where calls end: within 1e-4
+  // on f32 weights, more where 8-bit activation codes flip; docs/ARCHITECTURE.md
+  // "Determinism").
   // GEIST_E_INVALID_ARG for out.argmax with n != 1, out.all or no out.rows.
   virtual Status forward(ArchState& state, const int32_t* tokens, int32_t n, int32_t pos,
                          const LogitsOut& out, ThreadPool& pool) const = 0;

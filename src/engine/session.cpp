@@ -10,8 +10,8 @@ namespace geist {
 namespace {
 
 // Bounds the activation scratch a single forward call needs (a backend may ask for longer
-// calls: Backend::micro_batch); rows are bitwise independent of the split
-// (ArchModel::forward's contract), so chunking changes no result.
+// calls: Backend::micro_batch). Chunking changes no row of an attention-only model and rounds
+// a recurrent state where calls end (ArchModel::forward's split contract).
 constexpr int32_t kMaxBatch = 512;
 
 }  // namespace
