@@ -59,6 +59,9 @@ class ArchState {
   virtual int32_t max_seq_len() const = 0;
   // Forgets all positions (cheap: does not need to clear memory).
   virtual void reset() = 0;
+  // Its stream's status (Stream::status): not ok once the device behind the state failed,
+  // after which the state's contents are undefined.
+  virtual Status status() const = 0;
 
   // Snapshot contract (docs/SNAPSHOT_FORMAT.md). The state that decides the continuation after
   // positions [0, n_pos) is a fixed list of byte regions: per attention layer its KV parts, per

@@ -54,6 +54,7 @@ class LlamaState : public ArchState {
  public:
   int32_t max_seq_len() const override { return max_seq_len_; }
   void reset() override {}  // positions are the caller's; stale KV rows are overwritten
+  Status status() const override { return stream->status(); }
   KvMode kv_mode() const override { return kv->mode(); }
   void state_regions(int32_t n_pos, std::vector<StateRegion>* out) const override {
     out->clear();
@@ -394,6 +395,7 @@ Status LlamaModel::forward(ArchState& state, const int32_t* tokens, int32_t n, i
                            const LogitsOut& out, ThreadPool& pool) const {
   auto* st = dynamic_cast<LlamaState*>(&state);
   if (!st) return Status(GEIST_E_INVALID_ARG, "llama forward: state belongs to another model");
+  GEIST_RETURN_IF_ERROR(st->status());  // a failed device: nothing it computes can be trusted
   if (out.argmax != nullptr && (n != 1 || out.all || out.rows == nullptr)) {
     return Status(GEIST_E_INVALID_ARG, "llama forward: a greedy choice is of one token's row");
   }
@@ -441,7 +443,7 @@ Status LlamaModel::forward(ArchState& state, const int32_t* tokens, int32_t n, i
       }
     } while (!s.end_forward());
   }
-  return Status::ok();
+  return s.status();  // a device failure surfaces here at the latest with the logits' copy
 }
 
 }  // namespace

@@ -113,6 +113,7 @@ Status Qwen35Model::forward(ArchState& state, const int32_t* tokens, int32_t n, 
                             const LogitsOut& lo, ThreadPool& pool) const {
   auto* stp = dynamic_cast<Qwen35State*>(&state);
   if (!stp) return Status(GEIST_E_INVALID_ARG, "qwen35: state was not created by a qwen35 model");
+  GEIST_RETURN_IF_ERROR(stp->status());  // a failed device: nothing it computes can be trusted
   if (lo.argmax != nullptr && (n != 1 || lo.all || lo.rows == nullptr)) {
     return Status(GEIST_E_INVALID_ARG, "qwen35: a greedy choice is of one token's row");
   }
@@ -151,7 +152,7 @@ Status Qwen35Model::forward(ArchState& state, const int32_t* tokens, int32_t n, 
     done += m;
     st.n_past = pos + done;
   }
-  return Status::ok();
+  return s.status();  // a device failure surfaces here at the latest with the logits' copy
 }
 
 void Qwen35Model::forward_ubatch(Qwen35State& st, const int32_t* tokens, int32_t n, int32_t pos,

@@ -93,6 +93,7 @@ class Qwen35State final : public ArchState {
   int32_t max_seq_len() const override { return max_seq_len_; }
   // Zeroes the recurrent state (it has no notion of positions to forget) and forgets the KV.
   void reset() override;
+  Status status() const override { return stream->status(); }
   KvMode kv_mode() const override { return kv->mode(); }
   // KV regions of the attention layers, conv and recurrent buffers of the DeltaNet layers.
   void state_regions(int32_t n_pos, std::vector<StateRegion>* out) const override;

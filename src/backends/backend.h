@@ -89,6 +89,12 @@ class Stream {
   virtual ~Stream() = default;
   // The pool CPU ops run on until the next call (CUDA ignores it). Set at each forward.
   virtual void set_pool(ThreadPool* pool) = 0;
+  // The first failure of the stream's work, or ok. Ops and copies return nothing; a device
+  // backend records a failure where it surfaces (an enqueue, or the synchronisation in
+  // download() / upload(), where a kernel's fault shows) and keeps it: a stream whose device
+  // failed stays failed, and its state and downloads are garbage (a failed download fills its
+  // destination with 0xFF). Callers check it before they trust what a stream produced.
+  virtual Status status() const { return Status::ok(); }
   // Opens / closes a span in which ops may touch state buffers (CPU_DEVICE_LOCAL maps them
   // readable inside the span only). Nested calls are counted. Use StreamScope.
   virtual void begin() {}

@@ -3,8 +3,10 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <new>
+#include <string>
 #include <vector>
 
 #include "base/state_arena.h"
@@ -12,6 +14,12 @@
 namespace geist {
 
 namespace {
+
+// A device failure of a CPU_DEVICE_LOCAL backend (cpu_devlocal_fail), shared by its streams.
+struct DeviceFault {
+  std::atomic<bool> failed{false};
+  std::string what;  // written once, before `failed` is set
+};
 
 class CpuBuffer : public Buffer {
  public:
@@ -42,14 +50,8 @@ class CpuKvStore : public KvStore {
   void regions(int32_t n_pos, std::vector<KvRegion>* out) const override {
     cache_->regions(n_pos, out);
   }
-  void download_region(const KvRegion& r, int32_t n_pos, uint8_t* host_dst) const override {
-    StateAccess access(arena_);
-    cache_->read_region(r, n_pos, host_dst);
-  }
-  void upload_region(const KvRegion& r, int32_t n_pos, const uint8_t* host_src) override {
-    StateAccess access(arena_);
-    cache_->write_region(r, n_pos, host_src);
-  }
+  void download_region(const KvRegion& r, int32_t n_pos, uint8_t* host_dst) const override;
+  void upload_region(const KvRegion& r, int32_t n_pos, const uint8_t* host_src) override;
 
  private:
   CpuStream* stream_;
@@ -60,10 +62,17 @@ class CpuKvStore : public KvStore {
 
 class CpuStream : public Stream {
  public:
-  explicit CpuStream(bool device_local) : arena_(device_local) {}
+  CpuStream(bool device_local, std::shared_ptr<const DeviceFault> fault)
+      : arena_(device_local), fault_(std::move(fault)) {}
   ThreadPool& pool() { return *pool_; }
+  bool failed() const {
+    return fault_ != nullptr && fault_->failed.load(std::memory_order_acquire);
+  }
 
   void set_pool(ThreadPool* pool) override { pool_ = pool; }
+  Status status() const override {
+    return failed() ? Status(GEIST_E_BACKEND, fault_->what.c_str()) : Status::ok();
+  }
   void begin() override { arena_.begin_access(); }
   void end() override { arena_.end_access(); }
 
@@ -76,11 +85,17 @@ class CpuStream : public Stream {
     }
     return Status::ok();
   }
+  // After a device failure, as the CUDA stream: nothing is uploaded, downloads read 0xFF.
   void upload(void* dst, const void* src, size_t n) override {
+    if (failed()) return;
     StateAccess access(&arena_);
     if (n > 0) std::memcpy(dst, src, n);
   }
   void download(void* dst, const void* src, size_t n) override {
+    if (failed()) {
+      if (n > 0) std::memset(dst, 0xFF, n);
+      return;
+    }
     StateAccess access(&arena_);
     if (n > 0) std::memcpy(dst, src, n);
   }
@@ -206,10 +221,26 @@ class CpuStream : public Stream {
   }
 
   ThreadPool* pool_ = nullptr;
-  StateArena arena_;                   // every state and activation buffer of the session
-  std::vector<float> mm_scratch_;      // matmul_scratch_floats(n_in, n_threads)
-  std::vector<double> delta_scratch_;  // [n_threads][gated_delta_rule_scratch_doubles]
+  StateArena arena_;                          // every state and activation buffer of the session
+  std::shared_ptr<const DeviceFault> fault_;  // the backend's (nullptr: plain CPU)
+  std::vector<float> mm_scratch_;             // matmul_scratch_floats(n_in, n_threads)
+  std::vector<double> delta_scratch_;         // [n_threads][gated_delta_rule_scratch_doubles]
 };
+
+void CpuKvStore::download_region(const KvRegion& r, int32_t n_pos, uint8_t* host_dst) const {
+  if (stream_->failed()) {
+    std::memset(host_dst, 0xFF, r.nbytes);
+    return;
+  }
+  StateAccess access(arena_);
+  cache_->read_region(r, n_pos, host_dst);
+}
+
+void CpuKvStore::upload_region(const KvRegion& r, int32_t n_pos, const uint8_t* host_src) {
+  if (stream_->failed()) return;
+  StateAccess access(arena_);
+  cache_->write_region(r, n_pos, host_src);
+}
 
 void CpuKvStore::attend(int32_t il, const AttentionShape& s, const float* q, int64_t q_stride,
                         int32_t n, int32_t pos, const float* k, int64_t k_stride, const float* v,
@@ -224,7 +255,9 @@ void CpuKvStore::attend(int32_t il, const AttentionShape& s, const float* q, int
 
 class CpuBackend : public Backend {
  public:
-  explicit CpuBackend(bool device_local) : device_local_(device_local) {}
+  explicit CpuBackend(bool device_local)
+      : device_local_(device_local),
+        fault_(device_local ? std::make_shared<DeviceFault>() : nullptr) {}
   BackendKind kind() const override {
     return device_local_ ? BackendKind::CPU_DEVICE_LOCAL : BackendKind::CPU;
   }
@@ -270,8 +303,19 @@ class CpuBackend : public Backend {
     *dev = host;
     return Status::ok();
   }
+  // cpu_devlocal_fail. The fault is shared with the streams, not part of the backend's value.
+  Status fail(const char* what) const {
+    if (fault_ == nullptr) {
+      return Status(GEIST_E_INVALID_ARG, "cpu_devlocal_fail: not a cpu-devlocal backend");
+    }
+    if (!fault_->failed.load(std::memory_order_acquire)) {
+      fault_->what = std::string("cpu-devlocal: ") + (what != nullptr ? what : "device failed");
+      fault_->failed.store(true, std::memory_order_release);
+    }
+    return Status::ok();
+  }
   Status new_stream(std::unique_ptr<Stream>* out) const override {
-    std::unique_ptr<CpuStream> s(new (std::nothrow) CpuStream(device_local_));
+    std::unique_ptr<CpuStream> s(new (std::nothrow) CpuStream(device_local_, fault_));
     if (!s) return Status(GEIST_E_OOM, "cpu backend: out of memory for a stream");
     *out = std::move(s);
     return Status::ok();
@@ -285,10 +329,19 @@ class CpuBackend : public Backend {
     void operator()(uint8_t* p) const { ::operator delete (p, std::align_val_t{align}); }
   };
   bool device_local_;
+  std::shared_ptr<DeviceFault> fault_;                          // CPU_DEVICE_LOCAL only
   std::vector<std::unique_ptr<uint8_t, AlignedFree>> weights_;  // repacked matrices
 };
 
 }  // namespace
+
+Status cpu_devlocal_fail(const Backend& backend, const char* what) {
+  const auto* b = dynamic_cast<const CpuBackend*>(&backend);
+  if (b == nullptr) {
+    return Status(GEIST_E_INVALID_ARG, "cpu_devlocal_fail: not a cpu-devlocal backend");
+  }
+  return b->fail(what);
+}
 
 Status create_cpu_backend(bool device_local, std::unique_ptr<Backend>* out) {
   std::unique_ptr<CpuBackend> b(new (std::nothrow) CpuBackend(device_local));

@@ -146,6 +146,9 @@ Status Session::decode(int32_t* out_token) {
   if (position() >= max_seq_len_) {
     return Status::error(GEIST_E_TOO_MANY_TOKENS, "session is full (max_seq_len %d)", max_seq_len_);
   }
+  // Pending logits computed before a device failure would still give a token, but the session
+  // cannot run the forward it then owes: say so now.
+  GEIST_RETURN_IF_ERROR(state_->status());
   int32_t tok = 0;
   if (forward_owed_ && Sampler::is_argmax(sampler_params_, tokens_.size())) {
     // The owed forward's row would be used for its argmax only and then go stale (the token

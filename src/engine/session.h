@@ -80,8 +80,10 @@ class Session {
   // The session as the snapshot writer sees it (nested: a PIN image, without the pin).
   SnapshotSource snapshot_source(bool nested) const;
   SnapshotTarget snapshot_target() const;
-  // Writes a validated image's state; cannot fail (allocation happened before).
+  // Writes a validated image's state; allocates nothing (that happened before). A device can
+  // still fail under it: uploaded_status() says so afterwards.
   void apply_snapshot(const ParsedSnapshot& p, bool keep_sampler);
+  Status uploaded_status(const char* what) const;
 
   const Model& model_;
   int32_t max_seq_len_;

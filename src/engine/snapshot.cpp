@@ -125,7 +125,8 @@ Status snapshot_image_size(const SnapshotSource& s, size_t* out_size) {
   return Status::ok();
 }
 
-void snapshot_write(const SnapshotSource& s, uint8_t* dst, size_t size) {
+Status snapshot_write(const SnapshotSource& s, uint8_t* dst, size_t size) {
+  GEIST_RETURN_IF_ERROR(s.state->status());
   const int32_t kv_len = kv_len_of(s.n_tokens, s.forward_owed);
   std::vector<StateRegion> regions;
   image_regions(*s.state, kv_len, s.nested, &regions);
@@ -197,7 +198,14 @@ void snapshot_write(const SnapshotSource& s, uint8_t* dst, size_t size) {
     off += sec.length;
   }
   GEIST_CHECK(off == size, "snapshot: size differs from snapshot_image_size");
+  // A device that failed during the downloads filled its regions with 0xFF: no image then.
+  const Status st = s.state->status();
+  if (!st.is_ok()) {
+    std::memset(dst, 0, 8);
+    return st;
+  }
   put<uint64_t>(dst, kChecksumOffset, image_checksum(dst, size));
+  return Status::ok();
 }
 
 Status snapshot_parse(const uint8_t* buf, size_t size, const SnapshotTarget& t, bool nested,

@@ -64,8 +64,10 @@ struct SnapshotSource {
 // Exact image size. GEIST_E_UNSUPPORTED when the header and section table would exceed
 // kSnapshotMaxHeaderSize (64 KiB).
 Status snapshot_image_size(const SnapshotSource& src, size_t* out_size);
-// Writes exactly `size` bytes (from snapshot_image_size) to dst.
-void snapshot_write(const SnapshotSource& src, uint8_t* dst, size_t size);
+// Writes exactly `size` bytes (from snapshot_image_size) to dst. The state's status
+// (ArchState::status) when its device failed before or while the regions were read: dst then
+// holds no image (its magic is zero, so snapshot_parse refuses it).
+Status snapshot_write(const SnapshotSource& src, uint8_t* dst, size_t size);
 
 // What an image may be restored into.
 struct SnapshotTarget {

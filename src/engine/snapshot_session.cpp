@@ -48,7 +48,7 @@ Status Session::snapshot(uint8_t* buf, size_t cap, size_t* out_written) const {
     return Status::error(GEIST_E_INVALID_ARG, "snapshot needs %zu bytes, the buffer holds %zu",
                          size, buf == nullptr ? size_t{0} : cap);
   }
-  snapshot_write(src, buf, size);
+  GEIST_RETURN_IF_ERROR(snapshot_write(src, buf, size));
   *out_written = size;
   return Status::ok();
 }
@@ -83,10 +83,11 @@ Status Session::restore(const uint8_t* buf, size_t size) {
   // The only allocation comes before the first write, so an OOM leaves the session as it was.
   std::vector<uint8_t> pin;
   if (p.pin != nullptr) pin.assign(p.pin, p.pin + p.pin_size);
+  GEIST_RETURN_IF_ERROR(state_->status());  // a failed device: the session is left as it is
   apply_snapshot(p, false);
   pin_image_ = std::move(pin);
   pin_len_ = p.pin_len;
-  return Status::ok();
+  return uploaded_status("restore");
 }
 
 Status Session::pin_prefix() {
@@ -94,7 +95,7 @@ Status Session::pin_prefix() {
   size_t size = 0;
   GEIST_RETURN_IF_ERROR(snapshot_image_size(src, &size));
   std::vector<uint8_t> img(size);
-  snapshot_write(src, img.data(), size);
+  GEIST_RETURN_IF_ERROR(snapshot_write(src, img.data(), size));
   pin_image_ = std::move(img);
   pin_len_ = position();
   return Status::ok();
@@ -107,8 +108,20 @@ Status Session::reset_to_prefix() {
   ParsedSnapshot p;
   GEIST_RETURN_IF_ERROR(
       snapshot_parse(pin_image_.data(), pin_image_.size(), snapshot_target(), true, &p));
+  GEIST_RETURN_IF_ERROR(state_->status());
   apply_snapshot(p, true);
-  return Status::ok();
+  return uploaded_status("reset_to_prefix");
+}
+
+// After apply_snapshot: a device that failed while the regions were uploaded leaves a state
+// that matches neither the image nor the session before.
+Status Session::uploaded_status(const char* what) const {
+  const Status st = state_->status();
+  if (st.is_ok()) return st;
+  return Status::error(st.code(),
+                       "%s: the device failed while the state was written, so the "
+                       "session's state is undefined: %s",
+                       what, st.message().c_str());
 }
 
 }  // namespace geist

@@ -5,12 +5,16 @@
 // an image moves between the two backends in both directions.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <memory>
 #include <random>
+#include <string>
 #include <tuple>
 #include <vector>
 
+#include "api/handles.h"
 #include "backends/backend.h"
+#include "backends/cpu_backend.h"
 #include "kv/kv_cache.h"
 #include "snapshot/snapshot_util.h"
 
@@ -44,6 +48,38 @@ TEST(DeviceLocalBackend, StateIsUnreachableOutsideTheBackend) {
   }
   volatile uint8_t* p = buf->data();
   EXPECT_DEATH({ (void)p[0]; }, "");  // outside it, any access faults
+}
+
+// The failure switch behind the failed-device tests: a device-local backend's streams report
+// it (status, downloads of 0xFF, no uploads), streams made before it included; a plain CPU
+// backend refuses it.
+TEST(DeviceLocalBackend, AFailedDeviceFailsEveryStreamOfIt) {
+  std::unique_ptr<Backend> cpu, b;
+  ASSERT_TRUE(create_backend(BackendKind::CPU, &cpu));
+  EXPECT_EQ(cpu_devlocal_fail(*cpu, "x").code(), GEIST_E_INVALID_ARG);
+  ASSERT_TRUE(create_backend(BackendKind::CPU_DEVICE_LOCAL, &b));
+  std::unique_ptr<Stream> s;
+  ASSERT_TRUE(b->new_stream(&s));
+  std::unique_ptr<Buffer> buf;
+  ASSERT_TRUE(s->alloc(16, &buf));
+  const uint8_t src[4] = {1, 2, 3, 4};
+  s->upload(buf->data(), src, 4);
+  EXPECT_TRUE(s->status().is_ok());
+  ASSERT_TRUE(cpu_devlocal_fail(*b, "lost the device").is_ok());
+  EXPECT_EQ(s->status().code(), GEIST_E_BACKEND);
+  EXPECT_NE(s->status().message().find("lost the device"), std::string::npos);
+  const uint8_t other[4] = {9, 9, 9, 9};
+  s->upload(buf->data(), other, 4);  // copies nothing
+  uint8_t back[4] = {};
+  s->download(back, buf->data(), 4);
+  EXPECT_EQ(std::vector<uint8_t>(back, back + 4), std::vector<uint8_t>(4, 0xFF));
+  {
+    StreamScope scope(*s);
+    EXPECT_EQ(buf->data()[3], 4) << "the upload after the failure wrote";
+  }
+  std::unique_ptr<Stream> later;
+  ASSERT_TRUE(b->new_stream(&later));
+  EXPECT_EQ(later->status().code(), GEIST_E_BACKEND);
 }
 
 using Param = SnapshotParam;
@@ -103,6 +139,51 @@ TEST_P(DeviceLocalSnapshot, FailedRestoreLeavesTheSessionUntouched) {
   bad[bad.size() / 2] ^= 0x20;  // inside the state bytes: the checksum must refuse it
   EXPECT_EQ(d.restore(bad), GEIST_E_FORMAT);
   EXPECT_TRUE(same_continuation(ref_trace, 0, run_steps(d, nv_, kSteps), nv_));
+}
+
+// A device that fails under a session (cpu_devlocal_fail: what a CUDA fault looks like to the
+// engine) is reported by every call that reads or writes the session's state, and never turns
+// into an image: snapshot fails and leaves no restorable bytes, save_file leaves the file as
+// it was, restore / reset_to_prefix / prefill / decode fail with GEIST_E_BACKEND. An image
+// taken before the failure still continues bitwise elsewhere.
+TEST_P(DeviceLocalSnapshot, AFailedDeviceIsReportedAndNeverSnapshotted) {
+  const std::vector<int32_t> p = prompt(8, 30);
+  ModelHandle m = load_model(std::get<0>(GetParam()), GEIST_BACKEND_CPU_DEVICE_LOCAL);
+  ASSERT_TRUE(m);
+  SessionHandle s = session(m);
+  ASSERT_EQ(s.prefill(p), GEIST_OK) << s.last_error();
+  ASSERT_EQ(s.pin_prefix(), GEIST_OK) << s.last_error();
+  std::vector<uint8_t> before;
+  ASSERT_EQ(s.snapshot(&before), GEIST_OK) << s.last_error();
+  const std::string path = ::testing::TempDir() + "geist_failed_device.snap";
+  ASSERT_EQ(s.save_file(path), GEIST_OK) << s.last_error();
+
+  ASSERT_TRUE(cpu_devlocal_fail(m.get()->model->arch().backend(), "test fault").is_ok());
+  std::vector<uint8_t> buf(before.size(), 0x5A);
+  size_t written = 0;
+  EXPECT_EQ(geist_session_snapshot(s.get(), buf.data(), buf.size(), &written), GEIST_E_BACKEND);
+  EXPECT_NE(std::string(s.last_error()).find("test fault"), std::string::npos) << s.last_error();
+  SessionHandle c = session(cpu_);
+  EXPECT_EQ(c.restore(buf), GEIST_E_FORMAT) << "the failed snapshot's bytes must not restore";
+  EXPECT_EQ(s.save_file(path), GEIST_E_BACKEND);
+  EXPECT_EQ(s.pin_prefix(), GEIST_E_BACKEND);
+  EXPECT_EQ(s.restore(before), GEIST_E_BACKEND);
+  EXPECT_EQ(s.reset_to_prefix(), GEIST_E_BACKEND);
+  EXPECT_EQ(s.prefill({5, 6, 7}), GEIST_E_BACKEND);
+  geist_token tok = -1;
+  EXPECT_EQ(s.decode(&tok), GEIST_E_BACKEND);
+
+  // The file written before the failure is intact, and so is the image: both continue on
+  // the CPU backend exactly as a session that never saw the failing device.
+  SessionHandle ref = session(cpu_);
+  ASSERT_EQ(ref.prefill(p), GEIST_OK);
+  const Trace ref_trace = run_steps(ref, nv_, kSteps);
+  ASSERT_EQ(c.restore(before), GEIST_OK) << c.last_error();
+  EXPECT_TRUE(same_continuation(ref_trace, 0, run_steps(c, nv_, kSteps), nv_));
+  SessionHandle f = session(cpu_);
+  ASSERT_EQ(f.load_file(path), GEIST_OK) << f.last_error();
+  EXPECT_TRUE(same_continuation(ref_trace, 0, run_steps(f, nv_, kSteps), nv_));
+  std::remove(path.c_str());
 }
 
 // Row layout, quantized rows and KIVI groups + residual; attention-only and hybrid models.

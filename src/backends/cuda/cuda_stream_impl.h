@@ -120,6 +120,7 @@ class CudaStream final : public Stream {
   const CudaStepStats& stats() const { return stats_; }
 
   void set_pool(ThreadPool*) override {}
+  Status status() const override { return core_->error; }
 
   void begin_forward(const int32_t* /*tokens*/, int32_t n, int32_t pos) override;
 
