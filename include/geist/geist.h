@@ -206,7 +206,8 @@ const char* geist_session_last_error(const geist_session* session);
 /* STABLE. Appends tokens and runs them through the model (batched), leaving the logits of the
  * last token pending. n_tokens == 0 is a no-op.
  * Returns GEIST_E_TOO_MANY_TOKENS (session unchanged) if position + n_tokens > max_seq_len,
- * GEIST_E_INVALID_ARG for an id outside the vocabulary (session unchanged). */
+ * GEIST_E_INVALID_ARG for an id outside the vocabulary (session unchanged), GEIST_E_BACKEND
+ * when the device behind the session failed (then every later call that needs it fails). */
 geist_status geist_session_prefill(geist_session* session, const geist_token* tokens,
                                    size_t n_tokens);
 
@@ -220,7 +221,8 @@ geist_status geist_session_prefill_text(geist_session* session, const char* text
  * for that token is owed and runs at the start of the next call that needs logits (decode,
  * geist_session_logits, prefill), so generation never computes logits it does not use.
  * Returns GEIST_E_INVALID_STATE when no logits are pending (nothing prefilled),
- * GEIST_E_TOO_MANY_TOKENS when the session is full (session unchanged). */
+ * GEIST_E_TOO_MANY_TOKENS when the session is full (session unchanged), GEIST_E_BACKEND when
+ * the device behind the session failed. */
 geist_status geist_session_decode(geist_session* session, geist_token* out_token);
 
 /* STABLE. Pointer to the pending logits [n_vocab] (running an owed forward first). The pointer

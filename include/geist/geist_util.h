@@ -68,7 +68,9 @@ geist_status geist_session_snapshot_size(geist_session* session, size_t* out_siz
 
 /* EXPERIMENTAL. Writes the session's complete state into buf (capacity cap) and the byte count
  * to *out_written. GEIST_E_INVALID_ARG (nothing written that matters, session unchanged) when
- * cap is smaller than geist_session_snapshot_size. The session is not modified. */
+ * cap is smaller than geist_session_snapshot_size. The session is not modified.
+ * GEIST_E_BACKEND when the device behind the session has failed: no image is produced (buf's
+ * first 8 bytes are zeroed, so the bytes never restore). */
 geist_status geist_session_snapshot(geist_session* session, void* buf, size_t cap,
                                     size_t* out_written);
 
@@ -76,11 +78,14 @@ geist_status geist_session_snapshot(geist_session* session, void* buf, size_t ca
  * anything is written: on failure the session is untouched (its continuation is bit-identical
  * to what it would have been without the call). GEIST_E_INVALID_ARG for a NULL or too short
  * buffer; GEIST_E_FORMAT naming the failed check (magic, version, size, checksum, model id,
- * KV mode, capacity, section lengths, token ids). */
+ * KV mode, capacity, section lengths, token ids). GEIST_E_BACKEND when the device behind the
+ * session has failed: before anything was written (session untouched), or while the state was
+ * written (the message says so; the state is then undefined). */
 geist_status geist_session_restore(geist_session* session, const void* buf, size_t size);
 
 /* EXPERIMENTAL. Snapshot into a file, atomically: temp file in the same directory, fsync,
- * rename; a crash mid-write leaves any previous file intact. GEIST_E_IO on failure. */
+ * rename; a crash mid-write leaves any previous file intact. GEIST_E_IO on failure;
+ * GEIST_E_BACKEND (no file written) when the device behind the session has failed. */
 geist_status geist_session_save_file(geist_session* session, const char* path);
 
 /* EXPERIMENTAL. Restore from a file written by geist_session_save_file (same rules as
