@@ -126,7 +126,10 @@ Status snapshot_image_size(const SnapshotSource& s, size_t* out_size) {
 }
 
 Status snapshot_write(const SnapshotSource& s, uint8_t* dst, size_t size) {
-  GEIST_RETURN_IF_ERROR(s.state->status());
+  if (const Status st = s.state->status(); !st.is_ok()) {
+    std::memset(dst, 0, 8);  // no image: not even an earlier one left in the buffer
+    return st;
+  }
   const int32_t kv_len = kv_len_of(s.n_tokens, s.forward_owed);
   std::vector<StateRegion> regions;
   image_regions(*s.state, kv_len, s.nested, &regions);

@@ -66,7 +66,7 @@ struct SnapshotSource {
 Status snapshot_image_size(const SnapshotSource& src, size_t* out_size);
 // Writes exactly `size` bytes (from snapshot_image_size) to dst. The state's status
 // (ArchState::status) when its device failed before or while the regions were read: dst then
-// holds no image (its magic is zero, so snapshot_parse refuses it).
+// holds no image (its magic is zero, so snapshot_parse refuses it). size >= the header.
 Status snapshot_write(const SnapshotSource& src, uint8_t* dst, size_t size);
 
 // What an image may be restored into.

@@ -165,6 +165,11 @@ TEST_P(DeviceLocalSnapshot, AFailedDeviceIsReportedAndNeverSnapshotted) {
   EXPECT_NE(std::string(s.last_error()).find("test fault"), std::string::npos) << s.last_error();
   SessionHandle c = session(cpu_);
   EXPECT_EQ(c.restore(buf), GEIST_E_FORMAT) << "the failed snapshot's bytes must not restore";
+  // Not even an earlier image survives in a buffer that a failed snapshot was written to.
+  std::vector<uint8_t> reused = before;
+  EXPECT_EQ(geist_session_snapshot(s.get(), reused.data(), reused.size(), &written),
+            GEIST_E_BACKEND);
+  EXPECT_EQ(c.restore(reused), GEIST_E_FORMAT);
   EXPECT_EQ(s.save_file(path), GEIST_E_BACKEND);
   EXPECT_EQ(s.pin_prefix(), GEIST_E_BACKEND);
   EXPECT_EQ(s.restore(before), GEIST_E_BACKEND);
