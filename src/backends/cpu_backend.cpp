@@ -18,7 +18,19 @@ namespace {
 // A device failure of a CPU_DEVICE_LOCAL backend (cpu_devlocal_fail), shared by its streams.
 struct DeviceFault {
   std::atomic<bool> failed{false};
-  std::string what;  // written once, before `failed` is set
+  std::atomic<bool> armed{false};  // a failure is due after `countdown` more copies
+  std::atomic<int64_t> countdown{0};
+  std::string what;  // written once, before `armed` is set
+
+  // Called before each copy between host and state memory: whether it fails (the failure
+  // starts at the copy the countdown reaches).
+  bool copy_fails() {
+    if (failed.load(std::memory_order_acquire)) return true;
+    if (!armed.load(std::memory_order_acquire)) return false;
+    if (countdown.fetch_sub(1, std::memory_order_acq_rel) > 0) return false;
+    failed.store(true, std::memory_order_release);
+    return true;
+  }
 };
 
 class CpuBuffer : public Buffer {
@@ -62,12 +74,13 @@ class CpuKvStore : public KvStore {
 
 class CpuStream : public Stream {
  public:
-  CpuStream(bool device_local, std::shared_ptr<const DeviceFault> fault)
+  CpuStream(bool device_local, std::shared_ptr<DeviceFault> fault)
       : arena_(device_local), fault_(std::move(fault)) {}
   ThreadPool& pool() { return *pool_; }
   bool failed() const {
     return fault_ != nullptr && fault_->failed.load(std::memory_order_acquire);
   }
+  bool copy_fails() const { return fault_ != nullptr && fault_->copy_fails(); }
 
   void set_pool(ThreadPool* pool) override { pool_ = pool; }
   Status status() const override {
@@ -87,12 +100,12 @@ class CpuStream : public Stream {
   }
   // After a device failure, as the CUDA stream: nothing is uploaded, downloads read 0xFF.
   void upload(void* dst, const void* src, size_t n) override {
-    if (failed()) return;
+    if (copy_fails()) return;
     StateAccess access(&arena_);
     if (n > 0) std::memcpy(dst, src, n);
   }
   void download(void* dst, const void* src, size_t n) override {
-    if (failed()) {
+    if (copy_fails()) {
       if (n > 0) std::memset(dst, 0xFF, n);
       return;
     }
@@ -221,14 +234,14 @@ class CpuStream : public Stream {
   }
 
   ThreadPool* pool_ = nullptr;
-  StateArena arena_;                          // every state and activation buffer of the session
-  std::shared_ptr<const DeviceFault> fault_;  // the backend's (nullptr: plain CPU)
-  std::vector<float> mm_scratch_;             // matmul_scratch_floats(n_in, n_threads)
-  std::vector<double> delta_scratch_;         // [n_threads][gated_delta_rule_scratch_doubles]
+  StateArena arena_;                    // every state and activation buffer of the session
+  std::shared_ptr<DeviceFault> fault_;  // the backend's (nullptr: plain CPU)
+  std::vector<float> mm_scratch_;       // matmul_scratch_floats(n_in, n_threads)
+  std::vector<double> delta_scratch_;   // [n_threads][gated_delta_rule_scratch_doubles]
 };
 
 void CpuKvStore::download_region(const KvRegion& r, int32_t n_pos, uint8_t* host_dst) const {
-  if (stream_->failed()) {
+  if (stream_->copy_fails()) {
     std::memset(host_dst, 0xFF, r.nbytes);
     return;
   }
@@ -237,7 +250,7 @@ void CpuKvStore::download_region(const KvRegion& r, int32_t n_pos, uint8_t* host
 }
 
 void CpuKvStore::upload_region(const KvRegion& r, int32_t n_pos, const uint8_t* host_src) {
-  if (stream_->failed()) return;
+  if (stream_->copy_fails()) return;
   StateAccess access(arena_);
   cache_->write_region(r, n_pos, host_src);
 }
@@ -304,14 +317,16 @@ class CpuBackend : public Backend {
     return Status::ok();
   }
   // cpu_devlocal_fail. The fault is shared with the streams, not part of the backend's value.
-  Status fail(const char* what) const {
-    if (fault_ == nullptr) {
-      return Status(GEIST_E_INVALID_ARG, "cpu_devlocal_fail: not a cpu-devlocal backend");
+  Status fail(int64_t after_copies, const char* what) const {
+    if (fault_ == nullptr || after_copies < 0) {
+      return Status(GEIST_E_INVALID_ARG,
+                    "cpu_devlocal_fail: not a cpu-devlocal backend, or a negative count");
     }
-    if (!fault_->failed.load(std::memory_order_acquire)) {
-      fault_->what = std::string("cpu-devlocal: ") + (what != nullptr ? what : "device failed");
-      fault_->failed.store(true, std::memory_order_release);
-    }
+    if (fault_->armed.load(std::memory_order_acquire)) return Status::ok();  // the first stands
+    fault_->what = std::string("cpu-devlocal: ") + (what != nullptr ? what : "device failed");
+    fault_->countdown.store(after_copies, std::memory_order_relaxed);
+    fault_->armed.store(true, std::memory_order_release);
+    if (after_copies == 0) fault_->failed.store(true, std::memory_order_release);
     return Status::ok();
   }
   Status new_stream(std::unique_ptr<Stream>* out) const override {
@@ -335,12 +350,12 @@ class CpuBackend : public Backend {
 
 }  // namespace
 
-Status cpu_devlocal_fail(const Backend& backend, const char* what) {
+Status cpu_devlocal_fail(const Backend& backend, int64_t after_copies, const char* what) {
   const auto* b = dynamic_cast<const CpuBackend*>(&backend);
   if (b == nullptr) {
     return Status(GEIST_E_INVALID_ARG, "cpu_devlocal_fail: not a cpu-devlocal backend");
   }
-  return b->fail(what);
+  return b->fail(after_copies, what);
 }
 
 Status create_cpu_backend(bool device_local, std::unique_ptr<Backend>* out) {

@@ -56,7 +56,7 @@ TEST(DeviceLocalBackend, StateIsUnreachableOutsideTheBackend) {
 TEST(DeviceLocalBackend, AFailedDeviceFailsEveryStreamOfIt) {
   std::unique_ptr<Backend> cpu, b;
   ASSERT_TRUE(create_backend(BackendKind::CPU, &cpu));
-  EXPECT_EQ(cpu_devlocal_fail(*cpu, "x").code(), GEIST_E_INVALID_ARG);
+  EXPECT_EQ(cpu_devlocal_fail(*cpu, 0, "x").code(), GEIST_E_INVALID_ARG);
   ASSERT_TRUE(create_backend(BackendKind::CPU_DEVICE_LOCAL, &b));
   std::unique_ptr<Stream> s;
   ASSERT_TRUE(b->new_stream(&s));
@@ -65,7 +65,7 @@ TEST(DeviceLocalBackend, AFailedDeviceFailsEveryStreamOfIt) {
   const uint8_t src[4] = {1, 2, 3, 4};
   s->upload(buf->data(), src, 4);
   EXPECT_TRUE(s->status().is_ok());
-  ASSERT_TRUE(cpu_devlocal_fail(*b, "lost the device").is_ok());
+  ASSERT_TRUE(cpu_devlocal_fail(*b, 0, "lost the device").is_ok());
   EXPECT_EQ(s->status().code(), GEIST_E_BACKEND);
   EXPECT_NE(s->status().message().find("lost the device"), std::string::npos);
   const uint8_t other[4] = {9, 9, 9, 9};
@@ -158,7 +158,7 @@ TEST_P(DeviceLocalSnapshot, AFailedDeviceIsReportedAndNeverSnapshotted) {
   const std::string path = ::testing::TempDir() + "geist_failed_device.snap";
   ASSERT_EQ(s.save_file(path), GEIST_OK) << s.last_error();
 
-  ASSERT_TRUE(cpu_devlocal_fail(m.get()->model->arch().backend(), "test fault").is_ok());
+  ASSERT_TRUE(cpu_devlocal_fail(m.get()->model->arch().backend(), 0, "test fault").is_ok());
   std::vector<uint8_t> buf(before.size(), 0x5A);
   size_t written = 0;
   EXPECT_EQ(geist_session_snapshot(s.get(), buf.data(), buf.size(), &written), GEIST_E_BACKEND);
@@ -189,6 +189,35 @@ TEST_P(DeviceLocalSnapshot, AFailedDeviceIsReportedAndNeverSnapshotted) {
   ASSERT_EQ(f.load_file(path), GEIST_OK) << f.last_error();
   EXPECT_TRUE(same_continuation(ref_trace, 0, run_steps(f, nv_, kSteps), nv_));
   std::remove(path.c_str());
+}
+
+// A device that fails partway through the state's regions (after one copy): the image being
+// written is no image, and a restore being written says the session's state is now undefined.
+TEST_P(DeviceLocalSnapshot, ADeviceFailingMidwayLeavesNoImageAndSaysSo) {
+  const std::vector<int32_t> p = prompt(9, 30);
+  SessionHandle ref = session(cpu_);
+  ASSERT_EQ(ref.prefill(p), GEIST_OK) << ref.last_error();
+  std::vector<uint8_t> img;
+  ASSERT_EQ(ref.snapshot(&img), GEIST_OK) << ref.last_error();
+
+  ModelHandle m = load_model(std::get<0>(GetParam()), GEIST_BACKEND_CPU_DEVICE_LOCAL);
+  ASSERT_TRUE(m);
+  SessionHandle s = session(m);
+  ASSERT_EQ(s.prefill(p), GEIST_OK) << s.last_error();
+  ASSERT_TRUE(cpu_devlocal_fail(m.get()->model->arch().backend(), 1, "midway").is_ok());
+  std::vector<uint8_t> buf(img.size(), 0x5A);
+  size_t written = 0;
+  EXPECT_EQ(geist_session_snapshot(s.get(), buf.data(), buf.size(), &written), GEIST_E_BACKEND);
+  SessionHandle c = session(cpu_);
+  EXPECT_EQ(c.restore(buf), GEIST_E_FORMAT) << "a snapshot the device failed under restored";
+
+  ModelHandle m2 = load_model(std::get<0>(GetParam()), GEIST_BACKEND_CPU_DEVICE_LOCAL);
+  ASSERT_TRUE(m2);
+  SessionHandle r = session(m2);
+  ASSERT_TRUE(cpu_devlocal_fail(m2.get()->model->arch().backend(), 1, "midway").is_ok());
+  EXPECT_EQ(r.restore(img), GEIST_E_BACKEND);
+  EXPECT_NE(std::string(r.last_error()).find("state is undefined"), std::string::npos)
+      << r.last_error();
 }
 
 // Row layout, quantized rows and KIVI groups + residual; attention-only and hybrid models.
