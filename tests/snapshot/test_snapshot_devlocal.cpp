@@ -141,14 +141,42 @@ TEST_P(DeviceLocalSnapshot, FailedRestoreLeavesTheSessionUntouched) {
   EXPECT_TRUE(same_continuation(ref_trace, 0, run_steps(d, nv_, kSteps), nv_));
 }
 
+// Row layout, quantized rows and KIVI groups + residual; attention-only and hybrid models.
+INSTANTIATE_TEST_SUITE_P(Models, DeviceLocalSnapshot,
+                         ::testing::Combine(::testing::Values("models/stories260K.gguf",
+                                                              "models/stories-qwen35-f32.gguf"),
+                                            ::testing::Values(static_cast<int32_t>(KvMode::F16),
+                                                              static_cast<int32_t>(KvMode::Q4),
+                                                              static_cast<int32_t>(KvMode::KIVI2)),
+                                            ::testing::Bool()),
+                         snapshot_param_name);
+
+// A device failing under a session. How the engine reacts depends on the model's kinds of
+// state regions (attention KV, recurrent), not on the KV mode or sampler: one of each model,
+// F16 KV, greedy (this also keeps the sanitizer run short).
+class DeviceLocalFailure : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    GEIST_REQUIRE_FIXTURES();
+    cpu_ = load_model(GetParam(), GEIST_BACKEND_CPU);
+    ASSERT_TRUE(cpu_);
+    nv_ = cpu_.n_vocab();
+  }
+  SessionHandle session(const ModelHandle& m) {
+    return make_session(m, static_cast<int32_t>(KvMode::F16), false);
+  }
+  ModelHandle cpu_;
+  int32_t nv_ = 0;
+};
+
 // A device that fails under a session (cpu_devlocal_fail: what a CUDA fault looks like to the
 // engine) is reported by every call that reads or writes the session's state, and never turns
 // into an image: snapshot fails and leaves no restorable bytes, save_file leaves the file as
 // it was, restore / reset_to_prefix / prefill / decode fail with GEIST_E_BACKEND. An image
 // taken before the failure still continues bitwise elsewhere.
-TEST_P(DeviceLocalSnapshot, AFailedDeviceIsReportedAndNeverSnapshotted) {
+TEST_P(DeviceLocalFailure, AFailedDeviceIsReportedAndNeverSnapshotted) {
   const std::vector<int32_t> p = prompt(8, 30);
-  ModelHandle m = load_model(std::get<0>(GetParam()), GEIST_BACKEND_CPU_DEVICE_LOCAL);
+  ModelHandle m = load_model(GetParam(), GEIST_BACKEND_CPU_DEVICE_LOCAL);
   ASSERT_TRUE(m);
   SessionHandle s = session(m);
   ASSERT_EQ(s.prefill(p), GEIST_OK) << s.last_error();
@@ -193,14 +221,14 @@ TEST_P(DeviceLocalSnapshot, AFailedDeviceIsReportedAndNeverSnapshotted) {
 
 // A device that fails partway through the state's regions (after one copy): the image being
 // written is no image, and a restore being written says the session's state is now undefined.
-TEST_P(DeviceLocalSnapshot, ADeviceFailingMidwayLeavesNoImageAndSaysSo) {
+TEST_P(DeviceLocalFailure, ADeviceFailingMidwayLeavesNoImageAndSaysSo) {
   const std::vector<int32_t> p = prompt(9, 30);
   SessionHandle ref = session(cpu_);
   ASSERT_EQ(ref.prefill(p), GEIST_OK) << ref.last_error();
   std::vector<uint8_t> img;
   ASSERT_EQ(ref.snapshot(&img), GEIST_OK) << ref.last_error();
 
-  ModelHandle m = load_model(std::get<0>(GetParam()), GEIST_BACKEND_CPU_DEVICE_LOCAL);
+  ModelHandle m = load_model(GetParam(), GEIST_BACKEND_CPU_DEVICE_LOCAL);
   ASSERT_TRUE(m);
   SessionHandle s = session(m);
   ASSERT_EQ(s.prefill(p), GEIST_OK) << s.last_error();
@@ -211,7 +239,7 @@ TEST_P(DeviceLocalSnapshot, ADeviceFailingMidwayLeavesNoImageAndSaysSo) {
   SessionHandle c = session(cpu_);
   EXPECT_EQ(c.restore(buf), GEIST_E_FORMAT) << "a snapshot the device failed under restored";
 
-  ModelHandle m2 = load_model(std::get<0>(GetParam()), GEIST_BACKEND_CPU_DEVICE_LOCAL);
+  ModelHandle m2 = load_model(GetParam(), GEIST_BACKEND_CPU_DEVICE_LOCAL);
   ASSERT_TRUE(m2);
   SessionHandle r = session(m2);
   ASSERT_TRUE(cpu_devlocal_fail(m2.get()->model->arch().backend(), 1, "midway").is_ok());
@@ -220,15 +248,14 @@ TEST_P(DeviceLocalSnapshot, ADeviceFailingMidwayLeavesNoImageAndSaysSo) {
       << r.last_error();
 }
 
-// Row layout, quantized rows and KIVI groups + residual; attention-only and hybrid models.
-INSTANTIATE_TEST_SUITE_P(Models, DeviceLocalSnapshot,
-                         ::testing::Combine(::testing::Values("models/stories260K.gguf",
-                                                              "models/stories-qwen35-f32.gguf"),
-                                            ::testing::Values(static_cast<int32_t>(KvMode::F16),
-                                                              static_cast<int32_t>(KvMode::Q4),
-                                                              static_cast<int32_t>(KvMode::KIVI2)),
-                                            ::testing::Bool()),
-                         snapshot_param_name);
+INSTANTIATE_TEST_SUITE_P(Models, DeviceLocalFailure,
+                         ::testing::Values("models/stories260K.gguf",
+                                           "models/stories-qwen35-f32.gguf"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.param).find("qwen") != std::string::npos
+                                      ? std::string("qwen35")
+                                      : std::string("llama");
+                         });
 
 }  // namespace
 }  // namespace geist::test
