@@ -80,10 +80,11 @@ class Session {
   // The session as the snapshot writer sees it (nested: a PIN image, without the pin).
   SnapshotSource snapshot_source(bool nested) const;
   SnapshotTarget snapshot_target() const;
-  // Writes a validated image's state; allocates nothing (that happened before). A device can
-  // still fail under it: uploaded_status() says so afterwards.
-  void apply_snapshot(const ParsedSnapshot& p, bool keep_sampler);
-  Status uploaded_status(const char* what) const;
+  // Writes a validated image's state; allocates nothing (that happened before). Fails only
+  // for the device: GEIST_E_BACKEND before anything is written when it had failed already
+  // (session untouched), or after the writes when it failed under them (`what` names the call;
+  // the state is then undefined).
+  Status apply_snapshot(const ParsedSnapshot& p, bool keep_sampler, const char* what);
 
   const Model& model_;
   int32_t max_seq_len_;

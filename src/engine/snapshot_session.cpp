@@ -53,7 +53,8 @@ Status Session::snapshot(uint8_t* buf, size_t cap, size_t* out_written) const {
   return Status::ok();
 }
 
-void Session::apply_snapshot(const ParsedSnapshot& p, bool keep_sampler) {
+Status Session::apply_snapshot(const ParsedSnapshot& p, bool keep_sampler, const char* what) {
+  GEIST_RETURN_IF_ERROR(state_->status());  // a failed device: the session is left as it is
   const size_t n = static_cast<size_t>(p.n_tokens);
   GEIST_CHECK(n <= tokens_.capacity(), "snapshot: token history exceeds the reserved capacity");
   tokens_.resize(n);  // within the reserved capacity: no allocation
@@ -75,6 +76,14 @@ void Session::apply_snapshot(const ParsedSnapshot& p, bool keep_sampler) {
     state_->upload_region(r.region, p.kv_len, r.data);
   }
   state_->set_positions(p.kv_len);
+  // A device that failed while the regions were uploaded leaves a state that matches neither
+  // the image nor the session before.
+  const Status st = state_->status();
+  if (st.is_ok()) return st;
+  return Status::error(st.code(),
+                       "%s: the device failed while the state was written, so the "
+                       "session's state is undefined: %s",
+                       what, st.message().c_str());
 }
 
 Status Session::restore(const uint8_t* buf, size_t size) {
@@ -83,11 +92,10 @@ Status Session::restore(const uint8_t* buf, size_t size) {
   // The only allocation comes before the first write, so an OOM leaves the session as it was.
   std::vector<uint8_t> pin;
   if (p.pin != nullptr) pin.assign(p.pin, p.pin + p.pin_size);
-  GEIST_RETURN_IF_ERROR(state_->status());  // a failed device: the session is left as it is
-  apply_snapshot(p, false);
+  GEIST_RETURN_IF_ERROR(apply_snapshot(p, false, "restore"));
   pin_image_ = std::move(pin);
   pin_len_ = p.pin_len;
-  return uploaded_status("restore");
+  return Status::ok();
 }
 
 Status Session::pin_prefix() {
@@ -108,20 +116,7 @@ Status Session::reset_to_prefix() {
   ParsedSnapshot p;
   GEIST_RETURN_IF_ERROR(
       snapshot_parse(pin_image_.data(), pin_image_.size(), snapshot_target(), true, &p));
-  GEIST_RETURN_IF_ERROR(state_->status());
-  apply_snapshot(p, true);
-  return uploaded_status("reset_to_prefix");
-}
-
-// After apply_snapshot: a device that failed while the regions were uploaded leaves a state
-// that matches neither the image nor the session before.
-Status Session::uploaded_status(const char* what) const {
-  const Status st = state_->status();
-  if (st.is_ok()) return st;
-  return Status::error(st.code(),
-                       "%s: the device failed while the state was written, so the "
-                       "session's state is undefined: %s",
-                       what, st.message().c_str());
+  return apply_snapshot(p, true, "reset_to_prefix");
 }
 
 }  // namespace geist
