@@ -348,7 +348,9 @@ TEST(CudaDecodeFusion, RopeKvWriteBitwiseEqualsSeparateLaunches) {
 // The one-token gate / up matmuls (matmul_batch) then swiglu() against one matmul_swiglu
 // launch: gate, up and out bitwise, with out the gate rows (llama's swiglu(gate, up, gate)), the
 // up rows, and a third buffer; Q8_0 and Q4_0; the llama-1b and qwen35-0.8b shapes and an odd
-// one (rows not a multiple of the block's 8, 3 blocks per row).
+// one (rows not a multiple of the block's 8, 3 blocks per row). llama-1b's 8192 rows take the
+// streaming kernel (gemv_stream_kernel, from kGsMinSwgGroups row groups on), the others
+// gemv_kernel.
 class CudaSwigluFfn : public test::CudaStreamTest {};
 
 TEST_F(CudaSwigluFfn, MatmulSwigluBitwiseEqualsSeparateLaunches) {

@@ -268,23 +268,33 @@ __global__ void __launch_bounds__(kGvThreads, 3)
   }
 }
 
-// ---- GEMV of one large matrix, one token (the output projection) ----
+// ---- GEMV of one large matrix, one token (the output projection, the large gate / up) ----
 // gemv_kernel's arithmetic and fold (so the same bits), with blocks that stay: a grid of about
 // two blocks per SM quantizes the activations once per block and walks the row groups
 // blockIdx.x, blockIdx.x + gridDim.x, ...; a warp's (group, pass) steps form one stream in
 // which the weights of the next two steps are in flight while a step is folded. For a matrix
 // of thousands of row groups this saves the per-block quantization and the tail of each
 // block's last pass (H200, 2048 x 128256 Q8_0: 86 -> 69 us, bench/cuda_gemv_speed.cu).
+// The gate / up + swiglu launch walks its groups of kGvWarps rows the same way from
+// kGsMinSwgGroups groups on (H200: llama-1b's 8192 rows, 1024 groups, 15.7 -> 13.9 us, tg128
+// 1155-1161 -> 1168-1191 tok/s; qwen35-0.8b's 3584 rows, 448 groups, 5.6 -> 6.4 us: there
+// gemv_kernel's three blocks per SM are ahead).
 constexpr int kGsBlocksPerSm = 2;
 constexpr int64_t kGsMinGroups = 2048;  // fewer row groups: gemv_kernel is as fast or faster
+constexpr int64_t kGsMinSwgGroups = 512;
 
-template <GgmlType T>
+// SWG: the gate / up + swiglu launch (gemv_kernel's SWG rows: a group is kGvWarps rows, warp w
+// takes gate row and up row 8 g + w); else a group is kGvRows rows of bt.w[0].
+template <GgmlType T, bool SWG>
 __global__ void __launch_bounds__(kGvThreads, kGsBlocksPerSm)
-    gemv_stream_kernel(const DevW w, const float* __restrict__ x, bool vec, float* y, int ngroups) {
+    gemv_stream_kernel(const DecBatch bt, const float* __restrict__ x, bool vec, bool early,
+                       float* sw_out, int ngroups) {
   constexpr int P = T == GgmlType::Q8_0 ? 2 : 1;
   constexpr int RW = kGvRowsPerWarp;
   constexpr int FR = gv_fold_row(1);
+  constexpr int kGroup = SWG ? kGvWarps : kGvRows;
   extern __shared__ uint4 gsm[];
+  const DevW& w = bt.w[0];
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = tid & 31, wp = tid >> 5;
   const int pairs = static_cast<int>(q8_pairs(w.n_in));
@@ -295,25 +305,31 @@ __global__ void __launch_bounds__(kGvThreads, kGsBlocksPerSm)
   const int npass = (pairs + kGvPass - 1) / kGvPass;
   const int grid = static_cast<int>(gridDim.x), blk = static_cast<int>(blockIdx.x);
   const int nsteps = (ngroups - blk + grid - 1) / grid * npass;
+  // The first of the warp's rows in step st's group (row i: + i, or matrix i for SWG).
+  const auto row0 = [&](int st) {
+    return static_cast<int64_t>(blk + st / npass * grid) * kGroup + (SWG ? wp : wp * RW);
+  };
   uint4 wq[2][RW][4];  // [step % 2][row][quad]
   uint32_t wd[2][RW];
   auto fetch = [&](int bf, int st) {
     const int k = st % npass * kGvPass + lane;
     const bool ok = st < nsteps && k < pairs;
-    const int64_t r = static_cast<int64_t>(blk + st / npass * grid) * kGvRows + wp * RW;
+    const int64_t r = row0(st);
 #pragma unroll
     for (int i = 0; i < RW; ++i) {
+      const DevW& wi = bt.w[SWG ? i : 0];
+      const int64_t ri = SWG ? r : r + i;
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        wq[bf][i][j] = ok ? PairLoader<T>::codes(w, r + i, k, j) : make_uint4(0u, 0u, 0u, 0u);
+        wq[bf][i][j] = ok ? PairLoader<T>::codes(wi, ri, k, j) : make_uint4(0u, 0u, 0u, 0u);
       }
-      wd[bf][i] = ok ? PairLoader<T>::scales(w, r + i, k) : 0u;
+      wd[bf][i] = ok ? PairLoader<T>::scales(wi, ri, k) : 0u;
     }
   };
   fetch(0, 0);  // weights only: before the wait (launch_pdl)
   fetch(1, 1);
   pdl_wait();
-  pdl_trigger();
+  if (early) pdl_trigger();  // else at exit (early_trigger)
   quantize_x<P, 1>(x, 0, vec, pairs, nb, codes, dxs, tid);
   __syncthreads();
   float acc = 0.0f;
@@ -326,14 +342,22 @@ __global__ void __launch_bounds__(kGvThreads, kGsBlocksPerSm)
         if (k < pairs) pass_pairs<P, RW, 1>(wq[bf], wd[bf], codes, dxs, pairs, k, fs, FR, lane);
         fetch(bf, st + 2);
         __syncwarp();
-        if (lane < RW) {
-          acc = fold_pass(fs + lane * FR, 1, nb, ps, acc);
-          if (ps == npass - 1) {
-            const int64_t r =
-                static_cast<int64_t>(blk + st / npass * grid) * kGvRows + wp * RW + lane;
-            if (r < w.n_out) y[r] = acc;
-            acc = 0.0f;
+        if (lane < RW) acc = fold_pass(fs + lane * FR, 1, nb, ps, acc);
+        if (ps == npass - 1) {  // the group's rows are done
+          const int64_t r = row0(st);
+          if constexpr (SWG) {
+            const float up = __shfl_sync(0xffffffffu, acc, 1);
+            const bool in = r < w.n_out;
+            if (lane == 1 && in) bt.y[1][r] = acc;
+            __syncwarp();  // the up row is stored before out, which may be it
+            if (lane == 0 && in) {
+              if (bt.y[0] != sw_out) bt.y[0][r] = acc;
+              sw_out[r] = swiglu_elem(acc, up);
+            }
+          } else if (lane < RW && r + lane < w.n_out) {
+            bt.y[0][r + lane] = acc;
           }
+          acc = 0.0f;
         }
         __syncwarp();
       }
@@ -341,18 +365,26 @@ __global__ void __launch_bounds__(kGvThreads, kGsBlocksPerSm)
   }
 }
 
+// gemv_stream_kernel's grid for `groups` row groups: kGsBlocksPerSm blocks per SM, or fewer.
+cudaError_t stream_grid(int64_t groups, int64_t* grid) {
+  int dev = 0, sms = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  *grid = std::min<int64_t>(groups, int64_t{sms} * kGsBlocksPerSm);
+  return e;
+}
+
 template <GgmlType T>
 cudaError_t launch_gemv(cudaStream_t s, const DecBatch& b, int64_t blocks, const float* x,
                         int64_t x_stride, int32_t n_tok, bool vec) {
   const size_t smem = gv_smem(q8_planes(T), n_tok, b.w[0].n_in);
   if (T == GgmlType::Q8_0 && b.n == 1 && n_tok == 1 && blocks >= kGsMinGroups) {
-    int dev = 0, sms = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    int64_t grid = 0;
+    const cudaError_t e = stream_grid(blocks, &grid);
     if (e != cudaSuccess) return e;
-    const int64_t grid = std::min<int64_t>(blocks, int64_t{sms} * kGsBlocksPerSm);
-    return launch_pdl(gemv_stream_kernel<T>, dim3(static_cast<unsigned>(grid)), dim3(kGvThreads),
-                      smem, s, b.w[0], x, vec, b.y[0], static_cast<int>(blocks));
+    return launch_pdl(gemv_stream_kernel<T, false>, dim3(static_cast<unsigned>(grid)),
+                      dim3(kGvThreads), smem, s, b, x, vec, true, static_cast<float*>(nullptr),
+                      static_cast<int>(blocks));
   }
   bool early = true;
   const cudaError_t e = early_trigger(b, &early);
@@ -376,10 +408,18 @@ cudaError_t launch_swiglu(cudaStream_t s, const MatmulOut& gate, const MatmulOut
   if (blocks > 0x7fffffff) return cudaErrorInvalidConfiguration;
   const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
   bool early = true;
-  const cudaError_t e = early_trigger(b, &early);
+  cudaError_t e = early_trigger(b, &early);
   if (e != cudaSuccess) return e;
+  const size_t smem = gv_smem(q8_planes(T), 1, gate.w.n_in);
+  if (blocks >= kGsMinSwgGroups) {
+    int64_t grid = 0;
+    e = stream_grid(blocks, &grid);
+    if (e != cudaSuccess) return e;
+    return launch_pdl(gemv_stream_kernel<T, true>, dim3(static_cast<unsigned>(grid)),
+                      dim3(kGvThreads), smem, s, b, x, vec, early, out, static_cast<int>(blocks));
+  }
   return launch_pdl(gemv_kernel<T, 1, true>, dim3(static_cast<unsigned>(blocks)), dim3(kGvThreads),
-                    gv_smem(q8_planes(T), 1, gate.w.n_in), s, b, x, gate.w.n_in, vec, early, out);
+                    smem, s, b, x, gate.w.n_in, vec, early, out);
 }
 
 }  // namespace
