@@ -260,6 +260,17 @@ __device__ __forceinline__ void mma_s8(int32_t (&c)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+// d = c + A (16x32, row) * B (32x8, col) with c = (m, m, m, m): the accumulator's start is an
+// input, so one register quad holding m feeds every product (with mma_s8 each product's
+// accumulator is first set to m, four moves per product).
+__device__ __forceinline__ void mma_s8_from(int32_t (&d)[4], int32_t m, uint32_t a0, uint32_t a1,
+                                            uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%10,%10,%10,%10};\n"
+      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(m));
+}
+
 // One block pair (chunks 2k, 2k + 1) of weight row r: codes() lane quad q's codes in I8 slot
 // order (x, y: chunk 2k's words 2q, 2q + 1; z, w: chunk 2k + 1's), scales() the two f16 scales
 // (chunk 2k in the low half). A chunk past the row (odd chunk count) or a row past n_out reads
@@ -338,11 +349,8 @@ __device__ __forceinline__ void block_fma(uint2 a_lo, uint2 a_hi, const uint2 (&
                                           float dw1, float dx0, float dx1, float (&acc)[4]) {
   int32_t c[P][4];
 #pragma unroll
-  for (int p = 0; p < P; ++p) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) c[p][e] = kMagicBits;
-    mma_s8(c[p], a_lo.x, a_hi.x, a_lo.y, a_hi.y, b[p].x, b[p].y);
-  }
+  for (int p = 0; p < P; ++p)
+    mma_s8_from(c[p], kMagicBits, a_lo.x, a_hi.x, a_lo.y, a_hi.y, b[p].x, b[p].y);
   float f[4];
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
