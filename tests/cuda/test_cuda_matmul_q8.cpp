@@ -154,44 +154,48 @@ TEST_F(CudaMatmulQ8, EqualsTheCpuFormulaBitwise) {
 // decode kernel; 12: prefill): ties (amax = 127, so d = 1 and x / d = k + 1/2 exactly, to be
 // rounded to even), signed zeros, and blocks of very large and very small normal magnitude.
 TEST_F(CudaMatmulQ8, QuantizerEdgesEqualTheCpuFormula) {
-  const int64_t n_in = 256, n_out = 37;
-  for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0}) {
-    std::vector<uint8_t> bytes;
-    const WeightMatrix w = weight(type, n_in, n_out, 91u, &bytes);
-    for (const int32_t n_tok : {1, 2, 3, 12}) {
-      SCOPED_TRACE(std::string(ggml_type_name(type)) + " n_tok=" + std::to_string(n_tok));
-      std::vector<float> xh(static_cast<size_t>(n_in * n_tok));
-      for (int32_t t = 0; t < n_tok; ++t) {
-        for (int64_t b = 0; b < n_in / 32; ++b) {
-          float* v = xh.data() + t * n_in + b * 32;
-          const float sign = (b + t) % 2 == 0 ? 1.0f : -1.0f;
-          for (int i = 0; i < 32; ++i) {
-            switch ((b + t) % 4) {
-              case 0:  // ties, and amax = 127 at element 7
-                v[i] = i == 7 ? sign * 127.0f : sign * (static_cast<float>(i) - 15.5f);
-                break;
-              case 1:  // +0 / -0 around one value
-                v[i] = i == 5 ? 3.0f : (i % 2 == 0 ? 0.0f : -0.0f);
-                break;
-              case 2:
-                v[i] = sign * (static_cast<float>(i) - 15.5f) * 1e30f;
-                break;
-              default:
-                v[i] = sign * (static_cast<float>(i) - 15.5f) * 1e-30f;
-                break;
+  const int64_t n_out = 37;
+  // 8192: a one-token GEMV's block quantizes the row in four rounds of its threads.
+  for (const int64_t n_in : {int64_t{256}, int64_t{8192}}) {
+    for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0}) {
+      std::vector<uint8_t> bytes;
+      const WeightMatrix w = weight(type, n_in, n_out, 91u, &bytes);
+      for (const int32_t n_tok : {1, 2, 3, 12}) {
+        SCOPED_TRACE(std::string(ggml_type_name(type)) + " n_in=" + std::to_string(n_in) +
+                     " n_tok=" + std::to_string(n_tok));
+        std::vector<float> xh(static_cast<size_t>(n_in * n_tok));
+        for (int32_t t = 0; t < n_tok; ++t) {
+          for (int64_t b = 0; b < n_in / 32; ++b) {
+            float* v = xh.data() + t * n_in + b * 32;
+            const float sign = (b + t) % 2 == 0 ? 1.0f : -1.0f;
+            for (int i = 0; i < 32; ++i) {
+              switch ((b + t) % 4) {
+                case 0:  // ties, and amax = 127 at element 7
+                  v[i] = i == 7 ? sign * 127.0f : sign * (static_cast<float>(i) - 15.5f);
+                  break;
+                case 1:  // +0 / -0 around one value
+                  v[i] = i == 5 ? 3.0f : (i % 2 == 0 ? 0.0f : -0.0f);
+                  break;
+                case 2:
+                  v[i] = sign * (static_cast<float>(i) - 15.5f) * 1e30f;
+                  break;
+                default:
+                  v[i] = sign * (static_cast<float>(i) - 15.5f) * 1e-30f;
+                  break;
+              }
             }
           }
         }
-      }
-      const std::vector<float> want = reference(type, bytes, n_in, n_out, xh, n_in, n_tok);
-      const DeviceVec<float> x(xh);
-      DeviceVec<float> y(static_cast<size_t>(n_tok * n_out));
-      stream_->matmul(w, x.ptr(), n_in, n_tok, y.ptr(), n_out);
-      const std::vector<float> got = y.download();
-      for (size_t i = 0; i < want.size(); ++i) {
-        ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0)
-            << "token " << i / n_out << " out " << i % n_out << ": got " << got[i] << " want "
-            << want[i];
+        const std::vector<float> want = reference(type, bytes, n_in, n_out, xh, n_in, n_tok);
+        const DeviceVec<float> x(xh);
+        DeviceVec<float> y(static_cast<size_t>(n_tok * n_out));
+        stream_->matmul(w, x.ptr(), n_in, n_tok, y.ptr(), n_out);
+        const std::vector<float> got = y.download();
+        for (size_t i = 0; i < want.size(); ++i) {
+          ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0)
+              << "token " << i / n_out << " out " << i % n_out << ": got " << got[i] << " want "
+              << want[i];
+        }
       }
     }
   }
