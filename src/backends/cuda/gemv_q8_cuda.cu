@@ -187,6 +187,21 @@ cudaError_t early_trigger(const DecBatch& b, bool* early) {
   return e;
 }
 
+// The end of a warp's gate row r (lane 0's acc) and up row r (lane 1's) in the fused launch:
+// both rows stored (the gate row unless sw_out is it), then sw_out[r] = swiglu_elem(gate, up)
+// after the up row's store, so that sw_out may be either. Every lane of the warp calls it.
+__device__ __forceinline__ void store_swiglu(const DecBatch& bt, float* sw_out, int64_t r,
+                                             float acc, int lane) {
+  const float up = __shfl_sync(0xffffffffu, acc, 1);
+  const bool in = r < bt.w[0].n_out;
+  if (lane == 1 && in) bt.y[1][r] = acc;
+  __syncwarp();  // the up row is stored before out, which may be it
+  if (lane == 0 && in) {
+    if (bt.y[0] != sw_out) bt.y[0][r] = acc;
+    sw_out[r] = swiglu_elem(acc, up);
+  }
+}
+
 // SWG (matmul_swiglu, one token): bt holds the gate (0) and up (1) matrices; warp w of block b
 // computes row 8 b + w of both (its rows 0 and 1), writes them to bt.y[1] and, unless sw_out is
 // the gate rows, bt.y[0], and then sw_out[8 b + w] = swiglu_elem(gate, up) (after the up row's
@@ -255,14 +270,7 @@ __global__ void __launch_bounds__(kGvThreads, 3)
     __syncwarp();
   }
   if constexpr (SWG) {
-    const float up = __shfl_sync(0xffffffffu, acc, 1);
-    const bool ok = rw0 < w.n_out;
-    if (lane == 1 && ok) bt.y[1][rw0] = acc;
-    __syncwarp();  // the up row is stored before out, which may be it
-    if (lane == 0 && ok) {
-      if (bt.y[0] != sw_out) bt.y[0][rw0] = acc;
-      sw_out[rw0] = swiglu_elem(acc, up);
-    }
+    store_swiglu(bt, sw_out, rw0, acc, lane);
   } else if (lane < RW * NT && rw0 + fi < w.n_out) {
     y[ft * y_stride + rw0 + fi] = acc;
   }
@@ -346,14 +354,7 @@ __global__ void __launch_bounds__(kGvThreads, kGsBlocksPerSm)
         if (ps == npass - 1) {  // the group's rows are done
           const int64_t r = row0(st);
           if constexpr (SWG) {
-            const float up = __shfl_sync(0xffffffffu, acc, 1);
-            const bool in = r < w.n_out;
-            if (lane == 1 && in) bt.y[1][r] = acc;
-            __syncwarp();  // the up row is stored before out, which may be it
-            if (lane == 0 && in) {
-              if (bt.y[0] != sw_out) bt.y[0][r] = acc;
-              sw_out[r] = swiglu_elem(acc, up);
-            }
+            store_swiglu(bt, sw_out, r, acc, lane);
           } else if (lane < RW && r + lane < w.n_out) {
             bt.y[0][r + lane] = acc;
           }
