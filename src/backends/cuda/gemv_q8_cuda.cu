@@ -285,7 +285,7 @@ __global__ void __launch_bounds__(kGvThreads, 3)
 // block's last pass (H200, 2048 x 128256 Q8_0: 86 -> 69 us, bench/cuda_gemv_speed.cu).
 // The gate / up + swiglu launch walks its groups of kGvWarps rows the same way from
 // kGsMinSwgGroups groups on (H200: llama-1b's 8192 rows, 1024 groups, 15.7 -> 13.9 us, tg128
-// 1155-1161 -> 1168-1191 tok/s; qwen35-0.8b's 3584 rows, 448 groups, 5.6 -> 6.4 us: there
+// 1139-1163 -> 1164-1196 tok/s; qwen35-0.8b's 3584 rows, 448 groups, 5.6 -> 6.4 us: there
 // gemv_kernel's three blocks per SM are ahead).
 constexpr int kGsBlocksPerSm = 2;
 constexpr int64_t kGsMinGroups = 2048;  // fewer row groups: gemv_kernel is as fast or faster

@@ -349,8 +349,9 @@ __device__ __forceinline__ void block_fma(uint2 a_lo, uint2 a_hi, const uint2 (&
                                           float dw1, float dx0, float dx1, float (&acc)[4]) {
   int32_t c[P][4];
 #pragma unroll
-  for (int p = 0; p < P; ++p)
+  for (int p = 0; p < P; ++p) {
     mma_s8_from(c[p], kMagicBits, a_lo.x, a_hi.x, a_lo.y, a_hi.y, b[p].x, b[p].y);
+  }
   float f[4];
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
