@@ -11,6 +11,7 @@
 #include "api/api_util.h"
 #include "geist/geist.h"
 #include "geist/geist_util.h"
+#include "support/fixtures.h"
 
 namespace geist::test {
 namespace {
@@ -79,7 +80,7 @@ TEST(ApiModel, MissingFileIsFileNotFound) {
 }
 
 TEST(ApiModel, GarbageFileIsFormatError) {
-  const std::string path = testing::TempDir() + "geist_garbage.gguf";
+  const std::string path = test::temp_path("garbage.gguf");
   FILE* f = std::fopen(path.c_str(), "wb");
   ASSERT_NE(f, nullptr);
   for (int i = 0; i < 4096; ++i) std::fputc((i * 7919 + 13) & 0xff, f);

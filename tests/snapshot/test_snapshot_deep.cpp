@@ -4,7 +4,6 @@
 // the image and checked against the count the spec implies, and the reader's bound on
 // n_sections sits exactly at the documented cap.
 #include <gtest/gtest.h>
-#include <unistd.h>
 #include <xxhash.h>
 
 #include <cstdio>
@@ -84,8 +83,7 @@ class SnapshotDeep : public ::testing::TestWithParam<int32_t> {
     p.n_head = 2;
     p.n_head_kv = 1;
     p.head_dim = 32;
-    path_ = new std::string(::testing::TempDir() + "/geist_snapshot_deep_" +
-                            std::to_string(static_cast<long>(getpid())) + ".gguf");
+    path_ = new std::string(test::temp_path("snapshot_deep.gguf"));
     const Status st = mkmodel_write(p, "q8_0", *path_, 42, {});
     ASSERT_TRUE(st.is_ok()) << st.message();
   }

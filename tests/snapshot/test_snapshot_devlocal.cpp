@@ -183,7 +183,7 @@ TEST_P(DeviceLocalFailure, AFailedDeviceIsReportedAndNeverSnapshotted) {
   ASSERT_EQ(s.pin_prefix(), GEIST_OK) << s.last_error();
   std::vector<uint8_t> before;
   ASSERT_EQ(s.snapshot(&before), GEIST_OK) << s.last_error();
-  const std::string path = ::testing::TempDir() + "geist_failed_device.snap";
+  const std::string path = test::temp_path("failed_device.snap");
   ASSERT_EQ(s.save_file(path), GEIST_OK) << s.last_error();
 
   ASSERT_TRUE(cpu_devlocal_fail(m.get()->model->arch().backend(), 0, "test fault").is_ok());

@@ -95,7 +95,7 @@ TEST(SnapshotIdV2, StableAcrossLoadsAndByteIdenticalCopies) {
     const std::vector<uint8_t> bytes = read_bytes(path);
     EXPECT_EQ(id_of_bytes(bytes), id) << "the same bytes in memory";
 
-    const std::string copy = ::testing::TempDir() + "/snapshot_id_copy.gguf";
+    const std::string copy = test::temp_path("snapshot_id_copy.gguf");
     write_bytes(copy, bytes);
     ModelHandle m1 = load_path(path);
     ModelHandle m2 = load_path(path);
@@ -155,7 +155,7 @@ TEST(SnapshotIdV2, WeightOnlyDifferenceRefusesTheImage) {
   ASSERT_FALSE(spans.empty());
   // The lowest mantissa byte of the first float of the first tensor: the model stays finite.
   bytes[spans.front().offset] ^= 0x01;
-  const std::string tuned_path = ::testing::TempDir() + "/snapshot_id_tuned.gguf";
+  const std::string tuned_path = test::temp_path("snapshot_id_tuned.gguf");
   write_bytes(tuned_path, bytes);
 
   ModelHandle orig = load_path(orig_path);

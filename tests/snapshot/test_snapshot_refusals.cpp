@@ -1,7 +1,6 @@
 // Restore refuses every malformed, foreign or mismatched image, names the failed check, and
 // leaves the session bit-identical (its continuation equals the one without the failed calls).
 #include <gtest/gtest.h>
-#include <unistd.h>
 #include <xxhash.h>
 
 #include <cstdio>
@@ -190,7 +189,7 @@ TEST_F(SnapshotRefusal, OtherModelOtherModeTooSmallTarget) {
 // The same file copied elsewhere has the same snapshot_id.
 TEST(SnapshotId, CopiedModelFileAcceptsTheImage) {
   GEIST_REQUIRE_FIXTURES();
-  const std::string copy = ::testing::TempDir() + "/snapshot_copy_stories260K.gguf";
+  const std::string copy = test::temp_path("snapshot_copy_stories260K.gguf");
   {
     std::ifstream in(fixture_path("models/stories260K.gguf"), std::ios::binary);
     std::ofstream out(copy, std::ios::binary);
@@ -229,7 +228,7 @@ TEST(SnapshotSize, UsedBytesPlusSmallHeader) {
 TEST(SnapshotFile, SaveReplacesAtomicallyAndLoads) {
   GEIST_REQUIRE_FIXTURES();
   ModelHandle m = load_model("models/stories260K.gguf");
-  const std::string path = ::testing::TempDir() + "/snapshot_test.gsnap";
+  const std::string path = test::temp_path("snapshot_test.gsnap");
   SessionHandle s = make_session(m, 0, true);
   ASSERT_EQ(s.prefill({1, 300}), GEIST_OK);
   ASSERT_EQ(s.save_file(path), GEIST_OK) << s.last_error();

@@ -1,6 +1,7 @@
 #include "support/fixtures.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +20,11 @@ std::string fixtures_dir() {
 }
 
 std::string fixture_path(const std::string& rel) { return fixtures_dir() + "/" + rel; }
+
+std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "/geist_" + std::to_string(static_cast<long>(getpid())) + "_" +
+         name;
+}
 
 bool fixtures_available() {
   struct stat st {};

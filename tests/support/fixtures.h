@@ -27,6 +27,10 @@ int fixture_skip_count();
 std::vector<float> read_f32_file(const std::string& path);
 std::string read_text_file(const std::string& path);
 
+// A scratch file path of this process: gtest's temporary directory + "geist_<pid>_" + name, so
+// that test processes running side by side (ctest -j, a suite's gtest shards) never share one.
+std::string temp_path(const std::string& name);
+
 }  // namespace geist::test
 
 #define GEIST_REQUIRE_FIXTURES()                                                   \
