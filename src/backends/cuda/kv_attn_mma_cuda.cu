@@ -49,6 +49,16 @@ constexpr int kRows = 16 * kWarps;  // query rows per block: 16 per warp
 constexpr int kSlices = 4;          // output-channel slices of a launch with few blocks
 constexpr unsigned kFewBlocks = 100;
 
+// Whether a block splits its key and value tiles into bf16 hi / lo words once, as it stages
+// them (PRE), instead of every warp splitting each pair it multiplies (split_mma3): the same
+// words reach the same mma, so the bits are the same. PRE quarters a tile's conversions (four
+// warps read it) but doubles an F16 tile's shared memory. Heads of 64 only: there a block stays
+// at 51 KB and 128 registers (four resident per multiprocessor, as before), and the H200's
+// llama-1b pp2048 attention went 597 -> 546 us per layer (ncu); heads of 128 would lose a
+// resident block, and heads of 256 (qwen35-0.8b) measured slower overall (pp2048 39.8k -> 39.2k).
+template <int HD>
+constexpr bool kPreSplit = HD == 64;
+
 // Shared-memory strides, chosen so that a warp's fragment loads hit distinct banks.
 // HD: head size; NS: blocks that share a row's output channels (each slice HD / NS).
 template <int HD, int NS>
@@ -57,12 +67,83 @@ struct Lay {
   static constexpr int kLk = HD + 8;      // elements of a key row
   static constexpr int kLv = kKeys + 8;   // elements of a transposed value row (one channel)
   static constexpr int kDv = HD / NS;     // output channels of a block
+  static constexpr int kKw = HD / 2;      // PRE: words of a key row (hi or lo; pair_slot order)
+  static constexpr int kVw = kKeys / 2;   // PRE: words of a value channel row
   template <bool F16>
   static constexpr size_t bytes() {
     const size_t es = F16 ? 2 : 4;
-    return 2 * sizeof(uint32_t) * kRows * kLq + es * kKeys * kLk + es * kDv * kLv;
+    const size_t q = 2 * sizeof(uint32_t) * kRows * kLq;
+    return kPreSplit<HD> ? q + 2 * sizeof(uint32_t) * (kKeys * kKw + kDv * kVw)
+                         : q + es * kKeys * kLk + es * kDv * kLv;
   }
 };
+
+// PRE: the slot of pair w (channels 2w, 2w + 1 of a key; keys 2w, 2w + 1 of a value channel) in
+// row r: the two words a lane (g, qd) of an mma step ks takes (pairs 8 ks + qd and 8 ks + qd + 4)
+// are adjacent, and the rows' 8-word groups are turned by r & 3, so that the 16 lanes of a
+// half warp (rows g = 0..3) read 32 distinct banks.
+__device__ __forceinline__ int pair_slot(int w, int r) {
+  return ((w >> 3) ^ (r & 3)) * 8 + (w & 3) * 2 + ((w >> 2) & 1);
+}
+
+// PRE: load_k_tile's keys, split into hi / lo words (split_pair's values) at their slots.
+template <class E, int HD>
+__device__ __forceinline__ void load_k_split(const Rows& k, int32_t j0, int32_t last_pos,
+                                             int64_t k_off, uint32_t* sKh, uint32_t* sKl, int tid) {
+  constexpr int kEpc = 16 / sizeof(E);  // elements per 16-byte load
+  for (int e = tid; e < kKeys * (HD / kEpc); e += kThreads) {
+    const int j = e / (HD / kEpc), c = e % (HD / kEpc);
+    uint4 x = make_uint4(0, 0, 0, 0);
+    if (j0 + j <= last_pos) x = *reinterpret_cast<const uint4*>(row_at(k, j0 + j) + k_off + 16 * c);
+    const E* xe = reinterpret_cast<const E*>(&x);
+#pragma unroll
+    for (int u = 0; u < kEpc / 2; ++u) {
+      uint32_t hi, lo;
+      split_pair<sizeof(E) == 2>(xe + 2 * u, &hi, &lo);
+      const int slot = j * (HD / 2) + pair_slot(c * (kEpc / 2) + u, j);
+      sKh[slot] = hi;
+      sKl[slot] = lo;
+    }
+  }
+}
+
+// PRE: load_v_tile's values (DV channels), split per channel into hi / lo words of key pairs.
+template <class E, int DV>
+__device__ __forceinline__ void load_v_split(const Rows& v, int32_t j0, int32_t last_pos,
+                                             int64_t v_off, uint32_t* sVh, uint32_t* sVl, int tid) {
+  constexpr int kEpc = 16 / sizeof(E);
+  for (int e = tid; e < (kKeys / 2) * (DV / kEpc); e += kThreads) {
+    const int kp = e / (DV / kEpc), c = e % (DV / kEpc);
+    const int32_t p = j0 + 2 * kp;
+    uint4 x = make_uint4(0, 0, 0, 0), y = make_uint4(0, 0, 0, 0);
+    if (p <= last_pos) x = *reinterpret_cast<const uint4*>(row_at(v, p) + v_off + 16 * c);
+    if (p + 1 <= last_pos) y = *reinterpret_cast<const uint4*>(row_at(v, p + 1) + v_off + 16 * c);
+    const E* xe = reinterpret_cast<const E*>(&x);
+    const E* ye = reinterpret_cast<const E*>(&y);
+#pragma unroll
+    for (int i = 0; i < kEpc; ++i) {
+      const E pr[2] = {xe[i], ye[i]};
+      uint32_t hi, lo;
+      split_pair<sizeof(E) == 2>(pr, &hi, &lo);
+      const int ch = c * kEpc + i;
+      const int slot = ch * (kKeys / 2) + pair_slot(kp, ch);
+      sVh[slot] = hi;
+      sVl[slot] = lo;
+    }
+  }
+}
+
+// PRE: split_mma3 with B's words from their slots in row r (rw words a row) for step ks.
+__device__ __forceinline__ void pre_mma3(float (&d)[4], const uint32_t (&ah)[4],
+                                         const uint32_t (&al)[4], const uint32_t* bh,
+                                         const uint32_t* bl, int r, int rw, int ks, int qd) {
+  const int off = r * rw + pair_slot(8 * ks + qd, r);
+  const uint2 h = *reinterpret_cast<const uint2*>(bh + off);
+  const uint2 l = *reinterpret_cast<const uint2*>(bl + off);
+  mma_bf16(d, ah[0], ah[1], ah[2], ah[3], h.x, h.y);
+  mma_bf16(d, ah[0], ah[1], ah[2], ah[3], l.x, l.y);
+  mma_bf16(d, al[0], al[1], al[2], al[3], h.x, h.y);
+}
 
 // NS > 1 (few blocks, e.g. a short call): NS blocks compute the same scores and each accumulates
 // its slice of the output channels; the arithmetic of every element is the same as with NS 1.
@@ -70,6 +151,7 @@ template <bool F16, int HD, int NS>
 __global__ void __launch_bounds__(kThreads) attn_mma_kernel(const MmaArgs a) {
   using E = typename std::conditional<F16, __half, float>::type;
   using L = Lay<HD, NS>;
+  constexpr bool PRE = kPreSplit<HD>;
   constexpr int kDv = L::kDv;
   constexpr int kNv = kDv / 8;  // output n-tiles
   extern __shared__ __align__(16) uint8_t smem_raw[];
@@ -77,6 +159,10 @@ __global__ void __launch_bounds__(kThreads) attn_mma_kernel(const MmaArgs a) {
   uint32_t* sQl = sQh + kRows * L::kLq;                   // [kRows][kLq] lo(q) pairs
   E* sK = reinterpret_cast<E*>(sQl + kRows * L::kLq);     // [kKeys][kLk] key tile
   E* sV = sK + kKeys * L::kLk;                            // [kDv][kLv] value slice, transposed
+  uint32_t* sKh = sQl + kRows * L::kLq;                   // PRE: [kKeys][kKw] hi(k) words
+  uint32_t* sKl = sKh + kKeys * L::kKw;                   // PRE: lo(k)
+  uint32_t* sVh = sKl + kKeys * L::kKw;                   // PRE: [kDv][kVw] hi(v) words
+  uint32_t* sVl = sVh + kDv * L::kVw;                     // PRE: lo(v)
   pdl_begin();  // launched with launch_pdl: the launch overlaps the tail of the kernel ahead
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = tid & 31, warp = tid >> 5;
@@ -124,8 +210,13 @@ __global__ void __launch_bounds__(kThreads) attn_mma_kernel(const MmaArgs a) {
 
   for (int32_t j0 = 0; j0 <= last_pos; j0 += kKeys) {
     __syncthreads();  // the previous tile fully used
-    load_k_tile<E, HD, L::kLk>(a.k, j0, last_pos, k_off, sK, tid, kThreads);
-    load_v_tile<E, kDv, L::kLv>(a.v, j0, last_pos, v_off, sV, tid, kThreads);
+    if constexpr (PRE) {
+      load_k_split<E, HD>(a.k, j0, last_pos, k_off, sKh, sKl, tid);
+      load_v_split<E, kDv>(a.v, j0, last_pos, v_off, sVh, sVl, tid);
+    } else {
+      load_k_tile<E, HD, L::kLk>(a.k, j0, last_pos, k_off, sK, tid, kThreads);
+      load_v_tile<E, kDv, L::kLv>(a.v, j0, last_pos, v_off, sV, tid, kThreads);
+    }
     __syncthreads();
     if (!live || j0 > wmax) continue;
 
@@ -141,7 +232,11 @@ __global__ void __launch_bounds__(kThreads) attn_mma_kernel(const MmaArgs a) {
       q_frags<L::kLq>(sQh, sQl, r0, r1, ks, qd, ah, al);
 #pragma unroll
       for (int nt = 0; nt < kNt; ++nt) {
-        split_mma3<F16>(s[nt], ah, al, sK + (8 * nt + gq) * L::kLk + 16 * ks + 2 * qd);
+        if constexpr (PRE) {
+          pre_mma3(s[nt], ah, al, sKh, sKl, 8 * nt + gq, L::kKw, ks, qd);
+        } else {
+          split_mma3<F16>(s[nt], ah, al, sK + (8 * nt + gq) * L::kLk + 16 * ks + 2 * qd);
+        }
       }
     }
     float mx0 = -INFINITY, mx1 = -INFINITY;
@@ -178,7 +273,11 @@ __global__ void __launch_bounds__(kThreads) attn_mma_kernel(const MmaArgs a) {
       split2(s[2 * ks + 1][2], s[2 * ks + 1][3], &ph[3], &pl[3]);
 #pragma unroll
       for (int nv = 0; nv < kNv; ++nv) {
-        split_mma3<F16>(acc[nv], ph, pl, sV + (8 * nv + gq) * L::kLv + 16 * ks + 2 * qd);
+        if constexpr (PRE) {
+          pre_mma3(acc[nv], ph, pl, sVh, sVl, 8 * nv + gq, L::kVw, ks, qd);
+        } else {
+          split_mma3<F16>(acc[nv], ph, pl, sV + (8 * nv + gq) * L::kLv + 16 * ks + 2 * qd);
+        }
       }
     }
   }
