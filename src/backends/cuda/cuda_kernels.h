@@ -209,6 +209,23 @@ cudaError_t kv_attention(cudaStream_t s, const AttentionShape& sh, const float* 
                          int32_t n_tok, int32_t pos0, const KvDevSrc& k, const KvDevSrc& v,
                          float* out, int64_t out_stride, const int32_t* pos_dev = nullptr);
 
+// A decode step's rope_kv(q, k, kv) followed by its kv_attention over the cache rows that then
+// hold the token's, in one launch, bitwise those two: one token, no head norms; the query rows
+// are q's turned rows. False (nothing enqueued) when kv_attention would not take its one-token
+// tensor-core kernel (F16 / F32 rows, head sizes 64 / 128 / 256, at most 16 query heads per kv
+// head) or the step is not such a one; else *err is the launch status.
+struct RopeStep {
+  RopeTensor q, k;  // q: sh.n_head heads, k: sh.n_head_kv heads of head_dim, src == nullptr
+  int32_t head_dim = 0;
+  int32_t pos0 = 0;  // the token's rope position: pos0 (+ *pos_dev)
+  const int32_t* pos_dev = nullptr;
+  RopeParams p;
+  KvRowsOut kv;  // the token's rows (nv: all kv heads' values)
+};
+bool kv_attention_rope(cudaStream_t s, const AttentionShape& sh, const RopeStep& r, int32_t pos0,
+                       const KvDevSrc& k, const KvDevSrc& v, float* out, int64_t out_stride,
+                       const int32_t* pos_dev, cudaError_t* err);
+
 // kv_attention's fast path for one query token over F32 / F16 rows (no reference, unrotated;
 // kv_attn_decode_cuda.cu): bitwise the general kernel's row. False (nothing enqueued) when
 // the case is not covered; else *err is the launch status.

@@ -156,6 +156,9 @@ class CudaKvStore final : public KvStore {
         return;
       }
       if (relative) {
+        if (rope_attend(il, s, q, n, pos, off, pd, k, k_stride, v, v_stride, out, out_stride)) {
+          return;
+        }
         if (!write(il, pos, n, k, k_stride, v, v_stride, off, pd)) return;
         KvDevSrc ks, vs;
         view(il, pos + n, &ks, &vs);
@@ -163,6 +166,9 @@ class CudaKvStore final : public KvStore {
                   "kv attention kernel launch");
         return;
       }
+    }
+    if (rope_attend(il, s, q, n, pos, pos, nullptr, k, k_stride, v, v_stride, out, out_stride)) {
+      return;
     }
     const int32_t end = pos + n;
     for (int32_t a = pos; a < end;) {
@@ -289,6 +295,41 @@ class CudaKvStore final : public KvStore {
            layers_[static_cast<size_t>(il)].spec.n_embd_k > 0;
   }
 
+  // A plain cache's rows of a position at row_off (+ *row_dev), the values from v.
+  KvRowsOut rows_out(const Layer& l, const float* v, int64_t v_stride, int32_t row_off,
+                     const int32_t* row_dev) const {
+    KvRowsOut o;
+    o.f16 = mode_ == KvMode::F16;
+    o.v = v;
+    o.v_stride = v_stride;
+    o.nv = l.spec.n_embd_v;
+    o.k_dst = l.k + int64_t{row_off} * l.k_row;
+    o.k_row_bytes = l.k_row;
+    o.v_dst = l.v + int64_t{row_off} * l.v_row;
+    o.v_row_bytes = l.v_row;
+    o.row_dev = row_dev;
+    return o;
+  }
+
+  // attend's one-token step of a plain cache as one launch with the held rope pair
+  // (StreamCore::flush_rope_attend): true when it went that way (the rows written unless the
+  // launch failed, which the stream records).
+  bool rope_attend(int32_t il, const AttentionShape& s, const float* q, int32_t n, int32_t pos,
+                   int32_t off, const int32_t* pd, const float* k, int64_t k_stride, const float* v,
+                   int64_t v_stride, float* out, int64_t out_stride) {
+    if (!plain_rows() || n != 1) return false;
+    Layer& l = layers_[static_cast<size_t>(il)];
+    KvDevSrc ks, vs;
+    view(il, pos + n, &ks, &vs);
+    bool good = true;
+    if (!core_->flush_rope_attend(s, q, k, k_stride, rows_out(l, v, v_stride, off, pd), ks, vs, off,
+                                  pd, out, out_stride, &good)) {
+      return false;
+    }
+    if (good) l.written_end = pos + n;
+    return true;
+  }
+
   // Positions [pos, pos + n) of layer il into the store (KvCache::write); within one KIVI group
   // (attend's pieces never cross one). False when a launch failed (recorded on the stream).
   // Row layouts put the rows at row_off (+ *row_dev when set: a graph step's position read on
@@ -321,16 +362,7 @@ class CudaKvStore final : public KvStore {
       }
     } else {
       if (plain_rows()) {
-        KvRowsOut o;
-        o.f16 = mode_ == KvMode::F16;
-        o.v = v;
-        o.v_stride = v_stride;
-        o.nv = nv;
-        o.k_dst = l.k + int64_t{row_off} * l.k_row;
-        o.k_row_bytes = l.k_row;
-        o.v_dst = l.v + int64_t{row_off} * l.v_row;
-        o.v_row_bytes = l.v_row;
-        o.row_dev = row_dev;
+        const KvRowsOut o = rows_out(l, v, v_stride, row_off, row_dev);
         bool good = true;
         if (core_->flush_rope_kv(k, k_stride, n, nk, o, &good)) {
           if (good && n > 0) l.written_end = pos + n;

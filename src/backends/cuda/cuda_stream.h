@@ -176,6 +176,18 @@ struct StreamCore {
   // returns false (nothing written).
   bool flush_rope_kv(const float* k, int64_t k_stride, int32_t n_tok, int32_t nk,
                      const KvRowsOut& kv, bool* good);
+  // The same write for one token whose attention follows at once (q: the held pair's first
+  // tensor, no head norms; ks / vs the cache's view including the token's rows): when it fits,
+  // launches the rope pair, the rows and the attention as one (cuda::kv_attention_rope) and
+  // returns true, *good the launch's status; else returns false with nothing held released
+  // (the caller then writes and attends the separate way).
+  bool flush_rope_attend(const AttentionShape& sh, const float* q, const float* k, int64_t k_stride,
+                         const KvRowsOut& kv, const KvDevSrc& ks, const KvDevSrc& vs, int32_t pos0,
+                         const int32_t* pos_dev, float* out, int64_t out_stride, bool* good);
+  // flush_rope_kv's test: only the rope pair is held, one of its tensors is k (then *b, the
+  // other *a), the tokens and strides match, and v is apart from both tensors.
+  bool rope_kv_fits(const float* k, int64_t k_stride, int32_t n_tok, int32_t nk,
+                    const KvRowsOut& kv, RopeTensor* a, RopeTensor* b) const;
   // CudaStream::rms_norm's part (cuda_stream_fused.cpp): holds the norm in hnorm when a rope
   // may take it in (rows of an even length <= 1024 written contiguously, disjoint from a norm
   // already held). False: nothing held, nothing changed.

@@ -1,6 +1,7 @@
 // StreamCore's held ops of the decode fusions (cuda_stream.h): per-head rms_norms waiting for
 // the rope that takes them in, a one-token delta rule waiting for its gated norm, and a rope
-// pair launched with the KV rows it feeds.
+// pair launched with the KV rows it feeds (and, for one token, with the attention that reads
+// them).
 #include <utility>
 
 #include "backends/cuda/cuda_kernels.h"
@@ -40,13 +41,14 @@ void StreamCore::flush_fused() {
   }
 }
 
-bool StreamCore::flush_rope_kv(const float* k, int64_t k_stride, int32_t n_tok, int32_t nk,
-                               const KvRowsOut& kv, bool* good) {
-  const PendingRope r = rope;
+bool StreamCore::rope_kv_fits(const float* k, int64_t k_stride, int32_t n_tok, int32_t nk,
+                              const KvRowsOut& kv, RopeTensor* a, RopeTensor* b) const {
+  const PendingRope& r = rope;
   const bool alone = pending.n == 0 && held.count == 0 && l2.n_tok == 0 && !prep.gates &&
                      !prep.conv && hnorm[0].n_rows == 0 && hnorm[1].n_rows == 0 && !delta.held;
-  RopeTensor a = r.t, b = r.b;
-  if (a.x == k) std::swap(a, b);                // the keys are the launch's second tensor
+  *a = r.t;
+  *b = r.b;
+  if (a->x == k) std::swap(*a, *b);             // the keys are the launch's second tensor
   const auto span = [&](const RopeTensor& u) {  // floats a tensor's rows cover
     return (n_tok - 1) * u.x_stride + int64_t{u.n_head} * r.head_dim;
   };
@@ -54,18 +56,56 @@ bool StreamCore::flush_rope_kv(const float* k, int64_t k_stride, int32_t n_tok, 
   // The launch reads v while it turns a and b in place: v must be apart from both. Decode
   // steps only: rope_kv_kernel's blocks each compute their token's angles, which a prefill's
   // separate rope computes once per token (H200 llama-1b pp2048: 37.8k -> 35.4k tok/s fused).
-  const bool fits =
-      alone && r.n_tok > 0 && r.n_tok <= kRopeKvMaxTokens && r.n_tok == n_tok && b.n_head > 0 &&
-      b.x == k && b.x_stride == k_stride && int64_t{b.n_head} * r.head_dim == nk &&
-      (kv.nv == 0 || (apart(kv.v, v_span, a.x, span(a)) && apart(kv.v, v_span, b.x, span(b))));
-  if (!fits) {
+  return alone && r.n_tok > 0 && r.n_tok <= kRopeKvMaxTokens && r.n_tok == n_tok && b->n_head > 0 &&
+         b->x == k && b->x_stride == k_stride && int64_t{b->n_head} * r.head_dim == nk &&
+         (kv.nv == 0 ||
+          (apart(kv.v, v_span, a->x, span(*a)) && apart(kv.v, v_span, b->x, span(*b))));
+}
+
+bool StreamCore::flush_rope_kv(const float* k, int64_t k_stride, int32_t n_tok, int32_t nk,
+                               const KvRowsOut& kv, bool* good) {
+  RopeTensor a, b;
+  if (!rope_kv_fits(k, k_stride, n_tok, nk, kv, &a, &b)) {
     flush();
     return false;
   }
+  const PendingRope r = rope;
   rope.n_tok = 0;
   rope.b = RopeTensor{};
   *good = ok(cuda::rope_kv(stream, a, b, n_tok, r.head_dim, r.pos_off, r.pos_dev, r.p, kv),
              "rope_kv kernel launch");
+  return true;
+}
+
+bool StreamCore::flush_rope_attend(const AttentionShape& sh, const float* q, const float* k,
+                                   int64_t k_stride, const KvRowsOut& kv, const KvDevSrc& ks,
+                                   const KvDevSrc& vs, int32_t pos0, const int32_t* pos_dev,
+                                   float* out, int64_t out_stride, bool* good) {
+  RopeTensor a, b;
+  if (!rope_kv_fits(k, k_stride, 1, sh.n_head_kv * sh.head_dim_k, kv, &a, &b) || a.x != q ||
+      a.src != nullptr || b.src != nullptr) {
+    return false;
+  }
+  // The launch reads q, k and v while its blocks write their heads of q and k and then of out:
+  // out must be apart from all three.
+  const int64_t no = int64_t{sh.n_head} * sh.head_dim_v;
+  if (!apart(out, no, a.x, int64_t{a.n_head} * rope.head_dim) ||
+      !apart(out, no, b.x, int64_t{b.n_head} * rope.head_dim) || !apart(out, no, kv.v, kv.nv)) {
+    return false;
+  }
+  RopeStep st;
+  st.q = a;
+  st.k = b;
+  st.head_dim = rope.head_dim;
+  st.pos0 = rope.pos_off;
+  st.pos_dev = rope.pos_dev;
+  st.p = rope.p;
+  st.kv = kv;
+  cudaError_t e = cudaSuccess;
+  if (!kv_attention_rope(stream, sh, st, pos0, ks, vs, out, out_stride, pos_dev, &e)) return false;
+  rope.n_tok = 0;
+  rope.b = RopeTensor{};
+  *good = ok(e, "rope + kv attention kernel launch");
   return true;
 }
 

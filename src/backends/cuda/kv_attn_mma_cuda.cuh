@@ -165,9 +165,30 @@ __device__ __forceinline__ void rescale(float u0, float u1, float al0, float al1
   }
 }
 
+// attn_dec_kernel's turn of the token's q and k, and the K / V rows it writes, in front of the
+// attention (kv_attention_rope): q, k and v are the token's rows ([heads][hd]); a.q == q.
+struct RopeIn {
+  float* q;
+  float* k;
+  const float* v;
+  uint8_t* k_dst;  // the token's K row at k_dst + *row_dev * k_row_bytes (row_dev may be null)
+  int64_t k_row_bytes;
+  uint8_t* v_dst;  // likewise its V row
+  int64_t v_row_bytes;
+  const int32_t* row_dev;
+  int32_t pos0;  // the token's rope position: pos0 (+ *pos_dev)
+  const int32_t* pos_dev;
+  int32_t n_rot, neox;
+  float freq_base, freq_scale;
+  const float* freq_factors;  // device, or nullptr
+  bool f16;                   // F16 rows, else F32
+};
+
 // attn_dec_kernel (kv_attn_mma_dec_cuda.cu): its shared-memory limits (once per process), and one
-// launch of a token's rows, a.group <= kDecRows query heads per kv head, over n_head_kv blocks.
+// launch of a token's rows, a.group <= kDecRows query heads per kv head, over n_head_kv blocks;
+// with r (not null) the launch turns q and k and writes the rows first.
 cudaError_t attn_dec_setup();
-cudaError_t attn_dec_launch(cudaStream_t s, const MmaArgs& a, bool f16, int hd, unsigned n_head_kv);
+cudaError_t attn_dec_launch(cudaStream_t s, const MmaArgs& a, bool f16, int hd, unsigned n_head_kv,
+                            const RopeIn* r = nullptr);
 
 }  // namespace geist::cuda::attn

@@ -1,6 +1,8 @@
 // attn_dec_kernel: the tensor-core attention of one token (a decode step) whose query heads
 // of a kv head fit one 16-row tile, with attn_mma_kernel's per-row arithmetic (described at the
-// top of kv_attn_mma_cuda.cu) bitwise.
+// top of kv_attn_mma_cuda.cu) bitwise. Its ROPE variant first turns the token's q and k and
+// writes the token's K / V rows itself (RopeIn; kv_attention_rope): one launch instead of
+// rope_kv's and this one per attention layer of a decode step.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -8,6 +10,7 @@
 
 #include "backends/cuda/kv_attn_mma_cuda.cuh"
 #include "backends/cuda/launch_cuda.cuh"
+#include "backends/cuda/rope_cuda.cuh"
 
 namespace geist::cuda::attn {
 
@@ -38,8 +41,46 @@ struct DecLay {
   }
 };
 
-template <bool F16, int HD>
-__global__ void __launch_bounds__(kDecThreads) attn_dec_kernel(const MmaArgs a) {
+// RopeIn's part of block g (kv head g, query heads h_first..h_first + nq - 1): their pairs
+// turned in place with rope_kv_kernel's arithmetic (cs: the token's cos / sin), k's turned head
+// (and its channels past n_rot as they are) into the K row, v's head into the V row, each
+// element as kv_encode_rows writes it. The blocks' heads and row slices are disjoint.
+template <int HD>
+__device__ __forceinline__ void turn_and_write(const RopeIn& r, int32_t g, int32_t h_first,
+                                               int32_t nq, const float (&cs)[2][128], int tid) {
+  const int32_t half = r.n_rot / 2, tail = HD - r.n_rot;
+  const int64_t row = r.row_dev != nullptr ? *r.row_dev : 0;
+  uint8_t* krow = r.k_dst + row * r.k_row_bytes;
+  uint8_t* vrow = r.v_dst + row * r.v_row_bytes;
+  const int64_t c0 = static_cast<int64_t>(g) * HD;  // the head's channels in k, v and the rows
+  float* kx = r.k + c0;
+  const int32_t n_pairs = (1 + nq) * half, n_k = n_pairs + tail, total = n_k + HD;
+  for (int32_t e = tid; e < total; e += kDecThreads) {
+    if (e < n_pairs) {
+      const int32_t hh = e / half, i = e % half;  // hh 0: k's head, else query head hh - 1
+      float* x = hh == 0 ? kx : r.q + static_cast<int64_t>(h_first + hh - 1) * HD;
+      int32_t i0, i1;
+      ropek::pair_at(i, half, r.neox != 0, &i0, &i1);
+      float y0, y1;
+      ropek::turn(x[i0], x[i1], cs[0][i], cs[1][i], &y0, &y1);
+      x[i0] = y0;
+      x[i1] = y1;
+      if (hh == 0) {
+        ropek::kv_put(r.f16, krow, c0 + i0, y0);
+        ropek::kv_put(r.f16, krow, c0 + i1, y1);
+      }
+    } else if (e < n_k) {
+      const int32_t c = r.n_rot + (e - n_pairs);
+      ropek::kv_put(r.f16, krow, c0 + c, kx[c]);
+    } else {
+      const int32_t c = e - n_k;
+      ropek::kv_put(r.f16, vrow, c0 + c, r.v[c0 + c]);
+    }
+  }
+}
+
+template <bool F16, int HD, bool ROPE>
+__global__ void __launch_bounds__(kDecThreads) attn_dec_kernel(const MmaArgs a, const RopeIn rp) {
   using E = typename std::conditional<F16, __half, float>::type;
   using L = DecLay<HD>;
   constexpr int kNvW = HD / 8 / kDecWarps;  // output n-tiles per warp
@@ -50,6 +91,11 @@ __global__ void __launch_bounds__(kDecThreads) attn_dec_kernel(const MmaArgs a) 
   E* sV = sK + kKeys * L::kLk;                             // [HD][kLv], transposed
   float* sP = reinterpret_cast<float*>(sV + HD * L::kLv);  // [16][kLp] p of the tile
   float* sMax = sP + kDecRows * L::kLp;                    // [warp][16] the warps' row maxima
+  __shared__ float cs[2][ROPE ? 128 : 1];                  // ROPE: the token's [cos / sin][pair]
+  if constexpr (ROPE) {  // the angles need only the position: before the wait, as rope_kernel
+    const int32_t pos = rp.pos0 + (rp.pos_dev != nullptr ? *rp.pos_dev : 0);
+    ropek::block_angles(cs, pos, rp.n_rot, rp.freq_base, rp.freq_scale, rp.freq_factors);
+  }
   pdl_begin();
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = tid & 31, warp = tid >> 5;
@@ -64,6 +110,11 @@ __global__ void __launch_bounds__(kDecThreads) attn_dec_kernel(const MmaArgs a) 
   const auto row_ok = [&](int r) { return r / a.nq < n_tok_blk && r % a.nq < nq_blk; };
   const auto row_pos = [&](int r) { return row_ok(r) ? pos0 + r / a.nq : last_pos; };
   const int64_t k_off = static_cast<int64_t>(sizeof(E)) * g * HD;
+  if constexpr (ROPE) {
+    __syncthreads();  // cs
+    turn_and_write<HD>(rp, g, h_first, nq_blk, cs, tid);
+    __syncthreads();  // the turned queries and the token's rows are read below
+  }
 
   for (int e = tid; e < kDecRows * (HD / 2); e += kDecThreads) {
     const int r = e / (HD / 2), w = e % (HD / 2);
@@ -174,16 +225,26 @@ __global__ void __launch_bounds__(kDecThreads) attn_dec_kernel(const MmaArgs a) 
 
 template <bool F16, int HD>
 cudaError_t set_smem() {
-  return cudaFuncSetAttribute(attn_dec_kernel<F16, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(DecLay<HD>::template bytes<F16>()));
+  const int bytes = static_cast<int>(DecLay<HD>::template bytes<F16>());
+  cudaError_t e = cudaFuncSetAttribute(attn_dec_kernel<F16, HD, false>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e == cudaSuccess) {
+    e = cudaFuncSetAttribute(attn_dec_kernel<F16, HD, true>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  }
+  return e;
 }
 
 template <bool F16, int HD>
-cudaError_t launch(cudaStream_t s, MmaArgs a, unsigned n_head_kv) {
+cudaError_t launch(cudaStream_t s, MmaArgs a, unsigned n_head_kv, const RopeIn* r) {
   a.nq = a.group;
   a.qt = kDecRows / a.nq;
-  return launch_pdl(attn_dec_kernel<F16, HD>, dim3(1, n_head_kv, 1), dim3(kDecThreads),
-                    DecLay<HD>::template bytes<F16>(), s, a);
+  const dim3 grid(1, n_head_kv, 1);
+  const size_t smem = DecLay<HD>::template bytes<F16>();
+  if (r != nullptr) {
+    return launch_pdl(attn_dec_kernel<F16, HD, true>, grid, dim3(kDecThreads), smem, s, a, *r);
+  }
+  return launch_pdl(attn_dec_kernel<F16, HD, false>, grid, dim3(kDecThreads), smem, s, a, RopeIn{});
 }
 
 }  // namespace
@@ -198,17 +259,17 @@ cudaError_t attn_dec_setup() {
   return e;
 }
 
-cudaError_t attn_dec_launch(cudaStream_t s, const MmaArgs& a, bool f16, int hd,
-                            unsigned n_head_kv) {
+cudaError_t attn_dec_launch(cudaStream_t s, const MmaArgs& a, bool f16, int hd, unsigned n_head_kv,
+                            const RopeIn* r) {
   if (a.n_tok != 1 || a.group < 1 || a.group > kDecRows) return cudaErrorInvalidValue;
   if (f16) {
-    return hd == 64    ? launch<true, 64>(s, a, n_head_kv)
-           : hd == 128 ? launch<true, 128>(s, a, n_head_kv)
-                       : launch<true, 256>(s, a, n_head_kv);
+    return hd == 64    ? launch<true, 64>(s, a, n_head_kv, r)
+           : hd == 128 ? launch<true, 128>(s, a, n_head_kv, r)
+                       : launch<true, 256>(s, a, n_head_kv, r);
   }
-  return hd == 64    ? launch<false, 64>(s, a, n_head_kv)
-         : hd == 128 ? launch<false, 128>(s, a, n_head_kv)
-                     : launch<false, 256>(s, a, n_head_kv);
+  return hd == 64    ? launch<false, 64>(s, a, n_head_kv, r)
+         : hd == 128 ? launch<false, 128>(s, a, n_head_kv, r)
+                     : launch<false, 256>(s, a, n_head_kv, r);
 }
 
 }  // namespace geist::cuda::attn

@@ -53,11 +53,31 @@ __device__ __forceinline__ void pdl_begin() {
 // once per process; for measurements and for comparisons with plain launches).
 bool pdl_enabled();
 
+// The shared-memory share of a multiprocessor's L1 that launch_pdl asks for (percent) for
+// kernels with at most kUniformCarveSmem bytes of dynamic shared memory: the kernels of a decode
+// step. Left to itself the driver sizes the split per kernel, and a kernel launched early (PDL)
+// whose split differs from that of the kernel still running on a multiprocessor must wait for
+// it to drain before it can be resident, so the overlap PDL is for is lost at such a boundary.
+// One split for all of them keeps the overlap. H200, llama-1b q8_0 tg128 (one lease): rope_kv
+// removed from the step (a timing probe) went 1169 -> 1053-1069 tok/s with the driver's splits
+// but 1168 -> 1194 with 25 % for all; 100 % (least L1) made every step slower (1064-1076), 0 %
+// too (1033). Kernels with more shared memory (prefill attention, the DeltaNet chunk kernels)
+// keep the driver's choice: they need more than a quarter for their resident blocks.
+constexpr int kUniformCarve = 25;
+constexpr size_t kUniformCarveSmem = 32 * 1024;
+
 // kernel<<<grid, block, smem, s>>>(args...), as a programmatic dependent launch when
 // pdl_enabled(). Returns the launch status.
 template <class... P, class... A>
 cudaError_t launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
                        A&&... args) {
+  // A hint (not a stream operation, so it may be set while a step is captured); where it cannot
+  // be set the launch goes ahead without it.
+  if (smem <= kUniformCarveSmem &&
+      cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, kUniformCarve) !=
+          cudaSuccess) {
+    cudaGetLastError();
+  }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;

@@ -9,33 +9,18 @@
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/launch_cuda.cuh"
 #include "backends/cuda/norm_cuda.cuh"
+#include "backends/cuda/rope_cuda.cuh"
 
 namespace geist::cuda {
 
 namespace {
 
+using ropek::block_angles;
+using ropek::kv_put;
+using ropek::pair_at;
+using ropek::turn;
+
 constexpr int kRopeThreads = 256;
-
-// The cos and sin of rope pair i at position pos: the CPU rope()'s double angle, rounded.
-__device__ __forceinline__ void rope_angle(int32_t pos, int32_t i, int32_t n_rot, float freq_base,
-                                           float freq_scale, const float* freq_factors, float* c,
-                                           float* sn) {
-  double theta = static_cast<double>(pos) * static_cast<double>(freq_scale) *
-                 pow(static_cast<double>(freq_base), -2.0 * i / n_rot);
-  if (freq_factors != nullptr) theta /= static_cast<double>(freq_factors[i]);
-  *c = static_cast<float>(cos(theta));
-  *sn = static_cast<float>(sin(theta));
-}
-
-// The cos / sin of pairs [0, n_rot / 2) at position pos into cs, by the block's threads.
-__device__ __forceinline__ void block_angles(float (&cs)[2][128], int32_t pos, int32_t n_rot,
-                                             float freq_base, float freq_scale,
-                                             const float* freq_factors) {
-  for (int32_t i = static_cast<int32_t>(threadIdx.x); i < n_rot / 2;
-       i += static_cast<int32_t>(blockDim.x)) {
-    rope_angle(pos, i, n_rot, freq_base, freq_scale, freq_factors, &cs[0][i], &cs[1][i]);
-  }
-}
 
 // One block per token: the pairs' angles (double) once into shared memory, then one thread
 // per (head, pair) of both tensors (a's heads, then b's) with its loads issued together. Per
@@ -70,8 +55,10 @@ __global__ void __launch_bounds__(kRopeThreads)
       const int32_t eh = in_a ? e : e - n_a;
       const int32_t h = eh / half, i = eh % half;
       float* xt = in_a ? xa : xb;
-      pa[u] = xt + static_cast<int64_t>(h) * head_dim + (neox ? i : 2 * i);
-      pb[u] = xt + static_cast<int64_t>(h) * head_dim + (neox ? i + half : 2 * i + 1);
+      int32_t i0, i1;
+      pair_at(i, half, neox, &i0, &i1);
+      pa[u] = xt + static_cast<int64_t>(h) * head_dim + i0;
+      pb[u] = xt + static_cast<int64_t>(h) * head_dim + i1;
       x0[u] = e < total ? *pa[u] : 0.0f;
       x1[u] = e < total ? *pb[u] : 0.0f;
     }
@@ -80,9 +67,7 @@ __global__ void __launch_bounds__(kRopeThreads)
       const int32_t e = e0 + u * kRopeThreads;
       if (e < total) {
         const int32_t i = (e < n_a ? e : e - n_a) % half;
-        const float c = cs[0][i], sn = cs[1][i];
-        *pa[u] = __fsub_rn(__fmul_rn(x0[u], c), __fmul_rn(x1[u], sn));
-        *pb[u] = __fadd_rn(__fmul_rn(x0[u], sn), __fmul_rn(x1[u], c));
+        turn(x0[u], x1[u], cs[0][i], cs[1][i], pa[u], pb[u]);
       }
     }
   }
@@ -96,15 +81,6 @@ __global__ void __launch_bounds__(kRopeThreads)
 // KV (rope_kv): b's heads also write their final rows into the K rows, and n_tok * vchunks
 // more blocks (after the heads' ones) copy kv.v into the V rows, head_dim values each.
 constexpr int kMaxNormRopeDim = 1024;
-
-// kv_encode_rows' element c of a plain row: F16 rounded to nearest even, or the float itself.
-__device__ __forceinline__ void kv_put(bool f16, uint8_t* row, int64_t c, float x) {
-  if (f16) {
-    reinterpret_cast<__half*>(row)[c] = __float2half_rn(x);
-  } else {
-    reinterpret_cast<float*>(row)[c] = x;
-  }
-}
 
 template <bool KV>
 __global__ void __launch_bounds__(1024)
@@ -172,11 +148,10 @@ __global__ void __launch_bounds__(1024)
   }
   __syncthreads();
   for (int32_t i = tid; i < half; i += T) {
-    const int32_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
+    int32_t i0, i1;
+    pair_at(i, half, neox, &i0, &i1);
     const float x0 = row[i0], x1 = row[i1];
-    const float c = cs[0][i], sn = cs[1][i];
-    row[i0] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn));
-    row[i1] = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, c));
+    turn(x0, x1, cs[0][i], cs[1][i], &row[i0], &row[i1]);
   }
   __syncthreads();
   for (int i = tid; i < head_dim; i += T) xr[i] = row[i];
@@ -222,13 +197,14 @@ __global__ void __launch_bounds__(kRopeThreads)
       const bool in_a = e < n_a;
       const int32_t eh = in_a ? e : e - n_a;
       const int32_t h = eh / half, i = eh % half;
-      const int64_t i0 = static_cast<int64_t>(h) * head_dim + (neox ? i : 2 * i);
-      const int64_t i1 = static_cast<int64_t>(h) * head_dim + (neox ? i + half : 2 * i + 1);
+      int32_t p0, p1;
+      pair_at(i, half, neox, &p0, &p1);
+      const int64_t i0 = static_cast<int64_t>(h) * head_dim + p0;
+      const int64_t i1 = static_cast<int64_t>(h) * head_dim + p1;
       float* xt = in_a ? xa : xb;
       const float x0 = xt[i0], x1 = xt[i1];
-      const float c = cs[0][i], sn = cs[1][i];
-      const float y0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn));
-      const float y1 = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, c));
+      float y0, y1;
+      turn(x0, x1, cs[0][i], cs[1][i], &y0, &y1);
       xt[i0] = y0;
       xt[i1] = y1;
       if (!in_a) {
