@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -189,5 +190,24 @@ class CudaStreamTest : public ::testing::Test {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Stream> stream_;
 };
+
+// n normal floats of standard deviation sd (seeded: the same every run).
+inline std::vector<float> randn(size_t n, uint32_t seed, float sd) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, sd);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// u and v have the same length and bits (a fused launch against the launches it replaces).
+inline void expect_bits_equal(const std::vector<float>& u, const std::vector<float>& v,
+                              const char* what) {
+  ASSERT_EQ(u.size(), v.size());
+  for (size_t i = 0; i < u.size(); ++i) {
+    ASSERT_EQ(std::memcmp(&u[i], &v[i], sizeof(float)), 0)
+        << what << " element " << i << ": " << u[i] << " vs " << v[i];
+  }
+}
 
 }  // namespace geist::test

@@ -23,14 +23,8 @@ namespace geist {
 namespace {
 
 using test::DeviceVec;
-
-std::vector<float> randn(size_t n, uint32_t seed, float sd) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, sd);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using test::expect_bits_equal;
+using test::randn;
 
 // Qwen3.5-like shapes: n_l2 runs of `heads` heads of d (q, k) then the value channels.
 void check_prep(int32_t heads, int32_t d, int64_t v_ch, int32_t kernel, int n_l2, bool gates,
@@ -108,14 +102,6 @@ TEST(CudaDecodeFusion, DeltaNetPrepBitwiseEqualsSeparateLaunches) {
   check_prep(3, 40, 77, 4, 1, false, 3);     // q only, no gates, odd sizes
   check_prep(2, 32, 64, 1, 0, true, 4);      // kernel 1: no state; no norms
   check_prep(4, 64, 0, 2, 2, false, 5);      // no value channels
-}
-
-void expect_bits_equal(const std::vector<float>& u, const std::vector<float>& v, const char* what) {
-  ASSERT_EQ(u.size(), v.size());
-  for (size_t i = 0; i < u.size(); ++i) {
-    ASSERT_EQ(std::memcmp(&u[i], &v[i], sizeof(float)), 0)
-        << what << " element " << i << ": " << u[i] << " vs " << v[i];
-  }
 }
 
 // rms_norm of q's heads (from a strided source, as Qwen3.5's query-gate rows) and of k's heads

@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <random>
 #include <vector>
 
 #include "backends/backend.h"
@@ -24,22 +23,8 @@ namespace geist {
 namespace {
 
 using test::DeviceVec;
-
-std::vector<float> randn(size_t n, uint32_t seed, float sd) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, sd);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
-
-void expect_bits(const std::vector<float>& u, const std::vector<float>& v, const char* what) {
-  ASSERT_EQ(u.size(), v.size());
-  for (size_t i = 0; i < u.size(); ++i) {
-    ASSERT_EQ(std::memcmp(&u[i], &v[i], sizeof(float)), 0)
-        << what << " element " << i << ": " << u[i] << " vs " << v[i];
-  }
-}
+using test::expect_bits_equal;
+using test::randn;
 
 struct Case {
   int32_t n_head, n_head_kv, hd, n_rot, pos;
@@ -125,12 +110,12 @@ void check_step(const Case& c, uint32_t seed) {
       cuda::kv_attention_rope(nullptr, sh, st, off, ks[1], vs[1], dout[1].ptr(), qd, pd, &err));
   GEIST_CUDA_OK(err);
   GEIST_CUDA_OK(cudaDeviceSynchronize());
-  expect_bits(dq[0].download(), dq[1].download(), "q");
-  expect_bits(dk[0].download(), dk[1].download(), "k");
+  expect_bits_equal(dq[0].download(), dq[1].download(), "q");
+  expect_bits_equal(dk[0].download(), dk[1].download(), "k");
   EXPECT_TRUE(kc[0].download() == kc[1].download()) << "K rows differ";
   EXPECT_TRUE(vc[0].download() == vc[1].download()) << "V rows differ";
   const std::vector<float> out = dout[1].download();
-  expect_bits(dout[0].download(), out, "attention");
+  expect_bits_equal(dout[0].download(), out, "attention");
   // Not a comparison of two no-ops: the query turned (position 0 turns by 0), and the rows are
   // finite.
   const std::vector<float> q1 = dq[1].download();
@@ -279,8 +264,8 @@ TEST(CudaRopeAttend, StreamDecodeStepsBitwiseEqualUnfusedStream) {
     run_steps(true, mode, &fused);
     run_steps(false, mode, &plain);
     if (HasFatalFailure()) return;
-    expect_bits(plain.out, fused.out, "attention rows");
-    expect_bits(plain.qk, fused.qk, "turned q / k");
+    expect_bits_equal(plain.out, fused.out, "attention rows");
+    expect_bits_equal(plain.qk, fused.qk, "turned q / k");
     EXPECT_TRUE(plain.image == fused.image) << "KV images differ";
     EXPECT_GT(fused.stats.replays, 0) << "no replayed graph step: positions never came from "
                                          "the device";
