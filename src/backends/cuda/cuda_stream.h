@@ -253,10 +253,10 @@ struct StreamCore {
 // A new stream on the current device. Environment (read here, once per stream):
 // GEIST_CUDA_GRAPHS=0 turns off decode-step graphs, GEIST_CUDA_FUSE=0 the held-back fusions
 // (add + rms_norm, batched matmuls, rope pairs, head norms + rope, DeltaNet prologue, delta rule
-// + gated norm, rope pair + plain KV rows, gate / up matmuls + swiglu), for measurements and for
-// the tests that compare them with plain launches. GEIST_CUDA_PDL=0 (read once per process,
-// launch_cuda.cuh) launches the small kernels, the Q8_0 / Q4_0 decode matmuls and the F16 / F32
-// attention without programmatic dependent launch.
+// + gated norm, rope pair + plain KV rows (+ the attention, one token), gate / up matmuls +
+// swiglu), for measurements and for the tests that compare them with plain launches.
+// GEIST_CUDA_PDL=0 (read once per process, launch_cuda.cuh) launches the small kernels, the
+// Q8_0 / Q4_0 decode matmuls and the F16 / F32 attention without programmatic dependent launch.
 Status create_cuda_stream(std::unique_ptr<Stream>* out);
 
 // Every KV mode, with KvCache's regions and byte layouts; GEIST_E_INVALID_ARG for bad sizes

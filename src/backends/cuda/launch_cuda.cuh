@@ -61,8 +61,9 @@ bool pdl_enabled();
 // One split for all of them keeps the overlap. H200, llama-1b q8_0 tg128 (one lease): rope_kv
 // removed from the step (a timing probe) went 1169 -> 1053-1069 tok/s with the driver's splits
 // but 1168 -> 1194 with 25 % for all; 100 % (least L1) made every step slower (1064-1076), 0 %
-// too (1033). Kernels with more shared memory (prefill attention, the DeltaNet chunk kernels)
-// keep the driver's choice: they need more than a quarter for their resident blocks.
+// too (1033); prefill (llama-1b, qwen35-0.8b) did not move. Kernels with more dynamic shared
+// memory (the prefill attention's blocks of 51 KB and more, for one) keep the driver's choice:
+// a quarter would leave them fewer resident blocks.
 constexpr int kUniformCarve = 25;
 constexpr size_t kUniformCarveSmem = 32 * 1024;
 
