@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "backends/cuda/kv_attn_mma_cuda.cuh"
+#include "backends/cuda/kv_codec_cuda.cuh"
 #include "backends/cuda/launch_cuda.cuh"
 #include "backends/cuda/rope_cuda.cuh"
 
@@ -66,15 +67,15 @@ __device__ __forceinline__ void turn_and_write(const RopeIn& r, int32_t g, int32
       x[i0] = y0;
       x[i1] = y1;
       if (hh == 0) {
-        ropek::kv_put(r.f16, krow, c0 + i0, y0);
-        ropek::kv_put(r.f16, krow, c0 + i1, y1);
+        kvdev::kv_put(r.f16, krow, c0 + i0, y0);
+        kvdev::kv_put(r.f16, krow, c0 + i1, y1);
       }
     } else if (e < n_k) {
       const int32_t c = r.n_rot + (e - n_pairs);
-      ropek::kv_put(r.f16, krow, c0 + c, kx[c]);
+      kvdev::kv_put(r.f16, krow, c0 + c, kx[c]);
     } else {
       const int32_t c = e - n_k;
-      ropek::kv_put(r.f16, vrow, c0 + c, r.v[c0 + c]);
+      kvdev::kv_put(r.f16, vrow, c0 + c, r.v[c0 + c]);
     }
   }
 }

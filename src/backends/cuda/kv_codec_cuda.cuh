@@ -34,6 +34,16 @@ __device__ __forceinline__ void put_half(uint8_t* p, float x) {
   *reinterpret_cast<unsigned short*>(p) = __half_as_ushort(__float2half_rn(x));
 }
 
+// Element c of a plain (F16 / F32) row: F16 rounded to nearest even, or the float itself
+// (kv_encode_rows, and the rope kernels that write a step's rows themselves).
+__device__ __forceinline__ void kv_put(bool f16, uint8_t* row, int64_t c, float x) {
+  if (f16) {
+    reinterpret_cast<__half*>(row)[c] = __float2half_rn(x);
+  } else {
+    reinterpret_cast<float*>(row)[c] = x;
+  }
+}
+
 __device__ __forceinline__ int enc_bits(KvEnc e) {
   return (e == KvEnc::A4 || e == KvEnc::CH4) ? 4 : (e == KvEnc::A2 || e == KvEnc::CH2) ? 2 : 0;
 }

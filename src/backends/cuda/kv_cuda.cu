@@ -26,13 +26,7 @@ __global__ void encode_plain_kernel(bool f16, const float* __restrict__ src, int
   const int64_t r = idx / n_embd;
   if (row_dev != nullptr) dst += static_cast<int64_t>(*row_dev) * dst_row_bytes;
   const int32_t c = static_cast<int32_t>(idx % n_embd);
-  const float x = src[r * src_stride + c];
-  uint8_t* row = dst + r * dst_row_bytes;
-  if (f16) {
-    reinterpret_cast<__half*>(row)[c] = __float2half_rn(x);
-  } else {
-    reinterpret_cast<float*>(row)[c] = x;
-  }
+  kv_put(f16, dst + r * dst_row_bytes, c, src[r * src_stride + c]);
 }
 
 // One thread per (row, block): the block's values (minus R_p c when ref.c is set; Q8's plain

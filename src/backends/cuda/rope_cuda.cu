@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/kv_codec_cuda.cuh"
 #include "backends/cuda/launch_cuda.cuh"
 #include "backends/cuda/norm_cuda.cuh"
 #include "backends/cuda/rope_cuda.cuh"
@@ -15,8 +16,8 @@ namespace geist::cuda {
 
 namespace {
 
+using kvdev::kv_put;
 using ropek::block_angles;
-using ropek::kv_put;
 using ropek::pair_at;
 using ropek::turn;
 

@@ -1,6 +1,6 @@
 // The rope arithmetic shared by the rope kernels (rope_cuda.cu) and the decode attention that
 // turns its token's q and k itself (kv_attn_mma_dec_cuda.cu): the CPU rope()'s double angles,
-// rounded cos / sin, explicit round-to-nearest f32 products; and a plain KV row's element.
+// rounded cos / sin, explicit round-to-nearest f32 products.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -41,15 +41,6 @@ __device__ __forceinline__ void pair_at(int32_t i, int32_t half, bool neox, int3
 __device__ __forceinline__ void turn(float x0, float x1, float c, float sn, float* y0, float* y1) {
   *y0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn));
   *y1 = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, c));
-}
-
-// kv_encode_rows' element c of a plain row: F16 rounded to nearest even, or the float itself.
-__device__ __forceinline__ void kv_put(bool f16, uint8_t* row, int64_t c, float x) {
-  if (f16) {
-    reinterpret_cast<__half*>(row)[c] = __float2half_rn(x);
-  } else {
-    reinterpret_cast<float*>(row)[c] = x;
-  }
 }
 
 }  // namespace geist::cuda::ropek
