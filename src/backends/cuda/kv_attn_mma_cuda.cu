@@ -113,11 +113,9 @@ __device__ __forceinline__ void load_v_split(const Rows& v, int32_t j0, int32_t 
                                              int64_t v_off, uint32_t* sVh, uint32_t* sVl, int tid) {
   constexpr int kEpc = 16 / sizeof(E);
   for (int e = tid; e < (kKeys / 2) * (DV / kEpc); e += kThreads) {
-    const int kp = e / (DV / kEpc), c = e % (DV / kEpc);
-    const int32_t p = j0 + 2 * kp;
-    uint4 x = make_uint4(0, 0, 0, 0), y = make_uint4(0, 0, 0, 0);
-    if (p <= last_pos) x = *reinterpret_cast<const uint4*>(row_at(v, p) + v_off + 16 * c);
-    if (p + 1 <= last_pos) y = *reinterpret_cast<const uint4*>(row_at(v, p + 1) + v_off + 16 * c);
+    int kp, c;
+    uint4 x, y;
+    v_tile_item<E, DV>(v, j0, last_pos, v_off, e, &kp, &c, &x, &y);
     const E* xe = reinterpret_cast<const E*>(&x);
     const E* ye = reinterpret_cast<const E*>(&y);
 #pragma unroll

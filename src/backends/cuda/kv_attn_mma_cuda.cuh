@@ -66,6 +66,22 @@ __device__ __forceinline__ void load_k_tile(const Rows& k, int32_t j0, int32_t l
   }
 }
 
+// Item e of a value tile's loads (DV channels from byte v_off of each row): key pair kp
+// (keys j0 + 2 kp, + 1) and 16-byte piece c, x and y the two keys' pieces, zeros past last_pos.
+template <class E, int DV>
+__device__ __forceinline__ void v_tile_item(const Rows& v, int32_t j0, int32_t last_pos,
+                                            int64_t v_off, int e, int* kp, int* c, uint4* x,
+                                            uint4* y) {
+  constexpr int kEpc = 16 / sizeof(E);
+  *kp = e / (DV / kEpc);
+  *c = e % (DV / kEpc);
+  const int32_t p = j0 + 2 * *kp;
+  *x = make_uint4(0, 0, 0, 0);
+  *y = make_uint4(0, 0, 0, 0);
+  if (p <= last_pos) *x = *reinterpret_cast<const uint4*>(row_at(v, p) + v_off + 16 * *c);
+  if (p + 1 <= last_pos) *y = *reinterpret_cast<const uint4*>(row_at(v, p + 1) + v_off + 16 * *c);
+}
+
 // The values of keys [j0, j0 + kKeys), DV channels from byte v_off of each row, transposed
 // into sV [DV][LV] (channel-major), zeros past last_pos; by threads tid of nthreads.
 template <class E, int DV, int LV>
@@ -73,11 +89,9 @@ __device__ __forceinline__ void load_v_tile(const Rows& v, int32_t j0, int32_t l
                                             int64_t v_off, E* sV, int tid, int nthreads) {
   constexpr int kEpc = 16 / sizeof(E);
   for (int e = tid; e < (kKeys / 2) * (DV / kEpc); e += nthreads) {
-    const int kp = e / (DV / kEpc), c = e % (DV / kEpc);
-    const int32_t p = j0 + 2 * kp;
-    uint4 x = make_uint4(0, 0, 0, 0), y = make_uint4(0, 0, 0, 0);
-    if (p <= last_pos) x = *reinterpret_cast<const uint4*>(row_at(v, p) + v_off + 16 * c);
-    if (p + 1 <= last_pos) y = *reinterpret_cast<const uint4*>(row_at(v, p + 1) + v_off + 16 * c);
+    int kp, c;
+    uint4 x, y;
+    v_tile_item<E, DV>(v, j0, last_pos, v_off, e, &kp, &c, &x, &y);
     const E* xe = reinterpret_cast<const E*>(&x);
     const E* ye = reinterpret_cast<const E*>(&y);
 #pragma unroll
