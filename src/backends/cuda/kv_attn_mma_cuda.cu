@@ -43,19 +43,23 @@ namespace {
 using namespace attn;  // NOLINT(build/namespaces): the pieces shared with attn_dec_kernel
 using kvrows::rows_of;
 
-constexpr int kWarps = 4;
-constexpr int kThreads = 32 * kWarps;
-constexpr int kRows = 16 * kWarps;  // query rows per block: 16 per warp
-constexpr int kSlices = 4;          // output-channel slices of a launch with few blocks
+// Warps of a block (16 query rows each). A block stages (and PRE splits) each key / value tile
+// once for all its rows, so more rows a block means fewer stagings per row. Heads of 64: 8
+// warps (two resident blocks of 128 registers a thread); H200, llama-1b pp2048 46.9k -> 47.5k
+// against 4 warps (same build, one lease). Larger heads keep 4 (their registers and shared
+// memory would cost resident blocks).
+template <int HD>
+constexpr int kWarpsOf = HD == 64 ? 8 : 4;
+constexpr int kSlices = 4;  // output-channel slices of a launch with few blocks
 constexpr unsigned kFewBlocks = 100;
 
 // Whether a block splits its key and value tiles into bf16 hi / lo words once, as it stages
 // them (PRE), instead of every warp splitting each pair it multiplies (split_mma3): the same
-// words reach the same mma, so the bits are the same. PRE quarters a tile's conversions (four
-// warps read it) but doubles an F16 tile's shared memory. Heads of 64 only: there a block stays
-// at 51 KB and 128 registers (four resident per multiprocessor, as before), and the H200's
-// llama-1b pp2048 attention went 597 -> 546 us per layer (ncu); heads of 128 would lose a
-// resident block, and heads of 256 (qwen35-0.8b) measured slower overall (pp2048 39.8k -> 39.2k).
+// words reach the same mma, so the bits are the same. PRE splits a tile once for all the warps
+// that read it but doubles an F16 tile's shared memory. Heads of 64 only: with 4 warps a block
+// stayed at 51 KB and 128 registers (four resident per multiprocessor), and the H200's llama-1b
+// pp2048 attention went 597 -> 546 us per layer (ncu); heads of 128 would lose a resident
+// block, and heads of 256 (qwen35-0.8b) measured slower overall (pp2048 39.8k -> 39.2k).
 template <int HD>
 constexpr bool kPreSplit = HD == 64;
 
@@ -63,12 +67,14 @@ constexpr bool kPreSplit = HD == 64;
 // HD: head size; NS: blocks that share a row's output channels (each slice HD / NS).
 template <int HD, int NS>
 struct Lay {
-  static constexpr int kLq = HD / 2 + 4;  // words of a query row (hi or lo bf16 pairs)
-  static constexpr int kLk = HD + 8;      // elements of a key row
-  static constexpr int kLv = kKeys + 8;   // elements of a transposed value row (one channel)
-  static constexpr int kDv = HD / NS;     // output channels of a block
-  static constexpr int kKw = HD / 2;      // PRE: words of a key row (hi or lo; pair_slot order)
-  static constexpr int kVw = kKeys / 2;   // PRE: words of a value channel row
+  static constexpr int kThreads = 32 * kWarpsOf<HD>;
+  static constexpr int kRows = 16 * kWarpsOf<HD>;  // query rows of a block
+  static constexpr int kLq = HD / 2 + 4;           // words of a query row (hi or lo bf16 pairs)
+  static constexpr int kLk = HD + 8;               // elements of a key row
+  static constexpr int kLv = kKeys + 8;  // elements of a transposed value row (one channel)
+  static constexpr int kDv = HD / NS;    // output channels of a block
+  static constexpr int kKw = HD / 2;     // PRE: words of a key row (hi or lo; pair_slot order)
+  static constexpr int kVw = kKeys / 2;  // PRE: words of a value channel row
   template <bool F16>
   static constexpr size_t bytes() {
     const size_t es = F16 ? 2 : 4;
@@ -87,7 +93,7 @@ __device__ __forceinline__ int pair_slot(int w, int r) {
 }
 
 // PRE: load_k_tile's keys, split into hi / lo words (split_pair's values) at their slots.
-template <class E, int HD>
+template <class E, int HD, int kThreads>
 __device__ __forceinline__ void load_k_split(const Rows& k, int32_t j0, int32_t last_pos,
                                              int64_t k_off, uint32_t* sKh, uint32_t* sKl, int tid) {
   constexpr int kEpc = 16 / sizeof(E);  // elements per 16-byte load
@@ -108,7 +114,7 @@ __device__ __forceinline__ void load_k_split(const Rows& k, int32_t j0, int32_t 
 }
 
 // PRE: load_v_tile's values (DV channels), split per channel into hi / lo words of key pairs.
-template <class E, int DV>
+template <class E, int DV, int kThreads>
 __device__ __forceinline__ void load_v_split(const Rows& v, int32_t j0, int32_t last_pos,
                                              int64_t v_off, uint32_t* sVh, uint32_t* sVl, int tid) {
   constexpr int kEpc = 16 / sizeof(E);
@@ -146,9 +152,11 @@ __device__ __forceinline__ void pre_mma3(float (&d)[4], const uint32_t (&ah)[4],
 // NS > 1 (few blocks, e.g. a short call): NS blocks compute the same scores and each accumulates
 // its slice of the output channels; the arithmetic of every element is the same as with NS 1.
 template <bool F16, int HD, int NS>
-__global__ void __launch_bounds__(kThreads) attn_mma_kernel(const MmaArgs a) {
+__global__ void __launch_bounds__(32 * kWarpsOf<HD>, kWarpsOf<HD> == 8 ? 2 : 0)
+    attn_mma_kernel(const MmaArgs a) {
   using E = typename std::conditional<F16, __half, float>::type;
   using L = Lay<HD, NS>;
+  constexpr int kThreads = L::kThreads, kRows = L::kRows;
   constexpr bool PRE = kPreSplit<HD>;
   constexpr int kDv = L::kDv;
   constexpr int kNv = kDv / 8;  // output n-tiles
@@ -209,8 +217,8 @@ __global__ void __launch_bounds__(kThreads) attn_mma_kernel(const MmaArgs a) {
   for (int32_t j0 = 0; j0 <= last_pos; j0 += kKeys) {
     __syncthreads();  // the previous tile fully used
     if constexpr (PRE) {
-      load_k_split<E, HD>(a.k, j0, last_pos, k_off, sKh, sKl, tid);
-      load_v_split<E, kDv>(a.v, j0, last_pos, v_off, sVh, sVl, tid);
+      load_k_split<E, HD, kThreads>(a.k, j0, last_pos, k_off, sKh, sKl, tid);
+      load_v_split<E, kDv, kThreads>(a.v, j0, last_pos, v_off, sVh, sVl, tid);
     } else {
       load_k_tile<E, HD, L::kLk>(a.k, j0, last_pos, k_off, sK, tid, kThreads);
       load_v_tile<E, kDv, L::kLv>(a.v, j0, last_pos, v_off, sV, tid, kThreads);
@@ -320,6 +328,7 @@ template <bool F16, int HD>
 cudaError_t launch(cudaStream_t s, const MmaArgs& a, dim3 grid) {
   // One token (a decode step) of a group that fits a 16-row tile: the warps share each tile.
   if (a.n_tok == 1 && a.group <= kDecRows) return attn_dec_launch(s, a, F16, HD, grid.y);
+  constexpr unsigned kThreads = 32 * kWarpsOf<HD>;
   // Fewer blocks than about the SMs: split the output channels over more blocks.
   if (grid.x * grid.y * grid.z < kFewBlocks) {
     grid.z *= kSlices;
@@ -329,6 +338,9 @@ cudaError_t launch(cudaStream_t s, const MmaArgs& a, dim3 grid) {
   return launch_pdl(attn_mma_kernel<F16, HD, 1>, grid, dim3(kThreads),
                     Lay<HD, 1>::template bytes<F16>(), s, a);
 }
+
+// Query rows of a block for heads of hd (64, 128 or 256).
+int rows_of_block(int32_t hd) { return 16 * (hd == 64 ? kWarpsOf<64> : kWarpsOf<128>); }
 
 }  // namespace
 
@@ -361,8 +373,9 @@ bool mma_args(const AttentionShape& sh, const KvDevSrc& k, const KvDevSrc& v, Mm
   }
   a->group = sh.n_head / sh.n_head_kv;
   a->scale = sh.scale;
-  a->nq = a->group < kRows ? a->group : kRows;
-  a->qt = kRows / a->nq;
+  const int rows = rows_of_block(hd);
+  a->nq = a->group < rows ? a->group : rows;
+  a->qt = rows / a->nq;
   return true;
 }
 
