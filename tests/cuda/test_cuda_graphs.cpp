@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -19,6 +20,7 @@
 #include "archs/test_qwen35_support.h"
 #include "backends/cuda/cuda_stream.h"
 #include "cuda/cuda_test_util.h"
+#include "engine/quantize.h"
 #include "kernels/ops.h"
 
 namespace geist::test {
@@ -105,11 +107,13 @@ ScheduleResult run_schedule(const ArchModel& m, bool plain, const std::vector<in
 // How many one-token steps must replay a graph without capturing it (stats of qwen35 only).
 enum class Replays { UNCHECKED, MOST, NONE };
 
+// name: a model of the fixtures (models/), or a path when it starts with '/'.
 void expect_bitwise(const std::string& name, KvMode kv_mode, Replays replays) {
   SCOPED_TRACE(name + " kv " + kv_mode_name(kv_mode));
   qwen35_test::Loaded l;
   {
-    Status st = GgufFile::open(fixture_path("models/" + name), &l.file);
+    Status st =
+        GgufFile::open(name.rfind('/', 0) == 0 ? name : fixture_path("models/" + name), &l.file);
     ASSERT_TRUE(st.is_ok()) << st.message();
     st = load_arch_model(*l.file, BackendKind::CUDA, Logger{}, &l.model);
     ASSERT_TRUE(st.is_ok()) << name << ": " << st.message();
@@ -159,6 +163,20 @@ TEST(CudaGraphs, LlamaGraphStepsBitwiseEqualPlainLaunches) {
   for (KvMode m : {KvMode::F32, KvMode::F16, KvMode::Q8, KvMode::Q4, KvMode::KIVI4}) {
     expect_bitwise("stories260K.gguf", m, Replays::UNCHECKED);
   }
+}
+
+// stories260K quantized to Q8_0: its prefills take the 8-bit prefill kernels, with q / k / v
+// sharing one quantization and gate / up + swiglu in one launch (matmul_prefill_swiglu; 172
+// columns, not a multiple of any tile's).
+TEST(CudaGraphs, LlamaQ8PrefillsAndStepsBitwiseEqualPlainLaunches) {
+  GEIST_REQUIRE_FIXTURES();
+  GEIST_REQUIRE_CUDA();
+  const std::string path = ::testing::TempDir() + "geist_cuda_graphs_stories260K_q8_0.gguf";
+  const Status st = quantize_file(fixture_path("models/stories260K.gguf"), path, "q8_0", 1, {});
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  expect_bitwise(path, KvMode::F16, Replays::UNCHECKED);
+  expect_bitwise(path, KvMode::Q8, Replays::UNCHECKED);
+  std::remove(path.c_str());
 }
 
 TEST(CudaGraphs, Qwen35GraphStepsBitwiseEqualPlainLaunches) {

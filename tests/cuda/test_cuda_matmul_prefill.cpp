@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <iterator>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/matmul_prefill_cuda.h"
 #include "cuda/cuda_test_util.h"
 #include "kernels/matmul.h"
@@ -104,6 +106,124 @@ TEST_F(CudaMatmulPrefill, EqualsDecodeKernelsBitwiseOnAwkwardShapes) {
       }
     }
   }
+}
+
+// Several weights over the same activations (one quantization per round, as the stream's held
+// q / k / v and gate / up take them): each output bitwise what its token alone gives.
+TEST_F(CudaMatmulPrefill, BatchOfWeightsSharesTheQuantizationBitwise) {
+  const int64_t n_in = 1440, x_stride = 1441;  // 45 chunks: odd; unaligned rows
+  const int64_t n_outs[] = {200, 64, 131};
+  const int32_t max_tok = 300;
+  const DeviceVec<float> x(random_floats(static_cast<size_t>(x_stride * max_tok), 21));
+  for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0}) {
+    std::vector<uint8_t> bytes[3];
+    std::vector<cuda::MatmulOut> outs;
+    std::vector<std::unique_ptr<DeviceVec<float>>> ys;
+    std::vector<std::vector<float>> want;
+    for (int i = 0; i < 3; ++i) {
+      const WeightMatrix w =
+          weight(type, n_in, n_outs[i], 31u + static_cast<uint32_t>(i), &bytes[i]);
+      const int64_t y_stride = n_outs[i] + 2 * i;
+      ys.push_back(std::make_unique<DeviceVec<float>>(static_cast<size_t>(max_tok * y_stride)));
+      outs.push_back(cuda::MatmulOut{w, ys.back()->ptr(), y_stride});
+      want.push_back(per_token(w, x, x_stride, max_tok, y_stride));
+    }
+    for (const int32_t n_tok : {9, 100, 300}) {
+      SCOPED_TRACE(std::string(ggml_type_name(type)) + " n_tok=" + std::to_string(n_tok));
+      const int32_t room = n_tok == 100 ? 37 : n_tok;  // three rounds
+      const size_t ws_bytes = cuda::matmul_prefill_scratch_bytes(type, n_in, room);
+      DeviceVec<uint8_t> ws(ws_bytes);
+      GEIST_CUDA_OK(cuda::matmul_prefill_batch(s_, outs.data(), 3, x.ptr(), x_stride, n_tok,
+                                               ws.ptr(), ws_bytes));
+      for (int i = 0; i < 3; ++i) {
+        const std::vector<float> got = ys[static_cast<size_t>(i)]->download();
+        for (int32_t t = 0; t < n_tok; ++t) {
+          for (int64_t o = 0; o < n_outs[i]; ++o) {
+            const size_t at = static_cast<size_t>(t * outs[i].y_stride + o);
+            ASSERT_EQ(got[at], want[static_cast<size_t>(i)][at])
+                << "weight " << i << " token " << t << " out " << o;
+          }
+        }
+      }
+    }
+  }
+  // Mixed types or widths cannot share one quantization.
+  std::vector<uint8_t> b1, b2;
+  const cuda::MatmulOut mixed[] = {{weight(GgmlType::Q8_0, 96, 8, 1u, &b1), nullptr, 8},
+                                   {weight(GgmlType::Q4_0, 96, 8, 2u, &b2), nullptr, 8}};
+  DeviceVec<uint8_t> ws(cuda::matmul_prefill_scratch_bytes(GgmlType::Q8_0, 96, 16));
+  EXPECT_EQ(cuda::matmul_prefill_batch(s_, mixed, 2, x.ptr(), 96, 16, ws.ptr(),
+                                       cuda::matmul_prefill_scratch_bytes(GgmlType::Q8_0, 96, 16)),
+            cudaErrorInvalidValue);
+}
+
+// Gate and up in one launch with swiglu taken in registers: the outputs bitwise the separate
+// matmuls (each token alone) and swiglu(), for every tile, awkward shapes (columns not a
+// multiple of a block's, an odd chunk count, unaligned rows, rounds) and out apart from, or
+// equal to, gate or up.
+TEST_F(CudaMatmulPrefill, SwigluOfGateAndUpEqualsSeparateLaunchesBitwise) {
+  struct Shape {
+    int64_t n_in, n_out, x_stride;
+  };
+  const Shape shapes[] = {{96, 70, 96}, {1440, 200, 1441}, {2048, 520, 2048}};
+  const int32_t max_tok = 300;
+  for (const Shape& sh : shapes) {
+    SCOPED_TRACE("n_in=" + std::to_string(sh.n_in) + " n_out=" + std::to_string(sh.n_out));
+    std::vector<uint8_t> bg, bu;
+    const WeightMatrix wg = weight(GgmlType::Q8_0, sh.n_in, sh.n_out, 41u, &bg);
+    const WeightMatrix wu = weight(GgmlType::Q8_0, sh.n_in, sh.n_out, 43u, &bu);
+    ASSERT_TRUE(cuda::matmul_prefill_swiglu_ok(wg, wu));
+    const DeviceVec<float> x(random_floats(static_cast<size_t>(sh.x_stride * max_tok), 17));
+    const int64_t ys = sh.n_out + 3;
+    const std::vector<float> want_g = per_token(wg, x, sh.x_stride, max_tok, ys);
+    const std::vector<float> want_u = per_token(wu, x, sh.x_stride, max_tok, ys);
+    std::vector<float> want_sw(want_g.size());
+    {
+      const DeviceVec<float> g(want_g), u(want_u);
+      DeviceVec<float> o(want_g.size());
+      GEIST_CUDA_OK(
+          cuda::swiglu(s_, g.ptr(), u.ptr(), o.ptr(), static_cast<int64_t>(want_g.size())));
+      want_sw = o.download();
+    }
+    for (const cuda::PrefillTile tile :
+         {cuda::PrefillTile::LARGE, cuda::PrefillTile::MEDIUM, cuda::PrefillTile::SMALL,
+          cuda::PrefillTile::TINY, cuda::PrefillTile::AUTO}) {
+      for (const int32_t n_tok : {9, 100, 300}) {
+        for (const int where : {0, 1, 2}) {  // out apart, out = gate, out = up
+          SCOPED_TRACE("tile " + std::to_string(static_cast<int>(tile)) +
+                       " n_tok=" + std::to_string(n_tok) + " out " + std::to_string(where));
+          DeviceVec<float> g(static_cast<size_t>(max_tok * ys)),
+              u(static_cast<size_t>(max_tok * ys));
+          DeviceVec<float> apart(static_cast<size_t>(max_tok * ys));
+          float* out = where == 0 ? apart.ptr() : (where == 1 ? g.ptr() : u.ptr());
+          const int32_t room = n_tok == 100 ? 37 : n_tok;
+          const size_t ws_bytes = cuda::matmul_prefill_scratch_bytes(GgmlType::Q8_0, sh.n_in, room);
+          DeviceVec<uint8_t> ws(ws_bytes);
+          GEIST_CUDA_OK(cuda::matmul_prefill_swiglu(s_, {wg, g.ptr(), ys}, {wu, u.ptr(), ys},
+                                                    x.ptr(), sh.x_stride, n_tok, out, ys, ws.ptr(),
+                                                    ws_bytes, tile));
+          const std::vector<float> got_g = g.download(), got_u = u.download();
+          const std::vector<float> got_o =
+              where == 0 ? apart.download() : (where == 1 ? got_g : got_u);
+          for (int32_t t = 0; t < n_tok; ++t) {
+            for (int64_t c = 0; c < sh.n_out; ++c) {
+              const size_t at = static_cast<size_t>(t * ys + c);
+              ASSERT_EQ(got_o[at], want_sw[at]) << "swiglu token " << t << " col " << c;
+              if (where != 1) {
+                ASSERT_EQ(got_g[at], want_g[at]) << "gate token " << t << " col " << c;
+              }
+              if (where != 2) {
+                ASSERT_EQ(got_u[at], want_u[at]) << "up token " << t << " col " << c;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  std::vector<uint8_t> b1, b2;
+  EXPECT_FALSE(cuda::matmul_prefill_swiglu_ok(weight(GgmlType::Q8_0, 96, 8, 1u, &b1),
+                                              weight(GgmlType::Q8_0, 96, 16, 2u, &b2)));
 }
 
 // *us: mean time of `reps` calls of matmul_prefill with `tile` after one warm-up call (void:

@@ -9,6 +9,7 @@
 #include "backends/cuda/cuda_stream_impl.h"
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/deltanet_cuda.h"
+#include "backends/cuda/matmul_prefill_cuda.h"
 
 namespace geist::cuda {
 
@@ -116,23 +117,39 @@ void CudaStream::matmul(const WeightMatrix& w, const float* x, int64_t x_stride,
   }
   const int64_t x_len = n_tok > 0 ? (n_tok - 1) * x_stride + w.n_in : 0;  // floats x spans
   const int64_t y_len = n_tok > 0 ? (n_tok - 1) * y_stride + w.n_out : 0;
-  if (!fuse_ || !in_step_ || !cuda::matmul_batchable(w, n_tok) || !disjoint(y, y_len, x, x_len)) {
+  // Held: decode matmuls (one launch) and 8-bit prefill matmuls (one quantization of x).
+  const bool prefill = n_tok > 8 && cuda::matmul_prefill_supported(w.type) && w.n_in % 32 == 0;
+  if (!fuse_ || !in_step_ || !(prefill || cuda::matmul_batchable(w, n_tok)) ||
+      !disjoint(y, y_len, x, x_len)) {
     core_->flush();
     core_->ok(matmul_ws(w, x, x_stride, n_tok, y, y_stride), "matmul kernel launch");
     return;
   }
   StreamCore::PendingMatmuls& h = core_->held;
   bool joins = h.count > 0 && h.count < kMaxMatmulBatch && h.x == x && h.x_stride == x_stride &&
-               h.n_tok == n_tok && h.out[0].w.n_in == w.n_in;
+               h.n_tok == n_tok && h.out[0].w.n_in == w.n_in &&
+               (!prefill || h.out[0].w.type == w.type);
   for (int i = 0; joins && i < h.count; ++i) {
     const MatmulOut& o = h.out[i];
     joins = disjoint(y, y_len, o.y, (n_tok - 1) * o.y_stride + o.w.n_out);
   }
   if (!joins) {
     core_->flush();
+    void* ws = nullptr;
+    size_t ws_bytes = 0;
+    if (prefill) {
+      ws_bytes = cuda::matmul_scratch_bytes(w, n_tok);
+      ws = act_q8_.get(*core_, ws_bytes, "matmul activation scratch");
+      if (ws == nullptr) {  // no scratch: matmul() takes the tokens through the decode kernel
+        core_->ok(matmul_ws(w, x, x_stride, n_tok, y, y_stride), "matmul kernel launch");
+        return;
+      }
+    }
     h.x = x;
     h.x_stride = x_stride;
     h.n_tok = n_tok;
+    h.scratch = ws;
+    h.scratch_bytes = ws_bytes;
   }
   h.out[h.count++] = MatmulOut{w, y, y_stride};
 }
@@ -317,6 +334,26 @@ void CudaStream::swiglu(const float* gate, const float* up, float* out, int64_t 
   // The one-token gate / up matmuls held for one launch take the swiglu of their rows in
   // (cuda::matmul_swiglu): nothing else is held, and out is gate, up, or apart from both.
   StreamCore::PendingMatmuls& h = core_->held;
+  // Held 8-bit prefill gate / up matmuls: matmul_prefill_swiglu, where the rows are
+  // contiguous n-element halves of the same shape and out is gate, up, or apart from both.
+  if (fuse_ && in_step_ && h.count == 2 && h.n_tok > 8 && core_->only_matmuls_held()) {
+    const int ig = h.out[0].y == gate ? 0 : 1;
+    const MatmulOut& g = h.out[ig];
+    const MatmulOut& u = h.out[1 - ig];
+    const int64_t n_out = g.w.n_out;
+    const bool fits =
+        g.y == gate && u.y == up && cuda::matmul_prefill_swiglu_ok(g.w, u.w) &&
+        g.y_stride == n_out && u.y_stride == n_out && n == n_out * h.n_tok &&
+        (out == gate || out == up || (disjoint(out, n, gate, n) && disjoint(out, n, up, n))) &&
+        disjoint(out, n, h.x, (h.n_tok - 1) * h.x_stride + g.w.n_in);
+    if (fits) {
+      h.count = 0;
+      core_->ok(cuda::matmul_prefill_swiglu(core_->stream, g, u, h.x, h.x_stride, h.n_tok, out,
+                                            n_out, h.scratch, h.scratch_bytes),
+                "matmul_prefill_swiglu kernel launch");
+      return;
+    }
+  }
   if (fuse_ && in_step_ && h.count == 2 && h.n_tok == 1 && core_->only_matmuls_held()) {
     const int ig = h.out[0].y == gate ? 0 : 1;
     const MatmulOut& g = h.out[ig];

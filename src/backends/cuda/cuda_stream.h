@@ -100,15 +100,19 @@ struct StreamCore {
     int64_t n = 0;             // 0: nothing pending
   } pending;
 
-  // Decode matmuls over the same activations held back to run as one launch
-  // (CudaStream::matmul, cuda::matmul_batch; only inside a forward step); flush() enqueues
-  // them. Never held together with a pending add: each holding flushes the other first.
+  // Matmuls over the same activations held back (CudaStream::matmul; only inside a forward
+  // step): decode ones to run as one launch (cuda::matmul_batch), 8-bit prefill ones of one
+  // type to share one quantization of x (cuda::matmul_prefill_batch, or
+  // cuda::matmul_prefill_swiglu when a swiglu of gate / up follows); flush() enqueues them.
+  // Never held together with a pending add: each holding flushes the other first.
   struct PendingMatmuls {
     const float* x = nullptr;  // [n_tok][x_stride], shared by all
     int64_t x_stride = 0;
     int32_t n_tok = 0;
     int count = 0;  // 0: nothing pending
     MatmulOut out[kMaxMatmulBatch];
+    void* scratch = nullptr;  // prefill: the activation codes' device scratch
+    size_t scratch_bytes = 0;
   } held;
 
   // A rope held back so that the next one (q then k) can run in the same launch
@@ -252,11 +256,12 @@ struct StreamCore {
 
 // A new stream on the current device. Environment (read here, once per stream):
 // GEIST_CUDA_GRAPHS=0 turns off decode-step graphs, GEIST_CUDA_FUSE=0 the held-back fusions
-// (add + rms_norm, batched matmuls, rope pairs, head norms + rope, DeltaNet prologue, delta rule
-// + gated norm, rope pair + plain KV rows (+ the attention, one token), gate / up matmuls +
-// swiglu), for measurements and for the tests that compare them with plain launches.
-// GEIST_CUDA_PDL=0 (read once per process, launch_cuda.cuh) launches the small kernels, the
-// Q8_0 / Q4_0 decode matmuls and the F16 / F32 attention without programmatic dependent launch.
+// (add + rms_norm, batched decode matmuls, prefill matmuls sharing one quantization, rope pairs,
+// head norms + rope, DeltaNet prologue, delta rule + gated norm, rope pair + plain KV rows (+ the
+// attention, one token), gate / up matmuls + swiglu, decode and prefill), for measurements and for
+// the tests that compare them with plain launches. GEIST_CUDA_PDL=0 (read once per process,
+// launch_cuda.cuh) launches the small kernels, the Q8_0 / Q4_0 decode matmuls and the F16 / F32
+// attention without programmatic dependent launch.
 Status create_cuda_stream(std::unique_ptr<Stream>* out);
 
 // Every KV mode, with KvCache's regions and byte layouts; GEIST_E_INVALID_ARG for bad sizes

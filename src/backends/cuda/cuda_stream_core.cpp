@@ -7,6 +7,7 @@
 #include "backends/cuda/cuda_stream.h"
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/deltanet_cuda.h"
+#include "backends/cuda/matmul_prefill_cuda.h"
 
 namespace geist::cuda {
 
@@ -73,8 +74,14 @@ void StreamCore::flush() {
   if (held.count > 0) {
     const int n = held.count;
     held.count = 0;
-    ok(cuda::matmul_batch(stream, held.out, n, held.x, held.x_stride, held.n_tok),
-       "matmul kernel launch");
+    if (held.n_tok > 8) {  // prefill: one quantization of x for all of them
+      ok(cuda::matmul_prefill_batch(stream, held.out, n, held.x, held.x_stride, held.n_tok,
+                                    held.scratch, held.scratch_bytes),
+         "matmul kernel launch");
+    } else {
+      ok(cuda::matmul_batch(stream, held.out, n, held.x, held.x_stride, held.n_tok),
+         "matmul kernel launch");
+    }
   }
   if (rope.n_tok > 0) {
     const PendingRope r = rope;

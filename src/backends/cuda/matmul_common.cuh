@@ -342,16 +342,14 @@ __device__ __forceinline__ float magic_to_float(int32_t c) {
 
 // The product of one block for a 16 x 8 tile: the exact isum (two planes: kQ8Fine * dot(w, q1)
 // + dot(w, q2), one product per plane from kMagicBits, combined as above), then
-// acc = fma(float(isum), dw * dx, acc) per element. a: (row g, row g + 8) words (2q, 2q+1) of
-// the block; b[p]: token g's words of plane p.
+// acc = fma(float(isum), dw * dx, acc) per element. a: the mma's A quad of the block (rows g,
+// g + 8 of words 2q, then of words 2q + 1); b[p]: token g's words of plane p.
 template <int P>
-__device__ __forceinline__ void block_fma(uint2 a_lo, uint2 a_hi, const uint2 (&b)[P], float dw0,
-                                          float dw1, float dx0, float dx1, float (&acc)[4]) {
+__device__ __forceinline__ void block_fma(const uint4& a, const uint2 (&b)[P], float dw0, float dw1,
+                                          float dx0, float dx1, float (&acc)[4]) {
   int32_t c[P][4];
 #pragma unroll
-  for (int p = 0; p < P; ++p) {
-    mma_s8_from(c[p], kMagicBits, a_lo.x, a_hi.x, a_lo.y, a_hi.y, b[p].x, b[p].y);
-  }
+  for (int p = 0; p < P; ++p) mma_s8_from(c[p], kMagicBits, a.x, a.y, a.z, a.w, b[p].x, b[p].y);
   float f[4];
 #pragma unroll
   for (int e = 0; e < 4; ++e) {

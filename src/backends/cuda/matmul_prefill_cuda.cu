@@ -12,11 +12,14 @@
 // Q8_0 (ring_kernel): the repacked rows and the scratch are 16-byte aligned slot-order copies,
 // so a pair's operands go global -> shared by cp.async (no registers hold staged data) into a
 // ring of kRing stages: kRing - 1 pairs are in flight while one is multiplied, one barrier per
-// pair. A block is still latency-bound (H200: a lone 128 x 128 block takes ~2.3 us per pair, a
-// 32 x 32 one ~0.5 us, far above their mma and FP32 issue counts), so AUTO picks the tile by a
-// fitted estimate of rounds x concurrency (pick_ring). H200, q8_0, 512 tokens, best tile vs the
-// register-staged kernel's AUTO: llama-1b 2048 x 2048 85 TOPS, 8192 x 2048 111, 2048 x 8192
-// 92, 512 x 2048 47 (HEAD, ncu at base clocks, 256 tokens: ~53-65, ~18 for 512 rows).
+// pair. Each thread sets up its copies' sources once (rows past n_out and tokens past n_tok
+// clamped to the last one: their products are never stored) and advances them a pair per
+// stage; with the bounds checks and addresses recomputed per stage the LARGE loop was 1282
+// instructions, ~180 of them address arithmetic, and llama-1b pp2048 went 47.5k -> 52.0k
+// without them (H200). A block is issue-bound at 2-3 warps per scheduler (ncu: ~65 % of
+// cycles issue), so AUTO picks the tile by a fitted estimate of rounds x concurrency
+// (pick_ring). The swiglu variant (SW) multiplies gate and up rows of the same columns in one
+// block and takes swiglu in registers (matmul_prefill_swiglu).
 // Q4_0 (prefill_kernel): its 18-byte blocks are only 2-byte aligned and their nibbles must be
 // unpacked, so they are staged through registers: the next pair's loads are in flight while the
 // current pair is multiplied (two shared buffers).
@@ -25,6 +28,7 @@
 #include "backends/cuda/cp_async_cuda.cuh"
 #include "backends/cuda/matmul_common.cuh"
 #include "backends/cuda/matmul_prefill_cuda.h"
+#include "backends/cuda/norm_cuda.cuh"
 
 namespace geist::cuda {
 
@@ -102,20 +106,28 @@ struct Tile {
   using St = Stage<kRows, kToks, P>;
 };
 
+// The A quad of m-tile rows wr + 16 i (+ g, + g + 8), chunk 2k + h, for lane (g, q): two rows'
+// words 2q, 2q + 1 (register moves: the mma takes the quad in consecutive registers; staging
+// the quads themselves in shared memory by 4-byte copies measured 10 % slower end to end).
+template <class St>
+__device__ __forceinline__ uint4 a_quad(const St& s, int wr, int i, int h, int g, int q) {
+  const uint4 lo = s.a[wr + 16 * i + g][q], hi = s.a[wr + 16 * i + g + 8][q];
+  return h == 0 ? make_uint4(lo.x, hi.x, lo.y, hi.y) : make_uint4(lo.z, hi.z, lo.w, hi.w);
+}
+
 // One stage's products for a warp: MR x NR tiles of 16 rows x 8 tokens, chunk 2k then chunk
 // 2k + 1 (the block order of every element's chain).
 template <int MR, int NR, int P, class St>
 __device__ __forceinline__ void pair_products(const St& s, int wr, int wt, int g, int q,
                                               float (&acc)[MR][NR][4]) {
-  uint4 a[MR][2];  // [m-tile][row g / g + 8]
+  uint4 a[MR][2];  // [m-tile][chunk]: the mma's A quads
   uint32_t dwb[MR][2];
 #pragma unroll
   for (int i = 0; i < MR; ++i) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int row = wr + 16 * i + g + 8 * h;
-      a[i][h] = s.a[row][q];
-      dwb[i][h] = s.dw[row];
+      a[i][h] = a_quad(s, wr, i, h, g, q);
+      dwb[i][h] = s.dw[wr + 16 * i + g + 8 * h];
     }
   }
 #pragma unroll
@@ -134,11 +146,7 @@ __device__ __forceinline__ void pair_products(const St& s, int wr, int wt, int g
       }
 #pragma unroll
       for (int i = 0; i < MR; ++i) {
-        const uint2 lo =
-            h == 0 ? make_uint2(a[i][0].x, a[i][0].y) : make_uint2(a[i][0].z, a[i][0].w);
-        const uint2 hi =
-            h == 0 ? make_uint2(a[i][1].x, a[i][1].y) : make_uint2(a[i][1].z, a[i][1].w);
-        block_fma<P>(lo, hi, b, f16_bits(h == 0 ? dwb[i][0] & 0xFFFFu : dwb[i][0] >> 16),
+        block_fma<P>(a[i][h], b, f16_bits(h == 0 ? dwb[i][0] & 0xFFFFu : dwb[i][0] >> 16),
                      f16_bits(h == 0 ? dwb[i][1] & 0xFFFFu : dwb[i][1] >> 16),
                      h == 0 ? dx0.x : dx0.y, h == 0 ? dx1.x : dx1.y, acc[i][j]);
       }
@@ -246,14 +254,29 @@ __global__ void __launch_bounds__(32 * WM * WN, 1)
 
 constexpr int kRing = 4;  // stages: kRing - 1 pairs in flight while one is multiplied
 
+// What a ring launch writes. Plain (SW false): y[t][r] for the rows r of w. SW: the rows of
+// gate (w) and up (u) for the same columns in one block, so that swiglu is taken in registers:
+// a warp's m-tiles i < MR / 2 are gate rows and i >= MR / 2 the up rows of the same columns
+// (a block: kRows / 2 columns); it writes gate's values to y and up's to y2 (each unless
+// null) and swiglu_elem(gate, up) to out.
+struct RingOut {
+  DevW w, u;
+  float* y;
+  int64_t y_stride;
+  float* y2;
+  int64_t y2_stride;
+  float* out;
+  int64_t out_stride;
+};
+
 // Q8_0 only (two planes). MINB: blocks per multiprocessor the registers are budgeted for.
-template <int MR, int NR, int WM, int WN, int MINB>
+template <int MR, int NR, int WM, int WN, int MINB, bool SW>
 __global__ void __launch_bounds__(32 * WM * WN, MINB)
-    ring_kernel(const DevW w, const ActQ8 act, int32_t n_tok, float* __restrict__ y,
-                int64_t y_stride) {
+    ring_kernel(const RingOut o, const ActQ8 act, int32_t n_tok) {
   constexpr int P = 2;
   using C = Tile<MR, NR, WM, WN, P>;
   using St = typename C::St;
+  static_assert(!SW || MR % 2 == 0, "SW: a warp's m-tiles split evenly between gate and up");
   extern __shared__ uint4 smem[];
   St* st = reinterpret_cast<St*>(smem);  // [kRing]: pair k in st[k % kRing]
   const int tid = static_cast<int>(threadIdx.x);
@@ -261,39 +284,73 @@ __global__ void __launch_bounds__(32 * WM * WN, MINB)
   const int g = lane >> 2, q = lane & 3;
   const int wr = (wp % WM) * 16 * MR;  // the warp's first row in the block
   const int wt = (wp / WM) * 8 * NR;   // the warp's first token in the block
-  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * C::kRows;
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * C::kToks;
   const int64_t pairs = act.pairs;
+  const int64_t n_out = o.w.n_out;
+  // Row (plain) or column (SW) of the block's stage row sr; *up: an up row.
+  auto out_row = [&](int sr, bool* up) -> int64_t {
+    if constexpr (SW) {
+      const int i = (sr >> 4) % MR;
+      *up = i >= MR / 2;
+      return static_cast<int64_t>(blockIdx.x) * (C::kRows / 2) + (sr >> 4) / MR * 8 * MR +
+             (i % (MR / 2)) * 16 + (sr & 15);
+    } else {
+      *up = false;
+      return static_cast<int64_t>(blockIdx.x) * C::kRows + sr;
+    }
+  };
 
-  // Thread tid copies 16-byte pieces tid + i * kThreads of the stage: (row, quad) of the
+  // Thread tid copies 16-byte pieces tid + i * kThreads of each stage: (row, quad) of the
   // weight codes, then (plane, token, quad) of the activation codes; then one row's scales
-  // (tid < kRows) or one token's steps.
-  auto issue = [&](int64_t k, St& s) {
+  // (tid < kRows) or one token's steps. The sources are set up once and advance by one pair
+  // per stage (the loop issues the pairs in order). Rows past n_out and tokens past n_tok
+  // read the last row / token instead: their products reach only outputs that are not
+  // stored, so the copies need no bounds checks.
+  const uint8_t* src_a[C::kATasks];
+#pragma unroll
+  for (int i = 0; i < C::kATasks; ++i) {
+    const int id = tid + i * C::kThreads;
+    bool up;
+    const int64_t r = min(out_row(id >> 2, &up), n_out - 1);
+    src_a[i] = (up ? o.u.data : o.w.data) + r * o.w.qrow + 16 * (id & 3);
+  }
+  const uint8_t* src_b[C::kBTasks];
+#pragma unroll
+  for (int i = 0; i < C::kBTasks; ++i) {
+    const int id = tid + i * C::kThreads;
+    const int p = id / (C::kToks * 4), tq = id % (C::kToks * 4);
+    const int64_t t = min(t0 + (tq >> 2), static_cast<int64_t>(n_tok) - 1);
+    src_b[i] = act.codes + (t * P + p) * pairs * 64 + 16 * (tq & 3);
+  }
+  const uint8_t* src_s = nullptr;  // this thread's scales (4 bytes a pair) or steps (8)
+  if (tid < C::kRows) {
+    bool up;
+    const int64_t r = min(out_row(tid, &up), n_out - 1);
+    src_s = reinterpret_cast<const uint8_t*>((up ? o.u.scales : o.w.scales) + r * o.w.drow);
+  } else if (tid < C::kRows + C::kToks) {
+    const int64_t t = min(t0 + tid - C::kRows, static_cast<int64_t>(n_tok) - 1);
+    src_s = reinterpret_cast<const uint8_t*>(act.dx + t * 2 * pairs);
+  }
+  auto issue = [&](St& s) {
 #pragma unroll
     for (int i = 0; i < C::kATasks; ++i) {
       const int id = tid + i * C::kThreads;
-      const int64_t r = r0 + (id >> 2);
-      const bool ok = r < w.n_out;
-      cp_async<16>(&s.a[id >> 2][id & 3],
-                   ok ? w.data + r * w.qrow + 64 * k + 16 * (id & 3) : w.data, ok);
+      cp_async<16>(&s.a[id >> 2][id & 3], src_a[i], true);
+      src_a[i] += 64;
     }
 #pragma unroll
     for (int i = 0; i < C::kBTasks; ++i) {
       const int id = tid + i * C::kThreads;
       const int p = id / (C::kToks * 4), tq = id % (C::kToks * 4);
-      const int64_t t = t0 + (tq >> 2);
-      const bool ok = t < n_tok;
-      cp_async<16>(&s.b[p][tq >> 2][tq & 3],
-                   ok ? act.codes + ((t * P + p) * pairs + k) * 64 + 16 * (tq & 3) : act.codes, ok);
+      cp_async<16>(&s.b[p][tq >> 2][tq & 3], src_b[i], true);
+      src_b[i] += 64;
     }
     if (tid < C::kRows) {
-      const int64_t r = r0 + tid;
-      const bool ok = r < w.n_out;
-      cp_async<4>(&s.dw[tid], ok ? w.scales + r * w.drow + 2 * k : w.scales, ok);
+      cp_async<4>(&s.dw[tid], src_s, true);
+      src_s += 4;
     } else if (tid < C::kRows + C::kToks) {
-      const int64_t t = t0 + tid - C::kRows;
-      const bool ok = t < n_tok;
-      cp_async<8>(&s.dx[tid - C::kRows], ok ? act.dx + t * 2 * pairs + 2 * k : act.dx, ok);
+      cp_async<8>(&s.dx[tid - C::kRows], src_s, true);
+      src_s += 8;
     }
   };
 
@@ -310,7 +367,7 @@ __global__ void __launch_bounds__(32 * WM * WN, MINB)
   // groups done" always means "pair k has landed".
 #pragma unroll
   for (int k = 0; k < kRing - 1; ++k) {
-    if (k < pairs) issue(k, st[k]);
+    if (k < pairs) issue(st[k]);
     cp_async_commit();
   }
   int slot = 0;  // k % kRing
@@ -320,38 +377,44 @@ __global__ void __launch_bounds__(32 * WM * WN, MINB)
     // the next copy reuses.
     __syncthreads();
     const int64_t kn = k + kRing - 1;
-    if (kn < pairs) issue(kn, st[slot == 0 ? kRing - 1 : slot - 1]);
+    if (kn < pairs) issue(st[slot == 0 ? kRing - 1 : slot - 1]);
     cp_async_commit();
     pair_products<MR, NR, P>(st[slot], wr, wt, g, q, acc);
     slot = slot + 1 == kRing ? 0 : slot + 1;
   }
   cp_async_wait<0>();
   // Each warp store covers 8 consecutive rows (32 bytes) of 4 tokens: whole sectors.
+  constexpr int kOutTiles = SW ? MR / 2 : MR;
 #pragma unroll
-  for (int i = 0; i < MR; ++i) {
+  for (int i = 0; i < kOutTiles; ++i) {
 #pragma unroll
     for (int j = 0; j < NR; ++j) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int64_t r = r0 + wr + 16 * i + g + (e >= 2 ? 8 : 0);
+        bool up;
+        const int64_t r = out_row(wr + 16 * i + g + (e >= 2 ? 8 : 0), &up);
         const int64_t t = t0 + wt + 8 * j + 2 * q + (e & 1);
-        if (r < w.n_out && t < n_tok) y[t * y_stride + r] = acc[i][j][e];
+        if (r >= n_out || t >= n_tok) continue;
+        if constexpr (SW) {
+          const float gv = acc[i][j][e], uv = acc[i + MR / 2][j][e];
+          if (o.y != nullptr) o.y[t * o.y_stride + r] = gv;
+          if (o.y2 != nullptr) o.y2[t * o.y2_stride + r] = uv;
+          o.out[t * o.out_stride + r] = swiglu_elem(gv, uv);
+        } else {
+          o.y[t * o.y_stride + r] = acc[i][j][e];
+        }
       }
     }
   }
 }
 
-// A kernel with its tile C and shared memory: `kernel` over n_out x n_tok tokens.
-template <class C, class K>
-cudaError_t launch_grid(K kernel, size_t smem, cudaStream_t s, const DevW& w, const ActQ8& act,
-                        int32_t n_tok, float* y, int64_t y_stride) {
-  // Past 48 KB a kernel's dynamic shared memory must be allowed explicitly.
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(smem));
-  if (e != cudaSuccess) return e;
-  const int64_t blocks_x = (w.n_out + C::kRows - 1) / C::kRows;
+// The grid of a tile C over `rows` (rows of a block: C::kRows / div) x n_tok tokens, in
+// launches of at most 65535 token tiles: launch(grid, act part, tokens, first token).
+template <class C, class F>
+cudaError_t launch_grid(int64_t rows, int div, const ActQ8& act, int32_t n_tok, F launch) {
+  const int64_t per_block = C::kRows / div;
+  const int64_t blocks_x = (rows + per_block - 1) / per_block;
   if (blocks_x > 0x7fffffff) return cudaErrorInvalidConfiguration;
-  // Grid y is capped at 65535 tiles: longer batches go in several launches.
   const int64_t per_launch = static_cast<int64_t>(kMaxGridY) * C::kToks;
   const size_t tok_codes = static_cast<size_t>(C::kPlanes * act.pairs * 64);
   for (int64_t t = 0; t < n_tok; t += per_launch) {
@@ -359,12 +422,18 @@ cudaError_t launch_grid(K kernel, size_t smem, cudaStream_t s, const DevW& w, co
     const dim3 grid(static_cast<unsigned>(blocks_x),
                     static_cast<unsigned>((nt + C::kToks - 1) / C::kToks));
     const ActQ8 part{act.codes + t * tok_codes, act.dx + t * 2 * act.pairs, act.pairs};
-    kernel<<<grid, C::kThreads, smem, s>>>(w, part, static_cast<int32_t>(nt), y + t * y_stride,
-                                           y_stride);
-    e = cudaGetLastError();
+    launch(grid, part, static_cast<int32_t>(nt), t);
+    const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;
+}
+
+// Past 48 KB a kernel's dynamic shared memory must be allowed explicitly.
+template <class K>
+cudaError_t allow_smem(K kernel, size_t smem) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(smem));
 }
 
 // Q4_0's register-staged kernel.
@@ -372,16 +441,25 @@ template <GgmlType T, int MR, int NR, int WM, int WN>
 cudaError_t launch_tile(cudaStream_t s, const DevW& w, const ActQ8& act, int32_t n_tok, float* y,
                         int64_t y_stride) {
   using C = Tile<MR, NR, WM, WN, q8_planes(T)>;
-  return launch_grid<C>(prefill_kernel<T, MR, NR, WM, WN>, kStaged * sizeof(typename C::St), s, w,
-                        act, n_tok, y, y_stride);
+  const auto kernel = prefill_kernel<T, MR, NR, WM, WN>;
+  const size_t smem = kStaged * sizeof(typename C::St);
+  const cudaError_t e = allow_smem(kernel, smem);
+  if (e != cudaSuccess) return e;
+  return launch_grid<C>(
+      w.n_out, 1, act, n_tok, [&](dim3 grid, const ActQ8& a, int32_t nt, int64_t t) {
+        kernel<<<grid, C::kThreads, smem, s>>>(w, a, nt, y + t * y_stride, y_stride);
+      });
 }
 
 // Q8_0's ring kernels: LARGE 8 warps of 64 rows x 32 tokens (128 x 128), MEDIUM 8 warps of
 // 32 x 32 (128 x 64), SMALL 4 warps of 32 x 32 (64 x 64), TINY 4 warps of 16 x 16 (32 x 32).
+// The swiglu variants (SW) of all but TINY (one m-tile per warp) pair gate and up rows.
 template <int MR, int NR, int WM, int WN, int MINB>
 struct RingTile {
   using C = Tile<MR, NR, WM, WN, 2>;
-  static constexpr auto kernel = ring_kernel<MR, NR, WM, WN, MINB>;
+  static constexpr size_t kSmem = kRing * sizeof(typename C::St);
+  template <bool SW>
+  static constexpr auto kernel = ring_kernel<MR, NR, WM, WN, MINB, SW>;
 };
 template <PrefillTile K>
 struct Ring;
@@ -394,23 +472,32 @@ struct Ring<PrefillTile::SMALL> : RingTile<2, 4, 2, 2, 3> {};
 template <>
 struct Ring<PrefillTile::TINY> : RingTile<1, 2, 2, 2, 4> {};
 
-template <PrefillTile K>
-cudaError_t launch_ring(cudaStream_t s, const DevW& w, const ActQ8& act, int32_t n_tok, float* y,
-                        int64_t y_stride) {
+template <PrefillTile K, bool SW>
+cudaError_t launch_ring(cudaStream_t s, const RingOut& o, const ActQ8& act, int32_t n_tok) {
   using R = Ring<K>;
-  return launch_grid<typename R::C>(R::kernel, kRing * sizeof(typename R::C::St), s, w, act, n_tok,
-                                    y, y_stride);
+  using C = typename R::C;
+  const auto kernel = R::template kernel<SW>;
+  const cudaError_t e = allow_smem(kernel, R::kSmem);
+  if (e != cudaSuccess) return e;
+  return launch_grid<C>(o.w.n_out, SW ? 2 : 1, act, n_tok,
+                        [&](dim3 grid, const ActQ8& a, int32_t nt, int64_t t) {
+                          RingOut ot = o;
+                          ot.y = o.y != nullptr ? o.y + t * o.y_stride : nullptr;
+                          ot.y2 = o.y2 != nullptr ? o.y2 + t * o.y2_stride : nullptr;
+                          ot.out = o.out != nullptr ? o.out + t * o.out_stride : nullptr;
+                          kernel<<<grid, C::kThreads, R::kSmem, s>>>(ot, a, nt);
+                        });
 }
 
 // A ring tile's estimated time (us) for n_out x n_tok x pairs: the busiest multiprocessor takes
 // `per_sm` blocks in rounds of m <= occ resident ones; a lone block takes `us` per pair (it is
 // latency-bound), m blocks together pow(m, kShare) times that. Fitted to the H200 timings of
-// every tile on llama-1b's and qwen35-0.8b's projections at 128, 256 and 512 tokens
+// every tile on llama-1b's and qwen35-0.8b's projections at 128, 256, 512 and 2048 tokens
 // (CudaMatmulPrefill.Q8TilesTimedOnModelShapesAndSampledBitwise): us = 2.3 (LARGE), 1.7
-// (MEDIUM), 1.0 (SMALL), 0.5 (TINY), kShare 0.45; its pick was the fastest tile for 35 of the
-// 36 (shape, batch) pairs and 4% off on the other. At 2048 tokens (the CUDA micro-batch) the
-// tiles differ little on the large shapes (100-117 TOPS) and the pick is within 5% of the
-// fastest on all 12 shapes.
+// (MEDIUM), 0.85 (SMALL), 0.5 (TINY), kShare 0.45. With the sources set up once per block
+// (session 12) its pick was the fastest tile for 46 of the 48 (shape, batch) pairs, at most
+// 1.6 % off (SMALL at 1.0, the earlier fit: 37 of 48, up to 4.4 % off; any SMALL value in
+// 0.75-0.9 picks the same).
 constexpr double kShare = 0.45;
 
 template <PrefillTile K>
@@ -418,12 +505,11 @@ cudaError_t ring_estimate(int sms, int64_t n_out, int32_t n_tok, int64_t pairs, 
                           double* est) {
   using R = Ring<K>;
   using C = typename R::C;
-  const size_t smem = kRing * sizeof(typename C::St);
-  cudaError_t e = cudaFuncSetAttribute(R::kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(smem));
+  const auto kernel = R::template kernel<false>;
+  cudaError_t e = allow_smem(kernel, R::kSmem);
   int occ = 0;
   if (e == cudaSuccess) {
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, R::kernel, C::kThreads, smem);
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kernel, C::kThreads, R::kSmem);
   }
   if (e != cudaSuccess) return e;
   occ = occ < 1 ? 1 : occ;
@@ -436,30 +522,31 @@ cudaError_t ring_estimate(int sms, int64_t n_out, int32_t n_tok, int64_t pairs, 
   return cudaSuccess;
 }
 
-// AUTO for Q8_0: the ring tile of least estimated time (ties to the larger tile).
-cudaError_t pick_ring(const DevW& w, int32_t n_tok, PrefillTile* tile) {
+// AUTO for Q8_0: the ring tile of least estimated time for n_rows rows of n_in (ties to the
+// larger tile); TINY only when `tiny`.
+cudaError_t pick_ring(int64_t n_rows, int64_t n_in, int32_t n_tok, bool tiny, PrefillTile* tile) {
   int dev = 0, sms = 0;
   cudaError_t e = cudaGetDevice(&dev);
   if (e != cudaSuccess) return e;
   e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   if (e != cudaSuccess) return e;
-  const int64_t pairs = q8_pairs(w.n_in);
+  const int64_t pairs = q8_pairs(n_in);
   double est[4] = {0, 0, 0, 0};  // LARGE, MEDIUM, SMALL, TINY
-  e = ring_estimate<PrefillTile::LARGE>(sms, w.n_out, n_tok, pairs, 2.3, &est[0]);
+  e = ring_estimate<PrefillTile::LARGE>(sms, n_rows, n_tok, pairs, 2.3, &est[0]);
   if (e == cudaSuccess) {
-    e = ring_estimate<PrefillTile::MEDIUM>(sms, w.n_out, n_tok, pairs, 1.7, &est[1]);
+    e = ring_estimate<PrefillTile::MEDIUM>(sms, n_rows, n_tok, pairs, 1.7, &est[1]);
   }
   if (e == cudaSuccess) {
-    e = ring_estimate<PrefillTile::SMALL>(sms, w.n_out, n_tok, pairs, 1.0, &est[2]);
+    e = ring_estimate<PrefillTile::SMALL>(sms, n_rows, n_tok, pairs, 0.85, &est[2]);
   }
-  if (e == cudaSuccess) {
-    e = ring_estimate<PrefillTile::TINY>(sms, w.n_out, n_tok, pairs, 0.5, &est[3]);
+  if (e == cudaSuccess && tiny) {
+    e = ring_estimate<PrefillTile::TINY>(sms, n_rows, n_tok, pairs, 0.5, &est[3]);
   }
   if (e != cudaSuccess) return e;
   const PrefillTile order[4] = {PrefillTile::LARGE, PrefillTile::MEDIUM, PrefillTile::SMALL,
                                 PrefillTile::TINY};
   int best = 0;
-  for (int i = 1; i < 4; ++i) best = est[i] < est[best] ? i : best;
+  for (int i = 1; i < (tiny ? 4 : 3); ++i) best = est[i] < est[best] ? i : best;
   *tile = order[best];
   return cudaSuccess;
 }
@@ -467,18 +554,36 @@ cudaError_t pick_ring(const DevW& w, int32_t n_tok, PrefillTile* tile) {
 cudaError_t launch_q8_0(cudaStream_t s, const DevW& w, const ActQ8& act, int32_t n_tok, float* y,
                         int64_t y_stride, PrefillTile tile) {
   if (tile == PrefillTile::AUTO) {
-    const cudaError_t e = pick_ring(w, n_tok, &tile);
+    const cudaError_t e = pick_ring(w.n_out, w.n_in, n_tok, true, &tile);
+    if (e != cudaSuccess) return e;
+  }
+  const RingOut o{w, w, y, y_stride, nullptr, 0, nullptr, 0};
+  switch (tile) {
+    case PrefillTile::LARGE:
+      return launch_ring<PrefillTile::LARGE, false>(s, o, act, n_tok);
+    case PrefillTile::MEDIUM:
+      return launch_ring<PrefillTile::MEDIUM, false>(s, o, act, n_tok);
+    case PrefillTile::SMALL:
+      return launch_ring<PrefillTile::SMALL, false>(s, o, act, n_tok);
+    default:
+      return launch_ring<PrefillTile::TINY, false>(s, o, act, n_tok);
+  }
+}
+
+// The swiglu variant: o.w gate, o.u up (AUTO never picks TINY here).
+cudaError_t launch_q8_0_swiglu(cudaStream_t s, const RingOut& o, const ActQ8& act, int32_t n_tok,
+                               PrefillTile tile) {
+  if (tile == PrefillTile::AUTO || tile == PrefillTile::TINY) {
+    const cudaError_t e = pick_ring(2 * o.w.n_out, o.w.n_in, n_tok, false, &tile);
     if (e != cudaSuccess) return e;
   }
   switch (tile) {
     case PrefillTile::LARGE:
-      return launch_ring<PrefillTile::LARGE>(s, w, act, n_tok, y, y_stride);
+      return launch_ring<PrefillTile::LARGE, true>(s, o, act, n_tok);
     case PrefillTile::MEDIUM:
-      return launch_ring<PrefillTile::MEDIUM>(s, w, act, n_tok, y, y_stride);
-    case PrefillTile::SMALL:
-      return launch_ring<PrefillTile::SMALL>(s, w, act, n_tok, y, y_stride);
+      return launch_ring<PrefillTile::MEDIUM, true>(s, o, act, n_tok);
     default:
-      return launch_ring<PrefillTile::TINY>(s, w, act, n_tok, y, y_stride);
+      return launch_ring<PrefillTile::SMALL, true>(s, o, act, n_tok);
   }
 }
 
@@ -540,23 +645,23 @@ size_t matmul_prefill_scratch_bytes(GgmlType t, int64_t n_in, int32_t n_tok) {
   return act_token_bytes(q8_planes(t), n_in) * static_cast<size_t>(n_tok);
 }
 
-cudaError_t matmul_prefill(cudaStream_t s, const WeightMatrix& w, const float* x, int64_t x_stride,
-                           int32_t n_tok, float* y, int64_t y_stride, void* scratch,
-                           size_t scratch_bytes, PrefillTile tile) {
-  if (n_tok <= 0 || w.n_out <= 0) return cudaSuccess;
-  if (!matmul_prefill_supported(w.type) || w.n_in <= 0 || w.n_in % 32 != 0) {
-    return cudaErrorInvalidValue;
-  }
-  const int planes = q8_planes(w.type);
-  const size_t per_tok = act_token_bytes(planes, w.n_in);
+namespace {
+
+// The rounds of a prefill over n_tok tokens of x (n_in each, planes per type t): each round
+// quantizes as many tokens as the scratch holds, then run(act, tokens, first token) launches
+// the matmuls that read them.
+template <class F>
+cudaError_t in_rounds(cudaStream_t s, GgmlType t, int64_t n_in, const float* x, int64_t x_stride,
+                      int32_t n_tok, void* scratch, size_t scratch_bytes, F run) {
+  const int planes = q8_planes(t);
+  const size_t per_tok = act_token_bytes(planes, n_in);
   // Tokens are independent: a scratch smaller than the batch takes it in rounds.
   const int64_t round = static_cast<int64_t>(scratch_bytes / per_tok);
   if (scratch == nullptr || round <= 0) return cudaErrorInvalidValue;
-  const DevW d = dev_w(w);
-  const int64_t pairs = q8_pairs(w.n_in);
-  for (int64_t t = 0; t < n_tok; t += round) {
-    const int32_t nt = static_cast<int32_t>(n_tok - t < round ? n_tok - t : round);
-    const float* xt = x + t * x_stride;
+  const int64_t pairs = q8_pairs(n_in);
+  for (int64_t t0 = 0; t0 < n_tok; t0 += round) {
+    const int32_t nt = static_cast<int32_t>(n_tok - t0 < round ? n_tok - t0 : round);
+    const float* xt = x + t0 * x_stride;
     const bool vec = x_stride % 4 == 0 && reinterpret_cast<uintptr_t>(xt) % 16 == 0;
     uint8_t* codes = static_cast<uint8_t*>(scratch);
     float* dx = reinterpret_cast<float*>(codes + static_cast<size_t>(nt) * planes * pairs * 64);
@@ -565,20 +670,82 @@ cudaError_t matmul_prefill(cudaStream_t s, const WeightMatrix& w, const float* x
     const int64_t blocks = (items + threads - 1) / threads;
     if (blocks > 0x7fffffff) return cudaErrorInvalidConfiguration;
     if (planes == 2) {
-      quantize_kernel<2><<<static_cast<unsigned>(blocks), threads, 0, s>>>(xt, x_stride, nt, w.n_in,
+      quantize_kernel<2><<<static_cast<unsigned>(blocks), threads, 0, s>>>(xt, x_stride, nt, n_in,
                                                                            vec, codes, dx);
     } else {
-      quantize_kernel<1><<<static_cast<unsigned>(blocks), threads, 0, s>>>(xt, x_stride, nt, w.n_in,
+      quantize_kernel<1><<<static_cast<unsigned>(blocks), threads, 0, s>>>(xt, x_stride, nt, n_in,
                                                                            vec, codes, dx);
     }
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
-    const ActQ8 act{codes, dx, pairs};
-    e = w.type == GgmlType::Q8_0 ? launch_q8_0(s, d, act, nt, y + t * y_stride, y_stride, tile)
-                                 : launch_q4_0(s, d, act, nt, y + t * y_stride, y_stride, tile);
+    e = run(ActQ8{codes, dx, pairs}, nt, t0);
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;
+}
+
+bool prefill_shape_ok(const WeightMatrix& w) {
+  return matmul_prefill_supported(w.type) && w.n_in > 0 && w.n_in % 32 == 0;
+}
+
+}  // namespace
+
+cudaError_t matmul_prefill(cudaStream_t s, const WeightMatrix& w, const float* x, int64_t x_stride,
+                           int32_t n_tok, float* y, int64_t y_stride, void* scratch,
+                           size_t scratch_bytes, PrefillTile tile) {
+  const MatmulOut one{w, y, y_stride};
+  return matmul_prefill_batch(s, &one, 1, x, x_stride, n_tok, scratch, scratch_bytes, tile);
+}
+
+cudaError_t matmul_prefill_batch(cudaStream_t s, const MatmulOut* outs, int n, const float* x,
+                                 int64_t x_stride, int32_t n_tok, void* scratch,
+                                 size_t scratch_bytes, PrefillTile tile) {
+  if (n_tok <= 0 || n <= 0) return cudaSuccess;
+  for (int i = 0; i < n; ++i) {
+    if (!prefill_shape_ok(outs[i].w) || outs[i].w.type != outs[0].w.type ||
+        outs[i].w.n_in != outs[0].w.n_in) {
+      return cudaErrorInvalidValue;
+    }
+  }
+  const WeightMatrix& w0 = outs[0].w;
+  return in_rounds(s, w0.type, w0.n_in, x, x_stride, n_tok, scratch, scratch_bytes,
+                   [&](const ActQ8& act, int32_t nt, int64_t t) {
+                     for (int i = 0; i < n; ++i) {
+                       const WeightMatrix& w = outs[i].w;
+                       if (w.n_out <= 0) continue;
+                       const DevW d = dev_w(w);
+                       float* y = outs[i].y + t * outs[i].y_stride;
+                       const cudaError_t e =
+                           w.type == GgmlType::Q8_0
+                               ? launch_q8_0(s, d, act, nt, y, outs[i].y_stride, tile)
+                               : launch_q4_0(s, d, act, nt, y, outs[i].y_stride, tile);
+                       if (e != cudaSuccess) return e;
+                     }
+                     return cudaSuccess;
+                   });
+}
+
+bool matmul_prefill_swiglu_ok(const WeightMatrix& gate, const WeightMatrix& up) {
+  return gate.type == GgmlType::Q8_0 && up.type == GgmlType::Q8_0 && prefill_shape_ok(gate) &&
+         gate.n_in == up.n_in && gate.n_out == up.n_out;
+}
+
+cudaError_t matmul_prefill_swiglu(cudaStream_t s, const MatmulOut& gate, const MatmulOut& up,
+                                  const float* x, int64_t x_stride, int32_t n_tok, float* out,
+                                  int64_t out_stride, void* scratch, size_t scratch_bytes,
+                                  PrefillTile tile) {
+  if (n_tok <= 0 || gate.w.n_out <= 0) return cudaSuccess;
+  if (!matmul_prefill_swiglu_ok(gate.w, up.w)) return cudaErrorInvalidValue;
+  return in_rounds(s, gate.w.type, gate.w.n_in, x, x_stride, n_tok, scratch, scratch_bytes,
+                   [&](const ActQ8& act, int32_t nt, int64_t t) {
+                     // A matmul output that swiglu overwrites is not written first.
+                     float* gy = gate.y == out ? nullptr : gate.y + t * gate.y_stride;
+                     float* uy = up.y == out ? nullptr : up.y + t * up.y_stride;
+                     const RingOut o{dev_w(gate.w),        dev_w(up.w), gy,
+                                     gate.y_stride,        uy,          up.y_stride,
+                                     out + t * out_stride, out_stride};
+                     return launch_q8_0_swiglu(s, o, act, nt, tile);
+                   });
 }
 
 }  // namespace geist::cuda

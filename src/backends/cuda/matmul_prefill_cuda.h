@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/cuda/cuda_kernels.h"
 #include "formats/ggml_type.h"
 #include "kernels/matmul.h"
 
@@ -34,5 +35,24 @@ size_t matmul_prefill_scratch_bytes(GgmlType t, int64_t n_in, int32_t n_tok);
 cudaError_t matmul_prefill(cudaStream_t s, const WeightMatrix& w, const float* x, int64_t x_stride,
                            int32_t n_tok, float* y, int64_t y_stride, void* scratch,
                            size_t scratch_bytes, PrefillTile tile = PrefillTile::AUTO);
+
+// matmul_prefill() of several weights over the same activations (a layer's q / k / v, or gate
+// and up): one quantization of x per round for all of them; each y bitwise what
+// matmul_prefill() writes alone. All of one type and n_in (cudaErrorInvalidValue otherwise).
+cudaError_t matmul_prefill_batch(cudaStream_t s, const MatmulOut* outs, int n, const float* x,
+                                 int64_t x_stride, int32_t n_tok, void* scratch,
+                                 size_t scratch_bytes, PrefillTile tile = PrefillTile::AUTO);
+
+// matmul_prefill() of gate and up, then swiglu(gate.y, up.y, out) over n_tok rows of n_out, in
+// one launch per round: each block multiplies the gate and up rows of the same columns and
+// takes swiglu in registers. Bitwise the separate launches: gate.y and up.y get the matmuls'
+// values (except one that is out), out swiglu()'s. Only where matmul_prefill_swiglu_ok: both
+// Q8_0 of the same shape. out is gate.y, up.y, or apart from both; x apart from all three.
+// TINY is not a tile of this kernel (AUTO or TINY: the estimated best of the others).
+bool matmul_prefill_swiglu_ok(const WeightMatrix& gate, const WeightMatrix& up);
+cudaError_t matmul_prefill_swiglu(cudaStream_t s, const MatmulOut& gate, const MatmulOut& up,
+                                  const float* x, int64_t x_stride, int32_t n_tok, float* out,
+                                  int64_t out_stride, void* scratch, size_t scratch_bytes,
+                                  PrefillTile tile = PrefillTile::AUTO);
 
 }  // namespace geist::cuda
