@@ -551,40 +551,35 @@ cudaError_t pick_ring(int64_t n_rows, int64_t n_in, int32_t n_tok, bool tiny, Pr
   return cudaSuccess;
 }
 
-cudaError_t launch_q8_0(cudaStream_t s, const DevW& w, const ActQ8& act, int32_t n_tok, float* y,
-                        int64_t y_stride, PrefillTile tile) {
-  if (tile == PrefillTile::AUTO) {
-    const cudaError_t e = pick_ring(w.n_out, w.n_in, n_tok, true, &tile);
+// A ring launch of `tile` (AUTO: the estimated best for the rows it multiplies; the swiglu
+// variant, o.w gate and o.u up, has no TINY tile and takes AUTO's pick for it).
+template <bool SW>
+cudaError_t launch_ring_tile(cudaStream_t s, const RingOut& o, const ActQ8& act, int32_t n_tok,
+                             PrefillTile tile) {
+  if (tile == PrefillTile::AUTO || (SW && tile == PrefillTile::TINY)) {
+    const cudaError_t e = pick_ring((SW ? 2 : 1) * o.w.n_out, o.w.n_in, n_tok, !SW, &tile);
     if (e != cudaSuccess) return e;
   }
-  const RingOut o{w, w, y, y_stride, nullptr, 0, nullptr, 0};
   switch (tile) {
     case PrefillTile::LARGE:
-      return launch_ring<PrefillTile::LARGE, false>(s, o, act, n_tok);
+      return launch_ring<PrefillTile::LARGE, SW>(s, o, act, n_tok);
     case PrefillTile::MEDIUM:
-      return launch_ring<PrefillTile::MEDIUM, false>(s, o, act, n_tok);
+      return launch_ring<PrefillTile::MEDIUM, SW>(s, o, act, n_tok);
     case PrefillTile::SMALL:
-      return launch_ring<PrefillTile::SMALL, false>(s, o, act, n_tok);
+      return launch_ring<PrefillTile::SMALL, SW>(s, o, act, n_tok);
     default:
-      return launch_ring<PrefillTile::TINY, false>(s, o, act, n_tok);
+      if constexpr (SW) {
+        return launch_ring<PrefillTile::SMALL, SW>(s, o, act, n_tok);
+      } else {
+        return launch_ring<PrefillTile::TINY, SW>(s, o, act, n_tok);
+      }
   }
 }
 
-// The swiglu variant: o.w gate, o.u up (AUTO never picks TINY here).
-cudaError_t launch_q8_0_swiglu(cudaStream_t s, const RingOut& o, const ActQ8& act, int32_t n_tok,
-                               PrefillTile tile) {
-  if (tile == PrefillTile::AUTO || tile == PrefillTile::TINY) {
-    const cudaError_t e = pick_ring(2 * o.w.n_out, o.w.n_in, n_tok, false, &tile);
-    if (e != cudaSuccess) return e;
-  }
-  switch (tile) {
-    case PrefillTile::LARGE:
-      return launch_ring<PrefillTile::LARGE, true>(s, o, act, n_tok);
-    case PrefillTile::MEDIUM:
-      return launch_ring<PrefillTile::MEDIUM, true>(s, o, act, n_tok);
-    default:
-      return launch_ring<PrefillTile::SMALL, true>(s, o, act, n_tok);
-  }
+cudaError_t launch_q8_0(cudaStream_t s, const DevW& w, const ActQ8& act, int32_t n_tok, float* y,
+                        int64_t y_stride, PrefillTile tile) {
+  return launch_ring_tile<false>(s, RingOut{w, w, y, y_stride, nullptr, 0, nullptr, 0}, act, n_tok,
+                                 tile);
 }
 
 // A Q4_0 tile's estimated time for n_out x n_tok: its waves (blocks over the resident blocks
@@ -744,7 +739,7 @@ cudaError_t matmul_prefill_swiglu(cudaStream_t s, const MatmulOut& gate, const M
                      const RingOut o{dev_w(gate.w),        dev_w(up.w), gy,
                                      gate.y_stride,        uy,          up.y_stride,
                                      out + t * out_stride, out_stride};
-                     return launch_q8_0_swiglu(s, o, act, nt, tile);
+                     return launch_ring_tile<true>(s, o, act, nt, tile);
                    });
 }
 
