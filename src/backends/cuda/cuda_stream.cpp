@@ -331,40 +331,34 @@ void CudaStream::add(float* y, const float* x, int64_t n) {
 
 void CudaStream::swiglu(const float* gate, const float* up, float* out, int64_t n) {
   if (core_->note_op(kRecSwiglu, gate, up, out, n)) return;
-  // The one-token gate / up matmuls held for one launch take the swiglu of their rows in
-  // (cuda::matmul_swiglu): nothing else is held, and out is gate, up, or apart from both.
+  // Held gate / up matmuls take the swiglu of their rows into their launch: one token
+  // (decode) through cuda::matmul_swiglu, an 8-bit prefill batch through
+  // cuda::matmul_prefill_swiglu (its rows contiguous n_out-element halves). Nothing else is
+  // held, and out is gate, up, or apart from both and from x.
   StreamCore::PendingMatmuls& h = core_->held;
-  // Held 8-bit prefill gate / up matmuls: matmul_prefill_swiglu, where the rows are
-  // contiguous n-element halves of the same shape and out is gate, up, or apart from both.
-  if (fuse_ && in_step_ && h.count == 2 && h.n_tok > 8 && core_->only_matmuls_held()) {
+  if (fuse_ && in_step_ && h.count == 2 && core_->only_matmuls_held()) {
     const int ig = h.out[0].y == gate ? 0 : 1;
     const MatmulOut& g = h.out[ig];
     const MatmulOut& u = h.out[1 - ig];
     const int64_t n_out = g.w.n_out;
+    const bool decode = h.n_tok == 1;
+    const bool kernel_ok = decode ? cuda::matmul_swiglu_ok(g.w, u.w)
+                                  : h.n_tok > 8 && cuda::matmul_prefill_swiglu_ok(g.w, u.w) &&
+                                        g.y_stride == n_out && u.y_stride == n_out;
     const bool fits =
-        g.y == gate && u.y == up && cuda::matmul_prefill_swiglu_ok(g.w, u.w) &&
-        g.y_stride == n_out && u.y_stride == n_out && n == n_out * h.n_tok &&
+        kernel_ok && g.y == gate && u.y == up && n == n_out * h.n_tok &&
         (out == gate || out == up || (disjoint(out, n, gate, n) && disjoint(out, n, up, n))) &&
         disjoint(out, n, h.x, (h.n_tok - 1) * h.x_stride + g.w.n_in);
     if (fits) {
       h.count = 0;
-      core_->ok(cuda::matmul_prefill_swiglu(core_->stream, g, u, h.x, h.x_stride, h.n_tok, out,
-                                            n_out, h.scratch, h.scratch_bytes),
-                "matmul_prefill_swiglu kernel launch");
-      return;
-    }
-  }
-  if (fuse_ && in_step_ && h.count == 2 && h.n_tok == 1 && core_->only_matmuls_held()) {
-    const int ig = h.out[0].y == gate ? 0 : 1;
-    const MatmulOut& g = h.out[ig];
-    const MatmulOut& u = h.out[1 - ig];
-    const bool fits =
-        g.y == gate && u.y == up && g.w.n_out == n && cuda::matmul_swiglu_ok(g.w, u.w) &&
-        (out == gate || out == up || (disjoint(out, n, gate, n) && disjoint(out, n, up, n))) &&
-        disjoint(out, n, h.x, g.w.n_in);
-    if (fits) {
-      h.count = 0;
-      core_->ok(cuda::matmul_swiglu(core_->stream, g, u, h.x, out), "matmul_swiglu kernel launch");
+      if (decode) {
+        core_->ok(cuda::matmul_swiglu(core_->stream, g, u, h.x, out),
+                  "matmul_swiglu kernel launch");
+      } else {
+        core_->ok(cuda::matmul_prefill_swiglu(core_->stream, g, u, h.x, h.x_stride, h.n_tok, out,
+                                              n_out, h.scratch, h.scratch_bytes),
+                  "matmul_prefill_swiglu kernel launch");
+      }
       return;
     }
   }
