@@ -117,24 +117,14 @@ __device__ __forceinline__ void load_k_split(const Rows& k, int32_t j0, int32_t 
 template <class E, int DV, int kThreads>
 __device__ __forceinline__ void load_v_split(const Rows& v, int32_t j0, int32_t last_pos,
                                              int64_t v_off, uint32_t* sVh, uint32_t* sVl, int tid) {
-  constexpr int kEpc = 16 / sizeof(E);
-  for (int e = tid; e < (kKeys / 2) * (DV / kEpc); e += kThreads) {
-    int kp, c;
-    uint4 x, y;
-    v_tile_item<E, DV>(v, j0, last_pos, v_off, e, &kp, &c, &x, &y);
-    const E* xe = reinterpret_cast<const E*>(&x);
-    const E* ye = reinterpret_cast<const E*>(&y);
-#pragma unroll
-    for (int i = 0; i < kEpc; ++i) {
-      const E pr[2] = {xe[i], ye[i]};
-      uint32_t hi, lo;
-      split_pair<sizeof(E) == 2>(pr, &hi, &lo);
-      const int ch = c * kEpc + i;
-      const int slot = ch * (kKeys / 2) + pair_slot(kp, ch);
-      sVh[slot] = hi;
-      sVl[slot] = lo;
-    }
-  }
+  for_value_pairs<E, DV>(v, j0, last_pos, v_off, tid, kThreads, [&](int kp, int ch, E a, E b) {
+    const E pr[2] = {a, b};
+    uint32_t hi, lo;
+    split_pair<sizeof(E) == 2>(pr, &hi, &lo);
+    const int slot = ch * (kKeys / 2) + pair_slot(kp, ch);
+    sVh[slot] = hi;
+    sVl[slot] = lo;
+  });
 }
 
 // PRE: split_mma3 with B's words from their slots in row r (rw words a row) for step ks.

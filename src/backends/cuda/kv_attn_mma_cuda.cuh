@@ -66,20 +66,24 @@ __device__ __forceinline__ void load_k_tile(const Rows& k, int32_t j0, int32_t l
   }
 }
 
-// Item e of a value tile's loads (DV channels from byte v_off of each row): key pair kp
-// (keys j0 + 2 kp, + 1) and 16-byte piece c, x and y the two keys' pieces, zeros past last_pos.
-template <class E, int DV>
-__device__ __forceinline__ void v_tile_item(const Rows& v, int32_t j0, int32_t last_pos,
-                                            int64_t v_off, int e, int* kp, int* c, uint4* x,
-                                            uint4* y) {
+// The loads of a value tile (DV channels from byte v_off of each row), by threads tid of
+// nthreads: for each key pair kp (keys j0 + 2 kp, + 1; zeros past last_pos) and channel ch,
+// put(kp, ch, value of key j0 + 2 kp, value of key j0 + 2 kp + 1).
+template <class E, int DV, class Put>
+__device__ __forceinline__ void for_value_pairs(const Rows& v, int32_t j0, int32_t last_pos,
+                                                int64_t v_off, int tid, int nthreads, Put put) {
   constexpr int kEpc = 16 / sizeof(E);
-  *kp = e / (DV / kEpc);
-  *c = e % (DV / kEpc);
-  const int32_t p = j0 + 2 * *kp;
-  *x = make_uint4(0, 0, 0, 0);
-  *y = make_uint4(0, 0, 0, 0);
-  if (p <= last_pos) *x = *reinterpret_cast<const uint4*>(row_at(v, p) + v_off + 16 * *c);
-  if (p + 1 <= last_pos) *y = *reinterpret_cast<const uint4*>(row_at(v, p + 1) + v_off + 16 * *c);
+  for (int e = tid; e < (kKeys / 2) * (DV / kEpc); e += nthreads) {
+    const int kp = e / (DV / kEpc), c = e % (DV / kEpc);
+    const int32_t p = j0 + 2 * kp;
+    uint4 x = make_uint4(0, 0, 0, 0), y = make_uint4(0, 0, 0, 0);
+    if (p <= last_pos) x = *reinterpret_cast<const uint4*>(row_at(v, p) + v_off + 16 * c);
+    if (p + 1 <= last_pos) y = *reinterpret_cast<const uint4*>(row_at(v, p + 1) + v_off + 16 * c);
+    const E* xe = reinterpret_cast<const E*>(&x);
+    const E* ye = reinterpret_cast<const E*>(&y);
+#pragma unroll
+    for (int i = 0; i < kEpc; ++i) put(kp, c * kEpc + i, xe[i], ye[i]);
+  }
 }
 
 // The values of keys [j0, j0 + kKeys), DV channels from byte v_off of each row, transposed
@@ -87,20 +91,11 @@ __device__ __forceinline__ void v_tile_item(const Rows& v, int32_t j0, int32_t l
 template <class E, int DV, int LV>
 __device__ __forceinline__ void load_v_tile(const Rows& v, int32_t j0, int32_t last_pos,
                                             int64_t v_off, E* sV, int tid, int nthreads) {
-  constexpr int kEpc = 16 / sizeof(E);
-  for (int e = tid; e < (kKeys / 2) * (DV / kEpc); e += nthreads) {
-    int kp, c;
-    uint4 x, y;
-    v_tile_item<E, DV>(v, j0, last_pos, v_off, e, &kp, &c, &x, &y);
-    const E* xe = reinterpret_cast<const E*>(&x);
-    const E* ye = reinterpret_cast<const E*>(&y);
-#pragma unroll
-    for (int i = 0; i < kEpc; ++i) {
-      E* dst = sV + (c * kEpc + i) * LV + 2 * kp;
-      dst[0] = xe[i];
-      dst[1] = ye[i];
-    }
-  }
+  for_value_pairs<E, DV>(v, j0, last_pos, v_off, tid, nthreads, [&](int kp, int ch, E a, E b) {
+    E* dst = sV + ch * LV + 2 * kp;
+    dst[0] = a;
+    dst[1] = b;
+  });
 }
 
 // The per-row arithmetic both kernels share (stated at the top of kv_attn_mma_cuda.cu), as
