@@ -3,7 +3,8 @@
 set -euo pipefail
 # --arm64: also the cross compiler, qemu-user and the :arm64 libraries (scripts/test_arm64.sh).
 pkgs=(cmake ninja-build g++ clang libclang-rt-14-dev clang-format libgtest-dev libgmock-dev
-      libhwy-dev libxxhash-dev jq)
+      libhwy-dev libxxhash-dev jq
+      nlohmann-json3-dev python3-jinja2)
 if [ "${1:-}" = "--arm64" ]; then
   if ! dpkg --print-foreign-architectures | grep -qx arm64; then
     SUDO=""
