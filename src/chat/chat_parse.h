@@ -56,9 +56,10 @@ struct ParserOptions {
   // reasoning_content until </think>.
   bool starts_in_reasoning = false;
   // The request's tools in OpenAI form ([{"type": "function", "function": {"name",
-  // "parameters"}}]); QWEN3_CODER converts each parameter's text by the type its JSON schema gives
-  // (string stays text; number, integer, boolean, object, array, null parse as JSON, falling back
-  // to the text). A parameter without a schema stays a string. Not needed by the other formats.
+  // "parameters"}}]); QWEN3_CODER and GLM45 convert each parameter's text by the type its JSON
+  // schema gives (string stays text; number, integer, boolean, object, array, null parse as JSON,
+  // falling back to the text). A parameter without a schema stays a string. Not needed by the other
+  // formats.
   Json tools = Json::array();
   // Seed for generated tool-call ids; 0 draws one from std::random_device.
   uint64_t id_seed = 0;
