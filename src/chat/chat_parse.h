@@ -32,6 +32,8 @@ struct ToolCall {
 };
 
 struct ChatMsg {
+  // The text outside reasoning and calls. Whitespace after </think> and around calls is
+  // dropped; at the end of the reply it is kept.
   std::string content;
   std::string reasoning_content;  // whitespace-trimmed
   std::vector<ToolCall> tool_calls;
@@ -76,14 +78,15 @@ class ChatParser {
   // ignored.
   void finish(std::vector<ChatDelta>* deltas);
 
-  // What was emitted so far; after finish, the final result.
+  // What was emitted so far (held-back text is not in it); after finish, the final result.
   const ChatMsg& message() const { return msg_; }
   bool finished() const { return finished_; }
 
  private:
   enum class State { START, REASONING, CONTENT, TOOL, LLAMA_JSON, LLAMA_AFTER };
 
-  // One step on buf_; false when it needs more text (never when final).
+  // One step on buf_: true when it consumed text or changed state, false when it needs more
+  // text (when final: when nothing is left to decide).
   bool step(bool final, std::vector<ChatDelta>* deltas);
   bool step_start(bool final);
   bool step_reasoning(bool final, std::vector<ChatDelta>* deltas);
