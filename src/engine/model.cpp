@@ -9,6 +9,37 @@
 #include "engine/snapshot.h"
 
 namespace geist {
+void Model::read_chat_metadata() {
+  constexpr std::string_view kKey = "tokenizer.chat_template";
+  for (const GgufKv& kv : gguf_->kvs()) {
+    const std::string_view key = kv.key;
+    if (key.substr(0, kKey.size()) != kKey) continue;
+    std::string_view src;
+    if (!gguf_->get_str(key, &src).is_ok()) continue;  // not a string: not a template
+    if (key.size() == kKey.size()) {
+      chat_templates_.emplace_back("", std::string(src));
+    } else if (key[kKey.size()] == '.' && key.size() > kKey.size() + 1) {
+      chat_templates_.emplace_back(std::string(key.substr(kKey.size() + 1)), std::string(src));
+    }
+  }
+  const std::vector<std::string_view>* texts = nullptr;
+  if (gguf_->get_arr_str("tokenizer.ggml.tokens", &texts).is_ok()) {
+    const auto text_of = [&](int32_t id) {
+      return id >= 0 && static_cast<size_t>(id) < texts->size() ? std::string((*texts)[id])
+                                                                : std::string();
+    };
+    bos_text_ = text_of(tokenizer_->bos());
+    eos_text_ = text_of(tokenizer_->eos());
+  }
+}
+
+const std::string* Model::chat_template(std::string_view name) const {
+  for (const auto& [n, src] : chat_templates_) {
+    if (n == name) return &src;
+  }
+  return nullptr;
+}
+
 namespace {
 
 // Calls the user's progress callback; a non-zero answer cancels the load.
@@ -38,6 +69,7 @@ Status Model::load(const std::string& path, const geist_model_params& params,
   GEIST_RETURN_IF_ERROR(
       Tokenizer::load(*m->gguf_, m->logger_, &m->tokenizer_).with_prefix(path + ": tokenizer"));
   GEIST_RETURN_IF_ERROR(report_progress(params, 0.5f));
+  m->read_chat_metadata();
 
   // Before the weights are uploaded: the id samples tensor bytes, whose pages the backend may
   // release once it holds its own copy.

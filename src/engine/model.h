@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "archs/arch.h"
 #include "base/log.h"
@@ -38,11 +41,23 @@ class Model {
   // Identity of the model for snapshots (engine/snapshot.h, computed once at load).
   uint64_t snapshot_id() const { return snapshot_id_; }
 
+  // The chat template stored as tokenizer.chat_template ("" name) or
+  // tokenizer.chat_template.NAME; nullptr when the file has none of that name.
+  const std::string* chat_template(std::string_view name) const;
+  const std::vector<std::pair<std::string, std::string>>& chat_templates() const {
+    return chat_templates_;
+  }
+  // The texts of the BOS / EOS tokens ("" when the model has none), as templates see them.
+  const std::string& bos_text() const { return bos_text_; }
+  const std::string& eos_text() const { return eos_text_; }
+
   // Architecture, hyper-parameters, tensor counts per type and tokenizer, one item a line.
   std::string describe() const;
 
  private:
   Model() = default;
+  // Chat templates and the bos / eos texts, read before the string arrays are released.
+  void read_chat_metadata();
 
   Logger logger_;
   std::unique_ptr<GgufFile> gguf_;
@@ -50,6 +65,9 @@ class Model {
   std::unique_ptr<ArchModel> arch_;
   bool adds_bos_ = false;
   uint64_t snapshot_id_ = 0;
+  std::vector<std::pair<std::string, std::string>> chat_templates_;  // (name, source), file order
+  std::string bos_text_;
+  std::string eos_text_;
 };
 
 }  // namespace geist
