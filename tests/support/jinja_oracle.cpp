@@ -21,8 +21,8 @@ std::map<std::string, OracleResult> render_with_jinja2(const std::string& name,
   std::ofstream(dir / "tpl" / (name + ".jinja"), std::ios::binary) << template_source;
   std::ofstream(dir / "cases.json", std::ios::binary) << cases.dump();
   const std::string cmd = "/usr/bin/python3 '" + fixture_path("templates/render_reference.py") +
-                          "' '" + (dir / "tpl").string() + "' '" + (dir / "out").string() +
-                          "' '" + (dir / "cases.json").string() + "' '" + name + "' >/dev/null";
+                          "' '" + (dir / "tpl").string() + "' '" + (dir / "out").string() + "' '" +
+                          (dir / "cases.json").string() + "' '" + name + "' >/dev/null";
   std::map<std::string, OracleResult> out;
   if (std::system(cmd.c_str()) != 0) {
     ADD_FAILURE() << "the Jinja2 oracle failed to run (python3-jinja2 missing?): " << cmd;
