@@ -30,7 +30,8 @@ struct Gen {
   std::deque<Event> events;
   bool done = false;
   Result res;
-  json message;  // chat: the whole assistant message
+  json message;                       // chat: the whole assistant message
+  std::vector<uint8_t> prompt_state;  // sessions: the state once the prompt was in
   bool saw_tool_call = false;
   geist_chat_parser* parser = nullptr;
   ~Gen() { geist_chat_parser_free(parser); }
@@ -105,9 +106,37 @@ void log_request(Server& s, const std::string& id, const char* path, int status,
 
 }  // namespace
 
-void handle_completion(Server& s, const httplib::Request& hreq, httplib::Response& res, bool chat) {
+void handle_completion(Server& s, const httplib::Request& hreq, httplib::Response& res, bool chat,
+                       std::shared_ptr<ChatSession> sess) {
   json body;
   if (auto e = parse_body(hreq.body, &body)) return send_error(res, *e);
+  // A session's turn: its conversation first, then the request's new messages.
+  json all_messages;
+  std::vector<geist_token> sess_tokens;
+  std::string sess_text;
+  bool sess_text_known = true;
+  geist_cache::Image sess_image;
+  if (sess) {
+    if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
+      return send_error(res, bad_param("messages",
+                                       "'messages' must be a non-empty array of the "
+                                       "turn's new messages"));
+    }
+    std::lock_guard<std::mutex> lock(sess->mu);
+    if (sess->busy) {
+      ApiError e;
+      e.status = 409;
+      e.code = "session_busy";
+      e.message = "the session is answering another request";
+      return send_error(res, e);
+    }
+    all_messages = sess->messages;
+    for (const json& m : body["messages"]) all_messages.push_back(m);
+    sess_tokens = sess->tokens;
+    sess_text = sess->text;
+    sess_text_known = sess->text_known;
+    sess_image = sess->image;
+  }
   GenOptions opt;
   if (auto e = parse_gen_options(body, chat, &opt)) return send_error(res, *e);
 
@@ -115,7 +144,28 @@ void handle_completion(Server& s, const httplib::Request& hreq, httplib::Respons
   std::string prompt_text;
   ApiError err;
   const geist_chat_template* parser_tmpl = nullptr;
-  if (chat) {
+  if (chat && sess) {
+    // Continue from the session's state: its tokens, then the tokens of the text the new
+    // messages add to the rendered conversation.
+    json full = body;
+    full["messages"] = all_messages;
+    std::string suffix;
+    if (!s.render_chat(full, true, &prompt_text, &err)) return send_error(res, err);
+    if (sess_text_known && prompt_text.compare(0, sess_text.size(), sess_text) == 0) {
+      suffix = prompt_text.substr(sess_text.size());
+    } else {
+      json fresh = body;
+      if (!s.render_chat(fresh, true, &suffix, &err)) return send_error(res, err);
+      prompt_text = sess_text + suffix;
+    }
+    std::vector<geist_token> more;
+    if (!s.tokenize(suffix, false, &more, &err)) return send_error(res, err);
+    req->prompt = sess_tokens;
+    req->prompt.insert(req->prompt.end(), more.begin(), more.end());
+    req->start_image = sess_image;
+    req->start_len = static_cast<int32_t>(sess_tokens.size());
+    parser_tmpl = s.chat_template();
+  } else if (chat) {
     if (!s.render_chat(body, true, &prompt_text, &err)) return send_error(res, err);
     if (!s.tokenize(prompt_text, true, &req->prompt, &err)) return send_error(res, err);
     parser_tmpl = s.chat_template();
@@ -234,7 +284,20 @@ void handle_completion(Server& s, const httplib::Request& hreq, httplib::Respons
     g->cv.notify_all();
     return stopped == 0;
   };
-  req->on_done = [g, sp, id, path](const Result& r) {
+  if (sess) {
+    req->on_prompt_state = [g](std::vector<uint8_t> img) { g->prompt_state = std::move(img); };
+    std::lock_guard<std::mutex> lock(sess->mu);
+    if (sess->busy) {
+      ApiError e;
+      e.status = 409;
+      e.code = "session_busy";
+      e.message = "the session is answering another request";
+      return send_error(res, e);
+    }
+    sess->busy = true;
+  }
+  const std::vector<geist_token> prompt_copy = sess ? req->prompt : std::vector<geist_token>{};
+  req->on_done = [g, sp, id, path, sess, all_messages, prompt_text, prompt_copy](const Result& r) {
     if (r.finish_reason == "cancelled") log_request(*sp, id, path.c_str(), 499, r);
     const char* deltas = nullptr;
     const char* message = nullptr;
@@ -253,9 +316,25 @@ void handle_completion(Server& s, const httplib::Request& hreq, httplib::Respons
       g->res = r;
       g->done = true;
     }
+    if (sess) {  // a finished turn becomes the session's conversation and state
+      std::lock_guard<std::mutex> lock(sess->mu);
+      sess->busy = false;
+      if ((r.finish_reason == "stop" || r.finish_reason == "length") && !g->prompt_state.empty()) {
+        sess->messages = all_messages;
+        sess->messages.push_back(g->message);
+        sess->text = prompt_text;
+        sess->text_known = true;
+        sess->tokens = prompt_copy;
+        sess->image = std::make_shared<const std::vector<uint8_t>>(std::move(g->prompt_state));
+      }
+    }
     g->cv.notify_all();
   };
   if (!s.scheduler().submit(req)) {
+    if (sess) {
+      std::lock_guard<std::mutex> lock(sess->mu);
+      sess->busy = false;
+    }
     ++s.rejected_queue_full;
     ApiError e;
     e.status = 503;

@@ -350,6 +350,7 @@ void Server::routes() {
     out.resize(st == GEIST_OK ? n : 0);
     send_json(res, json{{"content", out}});
   });
+  register_session_routes(*this, h);
   h.Post("/apply-template", [this](const httplib::Request& req, httplib::Response& res) {
     json body;
     if (auto e = parse_body(req.body, &body)) return send_error(res, *e);

@@ -11,6 +11,7 @@
 #include "geist/geist.h"
 #include "geist/geist_chat.h"
 #include "server/api_error.h"
+#include "server/sessions.h"
 #include "serving/scheduler.h"
 
 namespace httplib {
@@ -56,6 +57,7 @@ class Server {
                 ApiError* err);
   std::string piece(geist_token t);
 
+  SessionStore sessions;
   std::atomic<int64_t> http_requests{0}, http_errors{0}, rejected_queue_full{0};
 
  private:
@@ -74,7 +76,9 @@ class Server {
 };
 
 // Handlers, one file per concern.
-void handle_completion(Server& s, const httplib::Request& req, httplib::Response& res, bool chat);
+// chat: /v1/chat/completions rules. sess: continue this session (its messages come first).
+void handle_completion(Server& s, const httplib::Request& req, httplib::Response& res, bool chat,
+                       std::shared_ptr<ChatSession> sess = nullptr);
 void handle_metrics(Server& s, const httplib::Request& req, httplib::Response& res);
 void send_error(httplib::Response& res, const ApiError& e);
 void send_json(httplib::Response& res, const json& j, int status = 200);

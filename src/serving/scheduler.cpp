@@ -183,11 +183,27 @@ bool Scheduler::prefill_chunk(Slot& s, int32_t budget, int32_t* used) {
       }
     }
   }
-  if (s.pos == n) {
-    s.decoding = true;
-    s.t_prefill_done = now_ms();
-  }
+  if (s.pos == n) prompt_done(s);
   return true;
+}
+
+void Scheduler::prompt_done(Slot& s) {
+  s.decoding = true;
+  s.t_prefill_done = now_ms();
+  if (s.req->on_prompt_state) {
+    size_t size = 0, written = 0;
+    std::vector<uint8_t> img;
+    if (geist_session_snapshot_size(s.sess, &size) == GEIST_OK) {
+      img.resize(size);
+      if (geist_session_snapshot(s.sess, img.data(), img.size(), &written) == GEIST_OK) {
+        img.resize(written);
+      } else {
+        img.clear();
+      }
+    }
+    s.req->on_prompt_state(std::move(img));
+  }
+  if (s.req->prefill_only) finish(s, "stop");
 }
 
 void Scheduler::decode_one(Slot& s) {
@@ -313,7 +329,10 @@ void Scheduler::step() {
     if (!s->req || !s->waiting) continue;
     const auto& prompt = s->req->prompt;
     geist_cache::PrefixCache::Hit hit;
-    if (cache_) {
+    if (s->req->start_image) {
+      hit.n_tokens = s->req->start_len;
+      hit.image = s->req->start_image;
+    } else if (cache_) {
       bool wait = false;
       for (auto& o : slots_) {
         if (o.get() == s.get() || !o->req || o->waiting || o->decoding || o->ns != s->ns) continue;
@@ -333,6 +352,12 @@ void Scheduler::step() {
     if (hit.n_tokens > 0) {
       restored = geist_session_restore(s->sess, hit.image->data(), hit.image->size()) == GEIST_OK;
     }
+    if (!restored && s->req->start_image) {
+      finish(
+          *s, "error",
+          std::string("cannot restore the session's state: ") + geist_session_last_error(s->sess));
+      continue;
+    }
     if (!restored) geist_session_reset(s->sess);
     if (geist_session_set_sampler(s->sess, &s->req->sampler) != GEIST_OK) {
       finish(*s, "error", geist_session_last_error(s->sess));
@@ -340,10 +365,7 @@ void Scheduler::step() {
     }
     s->pos = restored ? hit.n_tokens : 0;
     s->res.cached_tokens = s->pos;
-    if (s->pos == static_cast<int32_t>(prompt.size())) {
-      s->decoding = true;
-      s->t_prefill_done = now_ms();
-    }
+    if (s->pos == static_cast<int32_t>(prompt.size())) prompt_done(*s);
   }
   // 4. The step's work: one decode token per decoding sequence, then prefill chunks in
   //    admission order within the token budget. This loop is the one place where the batched

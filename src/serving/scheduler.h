@@ -68,6 +68,13 @@ struct Request {
   std::function<bool(const TokenEvent&)> on_token;
   std::function<void(const Result&)> on_done;  // called exactly once, last
   std::atomic<bool> cancelled{false};          // set by anyone: ends within one step
+  // Sessions (docs/SERVER.md "Sessions"): start from this image (holding prompt[0, start_len))
+  // instead of the prefix cache; prefill_only ends the request once the prompt is in; and
+  // on_prompt_state receives the snapshot taken when the whole prompt is in (before decoding).
+  geist_cache::Image start_image;
+  int32_t start_len = 0;
+  bool prefill_only = false;
+  std::function<void(std::vector<uint8_t>)> on_prompt_state;
   // Filled by the scheduler.
   double t_submit = 0;
 };
@@ -118,6 +125,7 @@ class Scheduler {
   void admit(Slot& slot, std::shared_ptr<Request> req);
   bool prefill_chunk(Slot& slot, int32_t budget, int32_t* used);
   void decode_one(Slot& slot);
+  void prompt_done(Slot& slot);
   void finish(Slot& slot, const char* reason, const std::string& error = "");
 
   geist_model* model_;
