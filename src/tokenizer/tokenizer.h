@@ -37,6 +37,10 @@ class Tokenizer {
   virtual int32_t bos() const = 0;  // -1 if none
   virtual int32_t eos() const = 0;  // -1 if none
   virtual bool is_eog(int32_t id) const = 0;
+  // Every id that ends generation (is_eog is true exactly for these), ascending: eos, eot,
+  // eom, the FIM pad/repo/file-separator tokens and the turn terminators llama.cpp
+  // recognises by their text (<|im_end|>, <|eot_id|>, <end_of_turn>, ...).
+  virtual const std::vector<int32_t>& eog_tokens() const = 0;
   virtual std::string_view model_name() const = 0;  // "llama", "gpt2", ...
   virtual std::string_view pre_name() const = 0;    // tokenizer.ggml.pre or ""
 };

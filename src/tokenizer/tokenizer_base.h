@@ -20,6 +20,7 @@ class TokenizerBase : public Tokenizer {
   int32_t bos() const override { return vocab_.bos; }
   int32_t eos() const override { return vocab_.eos; }
   bool is_eog(int32_t id) const override;
+  const std::vector<int32_t>& eog_tokens() const override { return vocab_.eog_ids; }
   std::string_view model_name() const override { return vocab_.model; }
   std::string_view pre_name() const override { return vocab_.pre; }
   const Vocab& vocab() const { return vocab_; }

@@ -124,13 +124,6 @@ void apply_model_defaults(Vocab* v) {
   }
 }
 
-// Token texts that end generation although the file does not name them eos/eot/eom (chat
-// templates' turn terminators), as llama.cpp detects them.
-constexpr std::array<std::string_view, 9> kEogTexts = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>",         "<end_of_turn>",      "<|endoftext|>",
-    "<|eom_id|>", "<EOT>",      "<|end_of_text|>", "<end_of_utterance>",
-};
-
 }  // namespace
 
 Status Vocab::load(const GgufFile& file, Vocab* out) {
@@ -235,6 +228,9 @@ Status Vocab::load(const GgufFile& file, Vocab* out) {
   GEIST_RETURN_IF_ERROR(read_special_id(file, "seperator_token_id", n_vocab, &v.sep));
   GEIST_RETURN_IF_ERROR(read_special_id(file, "padding_token_id", n_vocab, &v.pad));
   GEIST_RETURN_IF_ERROR(read_special_id(file, "mask_token_id", n_vocab, &v.mask));
+  GEIST_RETURN_IF_ERROR(read_special_id(file, "fim_pad_token_id", n_vocab, &v.fim_pad));
+  GEIST_RETURN_IF_ERROR(read_special_id(file, "fim_rep_token_id", n_vocab, &v.fim_rep));
+  GEIST_RETURN_IF_ERROR(read_special_id(file, "fim_sep_token_id", n_vocab, &v.fim_sep));
 
   GEIST_RETURN_IF_ERROR(read_opt_bool(file, "add_bos_token", &v.add_bos));
   GEIST_RETURN_IF_ERROR(read_opt_bool(file, "add_eos_token", &v.add_eos));
@@ -256,21 +252,7 @@ Status Vocab::load(const GgufFile& file, Vocab* out) {
     return Status(GEIST_E_FORMAT, "tokenizer.ggml.add_sep_token is set but there is no SEP id");
   }
 
-  // End of generation: the named ids plus turn terminators recognised by their text. Such a
-  // token is made CONTROL so that it is never printed and only parsed when asked to.
-  for (std::string_view text : kEogTexts) {
-    const int32_t id = v.tokens.find(text);
-    if (id < 0) continue;
-    if (v.eot < 0 && text != "<|eom_id|>") v.eot = id;
-    if (v.eom < 0 && text == "<|eom_id|>") v.eom = id;
-    v.eog_ids.push_back(id);
-    v.types[id] = TokenAttr::CONTROL;
-  }
-  for (int32_t id : {v.eos, v.eot, v.eom}) {
-    if (id >= 0) v.eog_ids.push_back(id);
-  }
-  std::sort(v.eog_ids.begin(), v.eog_ids.end());
-  v.eog_ids.erase(std::unique(v.eog_ids.begin(), v.eog_ids.end()), v.eog_ids.end());
+  find_eog_tokens(&v);
 
   *out = std::move(v);
   return Status::ok();
