@@ -351,6 +351,7 @@ void Server::routes() {
     send_json(res, json{{"content", out}});
   });
   register_session_routes(*this, h);
+  register_chat_page(h);
   h.Post("/apply-template", [this](const httplib::Request& req, httplib::Response& res) {
     json body;
     if (auto e = parse_body(req.body, &body)) return send_error(res, *e);

@@ -79,6 +79,7 @@ class Server {
 // chat: /v1/chat/completions rules. sess: continue this session (its messages come first).
 void handle_completion(Server& s, const httplib::Request& req, httplib::Response& res, bool chat,
                        std::shared_ptr<ChatSession> sess = nullptr);
+void register_chat_page(httplib::Server& h);
 void handle_metrics(Server& s, const httplib::Request& req, httplib::Response& res);
 void send_error(httplib::Response& res, const ApiError& e);
 void send_json(httplib::Response& res, const json& j, int status = 200);
