@@ -1,10 +1,17 @@
 #include "server/openai_params.h"
 
+#include <cstdio>
 #include <random>
 
 namespace geist_server {
 
 namespace {
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
 
 std::optional<ApiError> get_number(const json& body, const char* key, double lo, double hi,
                                    float* out) {
@@ -13,8 +20,8 @@ std::optional<ApiError> get_number(const json& body, const char* key, double lo,
   if (!v.is_number()) return bad_param(key, std::string("'") + key + "' must be a number");
   const double d = v.get<double>();
   if (!(d >= lo && d <= hi)) {
-    return bad_param(key, std::string("'") + key + "' must be between " + std::to_string(lo) +
-                              " and " + std::to_string(hi) + ", got " + v.dump());
+    return bad_param(key, std::string("'") + key + "' must be between " + num(lo) + " and " +
+                              num(hi) + ", got " + v.dump());
   }
   *out = static_cast<float>(d);
   return std::nullopt;

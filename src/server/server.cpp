@@ -261,6 +261,23 @@ void Server::routes() {
     send_error(res, e);
   });
 
+  // One line per request: generations log their own (tokens, TTFT, speed); every other request
+  // is logged here, except successful /health and /metrics polls.
+  h.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+    const bool gen = req.path.find("completions") != std::string::npos;
+    if (gen && res.status < 400) return;
+    if (res.status < 400 && (req.path == "/health" || req.path == "/metrics")) return;
+    std::string why;
+    if (res.status >= 400) {
+      const json j = json::parse(res.body, nullptr, false);
+      if (j.is_object() && j.contains("error") && j["error"].is_object()) {
+        why = " error=" + j["error"].value("type", std::string()) + ": " +
+              j["error"].value("message", std::string());
+      }
+    }
+    std::fprintf(stderr, "geist serve: - %s %s status=%d%s\n", req.method.c_str(), req.path.c_str(),
+                 res.status, why.c_str());
+  });
   h.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     if (!ready_.load()) {
       ApiError e;
