@@ -35,6 +35,8 @@ void handle_metrics(Server& s, const httplib::Request&, httplib::Response& res) 
   metric("geist_cached_tokens_total", "counter", "prompt tokens restored from the prefix cache",
          st.cached_tokens);
   metric("geist_generated_tokens_total", "counter", "tokens generated", st.generated_tokens);
+  metric("geist_active_sequences", "gauge", "sequences serving a request", st.active);
+  metric("geist_sequences", "gauge", "sequences (--parallel)", s.cfg().sched.n_parallel);
   metric("geist_queue_depth", "gauge", "requests waiting for a sequence", st.queue_depth);
   metric("geist_cache_bytes", "gauge", "bytes of snapshot images in the prefix cache",
          st.cache.bytes);

@@ -94,6 +94,7 @@ SchedulerStats Scheduler::stats() const {
     s.queue_depth = static_cast<int32_t>(queue_.size());
   }
   if (cache_) s.cache = cache_->stats();
+  s.active = active_.load();
   return s;
 }
 
@@ -117,6 +118,7 @@ void Scheduler::worker() {
 void Scheduler::admit(Slot& slot, std::shared_ptr<Request> req) {
   static uint64_t order = 0;
   slot.req = std::move(req);
+  ++active_;
   slot.res = Result{};
   slot.res.prompt_tokens = static_cast<int32_t>(slot.req->prompt.size());
   slot.t_admit = now_ms();
@@ -291,6 +293,7 @@ void Scheduler::finish(Slot& s, const char* reason, const std::string& error) {
   }
   std::shared_ptr<Request> req = std::move(s.req);
   s.req.reset();
+  --active_;
   s.waiting = s.decoding = false;
   req->on_done(res);
 }

@@ -133,6 +133,7 @@ class Scheduler {
   int32_t n_ctx_ = 0;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::unique_ptr<geist_cache::PrefixCache> cache_;
+  std::atomic<int32_t> active_{0};  // sequences holding a request
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
