@@ -303,6 +303,14 @@ void Server::routes() {
     send_json(res, json{{"object", "list"}, {"data", json::array({m})}});
   };
   h.Get("/v1/models", models);
+  h.Get("/props", [this](const httplib::Request&, httplib::Response& res) {  // as llama-server
+    send_json(res, json{{"model_alias", cfg_.alias},
+                        {"model_path", cfg_.model_path},
+                        {"total_slots", cfg_.sched.n_parallel},
+                        {"n_ctx", sched_->n_ctx()},
+                        {"chat_template", geist_chat_template_source(tmpl_)},
+                        {"build_info", std::string("geist ") + geist_version()}});
+  });
   h.Get("/models", models);
   for (const char* p : {"/v1/completions", "/completions"}) {
     h.Post(p, [this](const httplib::Request& req, httplib::Response& res) {

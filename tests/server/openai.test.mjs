@@ -144,7 +144,10 @@ for (const name of MODELS) {
       assert.ok(t3.usage.prompt_tokens_details.cached_tokens >= 64, JSON.stringify(t3.usage));
     });
 
-    test('tokenize / apply-template / metrics', async () => {
+    test('tokenize / apply-template / props / metrics', async () => {
+      const props = await (await fetch(`${srv.base}/props`)).json();
+      assert.equal(props.total_slots, 2);
+      assert.equal(typeof props.chat_template, 'string');
       const t = await post(srv.base, '/apply-template', { messages: [{ role: 'user', content: 'Hi' }] });
       assert.equal(t.status, 200);
       assert.match(t.json.prompt, /Hi/);

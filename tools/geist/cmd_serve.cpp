@@ -84,6 +84,13 @@ int cmd_serve(int argc, char** argv) {
       !parse_kv_mode(spec.name, args.str("--kv-mode"), &cfg.sched.kv_mode)) {
     return kExitUsage;
   }
+  if (args.has("--backend")) {  // validated by parse_args
+    const std::string& b = args.str("--backend");
+    cfg.backend = b == "cpu"            ? GEIST_BACKEND_CPU
+                  : b == "cuda"         ? GEIST_BACKEND_CUDA
+                  : b == "cpu-devlocal" ? GEIST_BACKEND_CPU_DEVICE_LOCAL
+                                        : GEIST_BACKEND_AUTO;
+  }
   if (args.has("--host")) cfg.host = args.str("--host");
   if (args.has("--api-key")) cfg.api_key = args.str("--api-key");
   if (args.has("--alias")) cfg.alias = args.str("--alias");
