@@ -174,7 +174,11 @@ void handle_completion(Server& s, const httplib::Request& hreq, httplib::Respons
     if (s.cfg().sched.cache_bytes > 0) {
       json partial = body;
       const size_t n_msg = body["messages"].size();
+      // The first message's end (a system prompt shared across requests) and the last two
+      // (where the next turn branches off): rendering every prefix of a long conversation
+      // would cost more than the checkpoints save.
       for (size_t i = 1; i < n_msg; ++i) {
+        if (i != 1 && i + 2 < n_msg) continue;
         partial["messages"] = json(body["messages"].begin(), body["messages"].begin() + i);
         std::string t;
         ApiError ignored;
