@@ -17,9 +17,7 @@ void handle_metrics(Server& s, const httplib::Request&, httplib::Response& res) 
   };
   o.precision(17);
   metric("geist_http_requests_total", "counter", "HTTP requests received", s.http_requests.load());
-  metric("geist_http_errors_total", "counter",
-         "HTTP responses with an error status from the "
-         "router (404, 413, ...)",
+  metric("geist_http_errors_total", "counter", "HTTP responses with an error status (4xx, 5xx)",
          s.http_errors.load());
   metric("geist_requests_rejected_total", "counter",
          "generation requests refused because the "
