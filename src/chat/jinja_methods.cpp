@@ -246,7 +246,7 @@ Value str_method(Evaluator& ev, const Value& obj, const std::string& name) {
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     bool l = name != "rstrip", r = name != "lstrip";
     return bind(obj, "strip", [l, r](Evaluator&, const Value& self, A& a) {
-      return Value::string(strip_chars(self.str(), a.get(0, "chars", Value::none()), l, r));
+      return string_like(self, strip_chars(self.str(), a.get(0, "chars", Value::none()), l, r));
     });
   }
   if (name == "replace") {
@@ -290,8 +290,8 @@ Value str_method(Evaluator& ev, const Value& obj, const std::string& name) {
     std::string n = name;
     return bind(obj, "case", [n](Evaluator&, const Value& self, A&) {
       const std::string& s = self.str();
-      if (n == "upper") return Value::string(to_upper(s));
-      if (n == "lower") return Value::string(to_lower(s));
+      if (n == "upper") return string_like(self, to_upper(s));
+      if (n == "lower") return string_like(self, to_lower(s));
       if (n == "title") return Value::string(py_title(s));
       if (n == "capitalize") {
         std::string t = to_lower(s);

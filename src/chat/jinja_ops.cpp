@@ -39,7 +39,7 @@ Value repeat(Evaluator& ev, const Value& seq, int64_t n) {
     std::string out;
     out.reserve(total);
     for (int64_t k = 0; k < n; ++k) out += s;
-    return Value::string(std::move(out));
+    return string_like(seq, std::move(out));
   }
   const auto& items = seq.lst().items;
   if (!items.empty() && uint64_t(n) > ev.limits().max_output_bytes / (16 * items.size()) + 1)
@@ -75,7 +75,10 @@ Value binary_op(Evaluator& ev, const std::string& op, const Value& a, const Valu
       if (b.kind != Kind::String)
         fail("TypeError", "can only concatenate str (not \"" + type_name(b) + "\") to str");
       ev.charge(a.str().size() + b.str().size());
-      return Value::string(a.str() + b.str());
+      // Markup + str and str + Markup escape the plain side (markupsafe's __add__/__radd__).
+      if (a.is_markup() && !b.is_markup()) return Value::markup(a.str() + html_escape(b.str()));
+      if (b.is_markup() && !a.is_markup()) return Value::markup(html_escape(a.str()) + b.str());
+      return string_like(a, a.str() + b.str());
     }
     if (a.kind == Kind::List && !a.lst().generator) {
       if (b.kind != Kind::List || b.lst().tuple != a.lst().tuple || b.lst().generator)

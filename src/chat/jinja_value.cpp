@@ -47,6 +47,43 @@ Value Value::string(std::string s) {
   v.obj = std::make_shared<StrObj>(std::move(s));
   return v;
 }
+Value Value::markup(std::string s) {
+  Value v;
+  v.kind = Kind::String;
+  v.obj = std::make_shared<StrObj>(std::move(s), true);
+  return v;
+}
+Value string_like(const Value& like, std::string s) {
+  return like.is_markup() ? Value::markup(std::move(s)) : Value::string(std::move(s));
+}
+
+std::string html_escape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
 Value Value::list(std::vector<Value> items, bool tuple) {
   Value v;
   v.kind = Kind::List;

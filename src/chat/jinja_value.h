@@ -42,7 +42,8 @@ struct Object {
 };
 struct StrObj : Object {
   std::string s;
-  explicit StrObj(std::string v) : s(std::move(v)) {}
+  bool safe = false;  // markupsafe.Markup (from |safe, |escape): `+` HTML-escapes the other side
+  explicit StrObj(std::string v, bool markup = false) : s(std::move(v)), safe(markup) {}
 };
 struct ListObj : Object {
   std::vector<Value> items;
@@ -102,6 +103,7 @@ struct Value {
     return v;
   }
   static Value string(std::string s);
+  static Value markup(std::string s);  // a Markup string
   static Value list(std::vector<Value> items, bool tuple = false);
   static Value dict();
   static Value func(std::string name, NativeFn fn);
@@ -110,6 +112,7 @@ struct Value {
   bool is_undefined() const { return kind == Kind::Undefined; }
   bool is_none() const { return kind == Kind::None; }
   bool is_string() const { return kind == Kind::String; }
+  bool is_markup() const { return kind == Kind::String && static_cast<StrObj*>(obj.get())->safe; }
   bool is_list() const { return kind == Kind::List; }
   bool is_dict() const { return kind == Kind::Dict; }
   bool is_number() const { return kind == Kind::Int || kind == Kind::Float || kind == Kind::Bool; }
@@ -142,6 +145,10 @@ std::string to_str(const Value& v);
 std::string repr(const Value& v);
 std::string repr_string(std::string_view s);
 std::string float_repr(double x);
+// markupsafe.escape of a plain string: & < > " ' as entities.
+std::string html_escape(std::string_view s);
+// `like` a Markup string: the result of a str operation on it is Markup too.
+Value string_like(const Value& like, std::string s);
 
 // Conversion from and to the JSON handed in. Strings must be UTF-8.
 Value from_json(const Json& j);
