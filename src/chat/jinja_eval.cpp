@@ -368,7 +368,7 @@ Value Evaluator::make_macro(const Node& def, bool is_caller) {
               ev.assign(d->params[k],
                         Value::undefined("parameter '" + d->params[k] + "' was not provided"));
           }
-          ev.assign("varargs", Value::list(std::move(extra)));
+          ev.assign("varargs", Value::list(std::move(extra), true));
           ev.assign("kwargs", kwargs);
           if (!caller.is_undefined()) ev.assign("caller", caller);
           result = ev.capture(d->body);
