@@ -199,7 +199,10 @@ std::string str_format(Evaluator& ev, const std::string& fmt, Args& args) {
 
 Value bind(const Value& self, const char* name,
            std::function<Value(Evaluator&, const Value&, Args&)> f) {
-  return Value::func(name, [self, f](Evaluator& ev, Args& a) { return f(ev, self, a); });
+  Value m = Value::func(name, [self, f](Evaluator& ev, Args& a) { return f(ev, self, a); });
+  m.fn().bound = self.obj;
+  m.fn().bound_kind = self.kind;
+  return m;
 }
 
 Value unsafe(const Value& obj, const std::string& name) {
@@ -425,7 +428,7 @@ Value method(Evaluator& ev, const Value& obj, const std::string& name) {
     if (name == "copy")
       return bind(obj, "copy", [](Evaluator&, const Value& self, A&) {
         Value d = Value::dict();
-        d.dct().items = self.dct().items;
+        for (const auto& kv : self.dct().items) d.dct().push(kv.first, kv.second);
         return d;
       });
     if (name == "pop" || name == "popitem" || name == "setdefault" || name == "update" ||

@@ -1,6 +1,7 @@
 // Python's arithmetic and sequence operators on Jinja values, `in`, and printf-style `%`.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "chat/jinja_eval.h"
 
@@ -38,7 +39,9 @@ Value repeat(Evaluator& ev, const Value& seq, int64_t n) {
     ev.charge(total);
     std::string out;
     out.reserve(total);
-    for (int64_t k = 0; k < n; ++k) out += s;
+    if (n > 0) out = s;
+    while (out.size() * 2 <= total) out += out;  // doubling: O(total) copies
+    out.append(out.data(), total - out.size());
     return string_like(seq, std::move(out));
   }
   const auto& items = seq.lst().items;
@@ -246,6 +249,14 @@ std::string percent_format(Evaluator& ev, const std::string& fmt, const Value& a
       }
     }
     if (spec.size() > 12) fail("ValueError", "format specification too long");
+    {
+      // The width and precision are bytes the result will have: bound them before formatting.
+      size_t k2 = 1;
+      while (k2 < spec.size() && !(spec[k2] >= '1' && spec[k2] <= '9')) ++k2;
+      ev.charge(size_t(std::atoll(spec.c_str() + k2)));
+      size_t dot = spec.find('.');
+      if (dot != std::string::npos) ev.charge(size_t(std::atoll(spec.c_str() + dot + 1)));
+    }
     char buf[512];
     switch (conv) {
       case 's':

@@ -31,7 +31,49 @@ const Value* DictObj::find(const Value& key) const {
     if (equals(kv.first, key)) return &kv.second;
   return nullptr;
 }
+void note_child(Object& parent, const Value& child) {
+  if (child.kind != Kind::List && child.kind != Kind::Dict) return;
+  const Object& c = *child.obj;
+  parent.depth = std::max(parent.depth, c.depth + 1);
+  parent.has_ns =
+      parent.has_ns || c.has_ns || (child.kind == Kind::Dict && child.dct().is_namespace);
+  if (parent.depth > kMaxNesting)
+    fail("RecursionError", "values nested deeper than " + std::to_string(kMaxNesting) + " levels");
+}
+
+bool reaches(const Value& v, const Object* target) {
+  if (v.kind == Kind::Func && v.fn().bound) {
+    Value self;
+    self.kind = v.fn().bound_kind;
+    self.obj = v.fn().bound;
+    return reaches(self, target);
+  }
+  if (v.kind != Kind::List && v.kind != Kind::Dict) return false;
+  if (v.obj.get() == target) return true;
+  if (v.kind == Kind::Dict && v.dct().is_loop) {
+    for (const auto& x : *static_cast<const LoopObj*>(v.obj.get())->seq)
+      if (reaches(x, target)) return true;
+    return false;
+  }
+  bool ns = v.kind == Kind::Dict && v.dct().is_namespace;
+  if (!ns && !v.obj->has_ns) return false;
+  if (v.kind == Kind::List) {
+    for (const auto& x : v.lst().items)
+      if (reaches(x, target)) return true;
+    return false;
+  }
+  for (const auto& kv : v.dct().items)
+    if (reaches(kv.second, target)) return true;
+  return false;
+}
+
+void DictObj::push(Value key, Value v) {
+  note_child(*this, v);
+  items.emplace_back(std::move(key), std::move(v));
+}
+
 void DictObj::set(const Value& key, Value v) {
+  note_child(*this, v);
   for (auto& kv : items) {
     if (equals(kv.first, key)) {
       kv.second = std::move(v);
@@ -90,6 +132,7 @@ Value Value::list(std::vector<Value> items, bool tuple) {
   auto o = std::make_shared<ListObj>();
   o->items = std::move(items);
   o->tuple = tuple;
+  for (const auto& x : o->items) note_child(*o, x);
   v.obj = std::move(o);
   return v;
 }
@@ -346,7 +389,13 @@ std::string repr(const Value& v) {
   return to_str(v);
 }
 
-Value from_json(const Json& j) {
+static Value from_json_at(const Json& j, int depth);
+Value from_json(const Json& j) { return from_json_at(j, 0); }
+
+static Value from_json_at(const Json& j, int depth) {
+  if (depth > int(kMaxNesting))
+    fail("RecursionError",
+         "context JSON nested deeper than " + std::to_string(kMaxNesting) + " levels");
   switch (j.type()) {
     case Json::value_t::null:
       return Value::none();
@@ -366,13 +415,13 @@ Value from_json(const Json& j) {
     case Json::value_t::array: {
       std::vector<Value> items;
       items.reserve(j.size());
-      for (const auto& e : j) items.push_back(from_json(e));
+      for (const auto& e : j) items.push_back(from_json_at(e, depth + 1));
       return Value::list(std::move(items));
     }
     case Json::value_t::object: {
       Value d = Value::dict();
       for (auto it = j.begin(); it != j.end(); ++it)
-        d.dct().items.emplace_back(Value::string(it.key()), from_json(it.value()));
+        d.dct().push(Value::string(it.key()), from_json_at(it.value(), depth + 1));
       return d;
     }
     default:

@@ -37,8 +37,14 @@ struct Value;
 class Evaluator;
 struct Args;
 
+// Lists and dicts nest at most this deep, so that every recursive walk (str(), ==, json.dumps,
+// the destructors) is bounded; deeper is a RecursionError, as Python's limit would give.
+constexpr uint32_t kMaxNesting = 400;
+
 struct Object {
   virtual ~Object() = default;
+  uint32_t depth = 0;   // containers: 1 + the deepest container inside
+  bool has_ns = false;  // containers: a namespace() is reachable inside (cycle check)
 };
 struct StrObj : Object {
   std::string s;
@@ -58,11 +64,19 @@ struct DictObj : Object {
   Value* find_mut(std::string_view key);
   const Value* find(const Value& key) const;
   void set(const Value& key, Value v);
+  void push(Value key, Value v);  // appends (the key must be new)
+};
+// A for loop's `loop`: attributes computed on access from the shared item list.
+struct LoopObj : DictObj {
+  std::shared_ptr<const std::vector<Value>> seq;
+  size_t index = 0;
 };
 using NativeFn = std::function<Value(Evaluator&, Args&)>;
 struct FuncObj : Object {
   std::string name;
   NativeFn fn;
+  std::shared_ptr<Object> bound;  // the str/list/dict a method is bound to (cycle check)
+  Kind bound_kind{};
 };
 struct UndefObj : Object {
   std::string hint;                    // the error's message, when it is used
@@ -128,6 +142,11 @@ struct Value {
   double as_double() const { return kind == Kind::Float ? f : kind == Kind::Int ? double(i) : b; }
   int64_t as_int() const { return kind == Kind::Int ? i : kind == Kind::Bool ? b : int64_t(f); }
 };
+
+// Records `child` as held by container `parent` (depth, has_ns); RecursionError past kMaxNesting.
+void note_child(Object& parent, const Value& child);
+// Whether `target` is reachable from v (through namespaces and containers holding them).
+bool reaches(const Value& v, const Object* target);
 
 // Raises UndefinedError with the value's hint (for operations Jinja's Undefined refuses).
 [[noreturn]] void fail_undefined(const Value& v);
