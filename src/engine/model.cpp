@@ -145,8 +145,10 @@ std::string Model::describe() const {
   const ModelInfo& i = info();
   std::ostringstream os;
   os << "architecture: " << i.architecture << "\n";
-  os << "gguf: version " << gguf_->version() << ", " << gguf_->file_size() << " bytes, "
-     << gguf_->kvs().size() << " metadata keys, " << gguf_->tensors().size() << " tensors\n";
+  os << "gguf: version " << gguf_->version() << ", " << gguf_->file_size() << " bytes"
+     << (gguf_->n_files() > 1 ? " in " + std::to_string(gguf_->n_files()) + " split files" : "")
+     << ", " << gguf_->kvs().size() << " metadata keys, " << gguf_->tensors().size()
+     << " tensors\n";
   os << "n_vocab: " << i.n_vocab << "\n";
   os << "n_ctx_train: " << i.n_ctx_train << "\n";
   os << "n_embd: " << i.n_embd << "\n";
