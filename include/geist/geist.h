@@ -92,10 +92,10 @@ typedef struct geist_model_params {
   /* EXPERIMENTAL (added in 0.2; a struct_size without it means GEIST_BACKEND_AUTO). A backend
    * this build or machine lacks makes geist_model_load fail with GEIST_E_UNSUPPORTED. */
   int32_t backend; /* geist_backend, default GEIST_BACKEND_AUTO */
-  /* EXPERIMENTAL (added in 0.3; a struct_size without it means 0). Non-zero: load only the
-   * tokenizer (and metadata), as llama.cpp's vocab_only. The file may hold no tensors and name
-   * any architecture, even one geist cannot run. Tokenizer calls work; calls that need the
-   * weights (geist_session_create, ...) fail with GEIST_E_INVALID_STATE. */
+  /* EXPERIMENTAL (added after `backend`; a struct_size without it means 0). Non-zero: load
+   * only the tokenizer (and metadata), as llama.cpp's vocab_only. The file may hold no tensors
+   * and name any architecture, even one geist cannot run. Tokenizer calls work; calls that
+   * need the weights (geist_session_create, ...) fail with GEIST_E_INVALID_STATE. */
   int32_t vocab_only; /* 0 or 1, default 0 */
 } geist_model_params;
 
