@@ -56,6 +56,14 @@ Status report_progress(const geist_model_params& params, float fraction) {
 
 Model::~Model() = default;
 
+Status Model::require_weights(const char* what) const {
+  if (arch_) return Status::ok();
+  return Status::error(GEIST_E_INVALID_STATE,
+                       "%s needs the weights, but the model was loaded vocab-only "
+                       "(geist_model_params.vocab_only)",
+                       what);
+}
+
 Status Model::load(const std::string& path, const geist_model_params& params,
                    std::unique_ptr<Model>* out) {
   out->reset();
@@ -71,14 +79,28 @@ Status Model::load(const std::string& path, const geist_model_params& params,
   GEIST_RETURN_IF_ERROR(report_progress(params, 0.5f));
   m->read_chat_metadata();
 
-  // Before the weights are uploaded: the id samples tensor bytes, whose pages the backend may
-  // release once it holds its own copy.
-  m->snapshot_id_ = compute_snapshot_id(*m->gguf_);
-  GEIST_RETURN_IF_ERROR(
-      load_arch_model(*m->gguf_, static_cast<BackendKind>(params.backend), m->logger_, &m->arch_)
-          .with_prefix(path));
+  if (params.vocab_only != 0) {
+    // Any architecture will do: nothing of it is read but names and lengths for info().
+    ModelInfo& vi = m->vocab_info_;
+    std::string_view arch;
+    if (m->gguf_->get_str("general.architecture", &arch).is_ok()) {
+      vi.architecture = std::string(arch);
+      int32_t n_ctx = 0;
+      if (m->gguf_->get_i32(vi.architecture + ".context_length", &n_ctx).is_ok() && n_ctx > 0) {
+        vi.n_ctx_train = n_ctx;
+      }
+    }
+    vi.n_vocab = m->tokenizer_->n_vocab();
+  } else {
+    // Before the weights are uploaded: the id samples tensor bytes, whose pages the backend
+    // may release once it holds its own copy.
+    m->snapshot_id_ = compute_snapshot_id(*m->gguf_);
+    GEIST_RETURN_IF_ERROR(
+        load_arch_model(*m->gguf_, static_cast<BackendKind>(params.backend), m->logger_, &m->arch_)
+            .with_prefix(path));
+  }
   m->gguf_->release_string_arrays();  // the tokenizer and the id hold what they need
-  const ModelInfo& info = m->arch_->info();
+  const ModelInfo& info = m->info();
   if (info.n_vocab <= 0 || info.n_vocab != m->tokenizer_->n_vocab()) {
     return Status::error(GEIST_E_FORMAT,
                          "%s: the tokenizer has %d tokens but the weights have %d logits",
@@ -90,9 +112,10 @@ Status Model::load(const std::string& path, const geist_model_params& params,
   m->adds_bos_ = !empty.empty() && m->tokenizer_->bos() >= 0 && empty[0] == m->tokenizer_->bos();
 
   m->logger_.log(GEIST_LOG_INFO,
-                 "loaded %s: %s, %d layers, n_embd %d, n_vocab %d, %zu tensors, tokenizer %.*s",
-                 path.c_str(), info.architecture.c_str(), info.n_layer, info.n_embd, info.n_vocab,
-                 m->gguf_->tensors().size(), static_cast<int>(m->tokenizer_->model_name().size()),
+                 "loaded %s%s: %s, %d layers, n_embd %d, n_vocab %d, %zu tensors, tokenizer %.*s",
+                 path.c_str(), m->vocab_only() ? " (vocab only)" : "", info.architecture.c_str(),
+                 info.n_layer, info.n_embd, info.n_vocab, m->gguf_->tensors().size(),
+                 static_cast<int>(m->tokenizer_->model_name().size()),
                  m->tokenizer_->model_name().data());
   GEIST_RETURN_IF_ERROR(report_progress(params, 1.0f));
   *out = std::move(m);
@@ -154,8 +177,10 @@ std::string Model::describe() const {
   const ModelInfo& i = info();
   std::ostringstream os;
   os << "architecture: " << i.architecture << "\n";
-  os << "gguf: version " << gguf_->version() << ", " << gguf_->file_size() << " bytes, "
-     << gguf_->kvs().size() << " metadata keys, " << gguf_->tensors().size() << " tensors\n";
+  os << "gguf: version " << gguf_->version() << ", " << gguf_->file_size() << " bytes"
+     << (gguf_->n_files() > 1 ? " in " + std::to_string(gguf_->n_files()) + " split files" : "")
+     << ", " << gguf_->kvs().size() << " metadata keys, " << gguf_->tensors().size()
+     << " tensors\n";
   os << "n_vocab: " << i.n_vocab << "\n";
   os << "n_ctx_train: " << i.n_ctx_train << "\n";
   os << "n_embd: " << i.n_embd << "\n";
@@ -164,8 +189,12 @@ std::string Model::describe() const {
   os << "n_head_kv: " << i.n_head_kv << "\n";
   os << "n_ff: " << i.n_ff << "\n";
   os << "head_dim: " << i.head_dim << "\n";
-  os << "backend: " << arch_->backend().description() << "\n";
-  describe_state(*arch_, os);
+  if (arch_) {
+    os << "backend: " << arch_->backend().description() << "\n";
+    describe_state(*arch_, os);
+  } else {
+    os << "weights: not loaded (vocab only)\n";
+  }
 
   // Ordered by type id so the output is stable.
   std::map<uint32_t, std::pair<size_t, uint64_t>> by_type;  // type -> (count, bytes)

@@ -27,12 +27,23 @@ class Model {
   // in between) through params.progress_fn; a non-zero return from it cancels the load with
   // GEIST_E_INVALID_STATE. Errors: those of GgufFile::open, Tokenizer::load and
   // load_arch_model; GEIST_E_FORMAT when tokenizer and weights disagree on the vocabulary.
+  // params.vocab_only: only the tokenizer is built (any architecture, no tensors needed);
+  // arch() must then not be called (require_weights says so).
   static Status load(const std::string& path, const geist_model_params& params,
                      std::unique_ptr<Model>* out);
 
   const Tokenizer& tokenizer() const { return *tokenizer_; }
-  const ArchModel& arch() const { return *arch_; }
-  const ModelInfo& info() const { return arch_->info(); }
+  // The architecture; only for a model with weights (vocab_only() false).
+  const ArchModel& arch() const {
+    GEIST_CHECK(arch_ != nullptr, "Model::arch() on a vocab-only model");
+    return *arch_;
+  }
+  // For a vocab-only model: the architecture name (may be empty), n_vocab and n_ctx_train
+  // from the metadata, everything else 0.
+  const ModelInfo& info() const { return arch_ ? arch_->info() : vocab_info_; }
+  bool vocab_only() const { return arch_ == nullptr; }
+  // GEIST_E_INVALID_STATE naming `what` when the model was loaded vocab-only, else ok.
+  Status require_weights(const char* what) const;
   const Logger& logger() const { return logger_; }
   int32_t n_vocab() const { return info().n_vocab; }
   // Whether encode(..., add_special=true) puts BOS in front (prefill_text drops it after
@@ -62,7 +73,8 @@ class Model {
   Logger logger_;
   std::unique_ptr<GgufFile> gguf_;
   std::unique_ptr<Tokenizer> tokenizer_;
-  std::unique_ptr<ArchModel> arch_;
+  std::unique_ptr<ArchModel> arch_;  // null for a vocab-only load
+  ModelInfo vocab_info_;             // info() of a vocab-only load
   bool adds_bos_ = false;
   uint64_t snapshot_id_ = 0;
   std::vector<std::pair<std::string, std::string>> chat_templates_;  // (name, source), file order
