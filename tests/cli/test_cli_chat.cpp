@@ -74,6 +74,20 @@ TEST(CliTemplate, FixtureTemplateRendersAsJinja2) {
   }
 }
 
+TEST(CliTemplate, WorksOnVocabOnlyFiles) {
+  GEIST_REQUIRE_FIXTURES();
+  TempDir dir;
+  // A vocab-only GGUF (no tensors) with Qwen3's template (which uses no bos / eos text).
+  const std::string name = "Qwen-Qwen3-0.6B";
+  write_file(dir.file("req.json"), request_of(fixture_case("tools")));
+  const CliResult r = run_geist(
+      {"template", "-m", fixture_path("tokenizer/ggml-vocab-qwen2.gguf"), "--request",
+       dir.file("req.json"), "--chat-template", fixture_path("templates/" + name + ".jinja")},
+      dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, read_text_file(fixture_path("templates/expected/" + name + "/tools.txt")));
+}
+
 TEST(CliTemplate, TemplateErrorExitsWithItsMessage) {
   GEIST_REQUIRE_FIXTURES();
   TempDir dir;

@@ -53,7 +53,7 @@ int cmd_template(int argc, char** argv) {
   if (args.has("--now")) r["now"] = args.str("--now");
 
   ModelHandle m;
-  if (!load_model(args, args.str("--model"), &m)) return kExitFailure;
+  if (!load_model(args, args.str("--model"), &m, /*vocab_only=*/true)) return kExitFailure;
   TemplateHandle t;
   if (!load_chat_template(spec.name, args, m.model, &t)) return kExitFailure;
   std::string prompt;
