@@ -131,18 +131,49 @@ struct LogitsOut {
 // grid points gives the same bits as the unsplit one, whatever the micro-batch size.
 constexpr int32_t kPrefillGrid = 64;
 
-// One micro-batch of rows for ArchModel::run_micro_batch: tokens[0, n) at positions
-// [pos, pos + n), n <= the state's micro_batch(). logits: where this micro-batch's logits go
-// (nullptr: none wanted); all: every row ([n][n_vocab]), else the last row only ([n_vocab]);
-// argmax: as LogitsOut::argmax (n == 1, !all).
-struct MicroBatch {
+// One session's rows in a micro-batch: tokens[0, n) at positions [pos, pos + n) of `state`,
+// rows [row0, row0 + n) of the micro-batch. logits: whether this segment's logits are wanted
+// (every row with MicroBatch::all, else its last row).
+struct Segment {
+  ArchState* state = nullptr;
   const int32_t* tokens = nullptr;
   int32_t n = 0;
   int32_t pos = 0;
+  int32_t row0 = 0;
+  bool logits = false;
+};
+
+// One micro-batch for ArchModel::run_micro_batch: the rows of n_seg segments, n_rows in all
+// (<= the lead state's micro_batch()). Matmuls run over all rows at once (each weight read
+// once); attention, conv and the delta rule run per segment on its own state and positions,
+// segments in order within each layer (so two segments of one state see each other's rows).
+// The lead state's scratch and stream carry the rows. The wanted logits rows go to `logits`
+// one after the other, segment order ([rows][n_vocab], host memory); all: every row of a
+// wanted segment, else its last. argmax: as LogitsOut::argmax (one segment of one row).
+struct MicroBatch {
+  ArchState* lead = nullptr;
+  const Segment* seg = nullptr;
+  int32_t n_seg = 0;
+  int32_t n_rows = 0;
   float* logits = nullptr;
   bool all = false;
   int32_t* argmax = nullptr;
 };
+
+// The segments of a micro-batch, for range-for.
+struct SegmentRange {
+  const Segment* b;
+  const Segment* e;
+  const Segment* begin() const { return b; }
+  const Segment* end() const { return e; }
+};
+inline SegmentRange segments(const MicroBatch& mb) { return {mb.seg, mb.seg + mb.n_seg}; }
+
+// The output head of a micro-batch, the same for every architecture: the wanted rows of x
+// ([n_rows][e]) normed (norm_w, eps) into xn's first rows, then one matmul with `output` into
+// mb.logits (or its argmax, LogitsOut::argmax).
+void logits_head(Stream& s, const MicroBatch& mb, const float* x, float* xn, int64_t e,
+                 const float* norm_w, float eps, const WeightMatrix& output, int32_t n_vocab);
 
 class ArchModel {
  public:
@@ -182,6 +213,15 @@ class ArchModel {
                  float* logits, ThreadPool& pool) const {
     return forward(state, tokens, n, pos, LogitsOut{logits, all_logits, nullptr}, pool);
   }
+  // One micro-batch over several sessions' states (engine/batch.cpp packs them): segs[n_seg]
+  // of this model's states, n_rows rows in all, at most lead.micro_batch(); every segment lies
+  // between two grid points (a micro_batch_end cut) and can continue at its position (the
+  // caller checked both, and ids and capacity). Each wanted segment's logits row (its last)
+  // goes to logits[k][n_vocab] in segment order. Every row's bits equal those of its session
+  // run alone (the kernels compute each row with a fixed reduction order). CPU backends only:
+  // GEIST_E_UNSUPPORTED elsewhere (the engine then runs the sessions one by one).
+  Status forward_batch(ArchState& lead, const Segment* segs, int32_t n_seg, float* logits,
+                       ThreadPool& pool) const;
   // Rows per micro-batch on this model's backend: a multiple of kPrefillGrid.
   int32_t micro_batch() const;
   // Where the micro-batch that starts at pos ends when the rows run to `end`: the last grid

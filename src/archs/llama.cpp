@@ -363,9 +363,7 @@ Status LlamaModel::create_state(int32_t max_seq_len, KvMode kv_mode,
 
 void LlamaModel::run_micro_batch(ArchState& state, const MicroBatch& mb) const {
   LlamaState& st = static_cast<LlamaState&>(state);
-  const int32_t* tokens = mb.tokens;
-  const int32_t n = mb.n;
-  const int32_t pos = mb.pos;
+  const int32_t n = mb.n_rows;
   const LlamaConfig& c = cfg_;
   Stream& s = *st.stream;
   const int64_t n_embd = c.n_embd;
@@ -384,16 +382,21 @@ void LlamaModel::run_micro_batch(ArchState& state, const MicroBatch& mb) const {
   const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim_k, c.head_dim_v,
                              1.0f / std::sqrt(static_cast<float>(c.head_dim_k))};
 
-  s.get_rows(tok_embd_, tokens, n, x);
+  for (const Segment& g : segments(mb)) s.get_rows(tok_embd_, g.tokens, g.n, x + g.row0 * n_embd);
   for (int32_t il = 0; il < c.n_layer; ++il) {
     const LlamaLayer& l = layers_[static_cast<size_t>(il)];
     s.rms_norm(x, n_embd, l.attn_norm, xn, n_embd, n, n_embd, c.rms_eps);
     s.matmul(l.wq, xn, n_embd, n, q, n_q);
     s.matmul(l.wk, xn, n_embd, n, k, n_k);
     s.matmul(l.wv, xn, n_embd, n, v, n_v);
-    s.rope(q, n_q, n, c.n_head, c.head_dim_k, pos, rope_);
-    s.rope(k, n_k, n, c.n_head_kv, c.head_dim_k, pos, rope_);
-    st.kv->attend(il, shape, q, n_q, n, pos, k, n_k, v, n_v, attn, n_o);
+    for (const Segment& g : segments(mb)) {  // positions and the KV cache are the session's
+      const int64_t r = g.row0;
+      s.rope(q + r * n_q, n_q, g.n, c.n_head, c.head_dim_k, g.pos, rope_);
+      s.rope(k + r * n_k, n_k, g.n, c.n_head_kv, c.head_dim_k, g.pos, rope_);
+      static_cast<LlamaState*>(g.state)->kv->attend(il, shape, q + r * n_q, n_q, g.n, g.pos,
+                                                    k + r * n_k, n_k, v + r * n_v, n_v,
+                                                    attn + r * n_o, n_o);
+    }
     s.matmul(l.wo, attn, n_o, n, xn, n_embd);
     s.add(x, xn, n * n_embd);
 
@@ -404,16 +407,7 @@ void LlamaModel::run_micro_batch(ArchState& state, const MicroBatch& mb) const {
     s.matmul(l.w_down, gate, c.n_ff, n, xn, n_embd);
     s.add(x, xn, n * n_embd);
   }
-  if (mb.logits == nullptr) return;
-  // Logits for every row of this micro-batch, or for the final row only.
-  const int32_t first = mb.all ? 0 : n - 1;
-  const int32_t rows = n - first;
-  s.rms_norm(x + first * n_embd, n_embd, output_norm_, xn, n_embd, rows, n_embd, c.rms_eps);
-  if (mb.argmax != nullptr) {
-    s.matmul_argmax_to_host(output_, xn, mb.logits, mb.argmax);
-  } else {
-    s.matmul_to_host(output_, xn, n_embd, rows, mb.logits, c.n_vocab);
-  }
+  logits_head(s, mb, x, xn, n_embd, output_norm_, c.rms_eps, output_, c.n_vocab);
 }
 
 }  // namespace

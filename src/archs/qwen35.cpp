@@ -124,36 +124,30 @@ void Qwen35Model::run_micro_batch(ArchState& state, const MicroBatch& mb) const 
   Qwen35State& st = static_cast<Qwen35State&>(state);
   const Qwen35Config& c = cfg_;
   Stream& s = *st.stream;
-  const int32_t n = mb.n;
+  const int32_t n = mb.n_rows;
   const int64_t e = c.n_embd;
   float* x = st.s.x->f32();      // [n][n_embd]
   float* xn = st.s.xn->f32();    // [n][n_embd]
   float* mix = st.s.mix->f32();  // [n][n_embd]
-  s.get_rows(tok_embd_, mb.tokens, n, x);
+  for (const Segment& g : segments(mb)) s.get_rows(tok_embd_, g.tokens, g.n, x + g.row0 * e);
   for (int32_t il = 0; il < c.n_layer; ++il) {
     const Qwen35Layer& L = layers_[static_cast<size_t>(il)];
     s.rms_norm(x, e, L.d.attn_norm, xn, e, n, e, c.norm_eps);
     if (L.recurrent) {
-      deltanet_layer(st, il, n, mb.pos);
+      deltanet_layer(st, il, mb);
     } else {
-      attention_layer(st, il, n, mb.pos);
+      attention_layer(st, il, mb);
     }
     s.add(x, mix, n * e);
     s.rms_norm(x, e, L.d.post_norm, xn, e, n, e, c.norm_eps);
     ffn(st, il, n);
     s.add(x, mix, n * e);
   }
-  if (mb.logits == nullptr) return;
-  const int32_t r0 = mb.all ? 0 : n - 1;
-  s.rms_norm(x + r0 * e, e, d_output_norm_, xn + r0 * e, e, n - r0, e, c.norm_eps);
-  if (mb.argmax != nullptr) {
-    s.matmul_argmax_to_host(output_, xn + r0 * e, mb.logits, mb.argmax);
-  } else {
-    s.matmul_to_host(output_, xn + r0 * e, e, n - r0, mb.logits, c.n_vocab);
-  }
+  logits_head(s, mb, x, xn, e, d_output_norm_, c.norm_eps, output_, c.n_vocab);
 }
 
-void Qwen35Model::deltanet_layer(Qwen35State& st, int32_t il, int32_t n, int32_t pos) const {
+void Qwen35Model::deltanet_layer(Qwen35State& st, int32_t il, const MicroBatch& mb) const {
+  const int32_t n = mb.n_rows;
   const Qwen35Config& c = cfg_;
   const Qwen35Layer& L = layers_[static_cast<size_t>(il)];
   Stream& s = *st.stream;
@@ -175,52 +169,57 @@ void Qwen35Model::deltanet_layer(Qwen35State& st, int32_t il, int32_t n, int32_t
   s.matmul(L.w_alpha, xn, e, n, g, nv);
   s.deltanet_gates(beta, g, n, nv, L.d.ssm_a, L.d.dt_bias);
 
-  const int32_t slot = rec_slot(il);
-  float* conv_state = st.conv->f32() + slot * st.conv_layer_floats;  // [kernel-1][conv_dim]
-  float* ssm = st.ssm->f32() + slot * st.ssm_layer_floats;           // [n_v][d_k][d_v]
-  s.conv1d_silu(qkv, cd, n, cd, L.d.conv1d, c.conv_kernel, conv_state, conv_out, cd);
-
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(c.d_k));
-  s.l2_norm_heads(conv_out, cd, n, c.n_k_heads, c.d_k, c.norm_eps, q_scale);
-  s.l2_norm_heads(conv_out + c.key_dim(), cd, n, c.n_k_heads, c.d_k, c.norm_eps, 1.0f);
+  const int32_t slot = rec_slot(il);
+  for (const Segment& sg : segments(mb)) {  // the conv and the delta rule: the session's state
+    Qwen35State& ss = *static_cast<Qwen35State*>(sg.state);
+    const int64_t r = sg.row0;
+    float* conv_state = ss.conv->f32() + slot * ss.conv_layer_floats;  // [kernel-1][conv_dim]
+    float* ssm = ss.ssm->f32() + slot * ss.ssm_layer_floats;           // [n_v][d_k][d_v]
+    float* co = conv_out + r * cd;
+    s.conv1d_silu(qkv + r * cd, cd, sg.n, cd, L.d.conv1d, c.conv_kernel, conv_state, co, cd);
+    s.l2_norm_heads(co, cd, sg.n, c.n_k_heads, c.d_k, c.norm_eps, q_scale);
+    s.l2_norm_heads(co + c.key_dim(), cd, sg.n, c.n_k_heads, c.d_k, c.norm_eps, 1.0f);
 
-  GatedDeltaArgs a;
-  a.n_tokens = n;
-  a.n_k_heads = c.n_k_heads;
-  a.n_v_heads = nv;
-  a.d_k = c.d_k;
-  a.d_v = c.d_v;
-  a.q = conv_out;
-  a.k = conv_out + c.key_dim();
-  a.v = conv_out + 2 * c.key_dim();
-  a.q_stride = a.k_stride = a.v_stride = cd;
-  a.g = g;
-  a.beta = beta;
-  a.state = ssm;
-  a.out = core;
-  a.out_stride = vd;
-  // Chunks start at absolute multiples of kDeltaChunk (the prefill grid): a micro-batch that
-  // starts off the grid first runs the rows up to the next grid point on their own.
-  const int32_t head = std::min(n, (kDeltaChunk - pos % kDeltaChunk) % kDeltaChunk);
-  if (head > 0) {
-    GatedDeltaArgs h = a;
-    h.n_tokens = head;
-    s.gated_delta_rule(h, kDeltaChunk);
-    a.n_tokens = n - head;
-    a.q += int64_t{head} * a.q_stride;
-    a.k += int64_t{head} * a.k_stride;
-    a.v += int64_t{head} * a.v_stride;
-    a.g += int64_t{head} * nv;
-    a.beta += int64_t{head} * nv;
-    a.out += int64_t{head} * a.out_stride;
+    GatedDeltaArgs a;
+    a.n_tokens = sg.n;
+    a.n_k_heads = c.n_k_heads;
+    a.n_v_heads = nv;
+    a.d_k = c.d_k;
+    a.d_v = c.d_v;
+    a.q = co;
+    a.k = co + c.key_dim();
+    a.v = co + 2 * c.key_dim();
+    a.q_stride = a.k_stride = a.v_stride = cd;
+    a.g = g + r * nv;
+    a.beta = beta + r * nv;
+    a.state = ssm;
+    a.out = core + r * vd;
+    a.out_stride = vd;
+    // Chunks start at absolute multiples of kDeltaChunk (the prefill grid): a segment that
+    // starts off the grid first runs the rows up to the next grid point on their own.
+    const int32_t head = std::min(sg.n, (kDeltaChunk - sg.pos % kDeltaChunk) % kDeltaChunk);
+    if (head > 0) {
+      GatedDeltaArgs h = a;
+      h.n_tokens = head;
+      s.gated_delta_rule(h, kDeltaChunk);
+      a.n_tokens = sg.n - head;
+      a.q += int64_t{head} * a.q_stride;
+      a.k += int64_t{head} * a.k_stride;
+      a.v += int64_t{head} * a.v_stride;
+      a.g += int64_t{head} * nv;
+      a.beta += int64_t{head} * nv;
+      a.out += int64_t{head} * a.out_stride;
+    }
+    if (a.n_tokens > 0) s.gated_delta_rule(a, kDeltaChunk);
   }
-  if (a.n_tokens > 0) s.gated_delta_rule(a, kDeltaChunk);
 
   s.rms_norm_gated(core, z, L.d.ssm_norm, n * nv, c.d_v, c.norm_eps, core);
   s.matmul(L.ssm_out, core, vd, n, st.s.mix->f32(), e);
 }
 
-void Qwen35Model::attention_layer(Qwen35State& st, int32_t il, int32_t n, int32_t pos) const {
+void Qwen35Model::attention_layer(Qwen35State& st, int32_t il, const MicroBatch& mb) const {
+  const int32_t n = mb.n_rows;
   const Qwen35Config& c = cfg_;
   const Qwen35Layer& L = layers_[static_cast<size_t>(il)];
   Stream& s = *st.stream;
@@ -246,16 +245,20 @@ void Qwen35Model::attention_layer(Qwen35State& st, int32_t il, int32_t n, int32_
   // Rows (token, head) of the interleaved [query | gate] pairs sit 2 * head_dim apart.
   s.rms_norm(qg, 2 * hd, L.d.q_norm, q, hd, n * c.n_head, hd, c.norm_eps);
   s.rms_norm(k, hd, L.d.k_norm, k, hd, n * c.n_head_kv, hd, c.norm_eps);
-  s.rope(q, qd, n, c.n_head, hd, pos, rp);
-  s.rope(k, kvd, n, c.n_head_kv, hd, pos, rp);
-
   AttentionShape shape;
   shape.n_head = c.n_head;
   shape.n_head_kv = c.n_head_kv;
   shape.head_dim_k = hd;
   shape.head_dim_v = hd;
   shape.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  st.kv->attend(il, shape, q, qd, n, pos, k, kvd, v, kvd, att, qd);
+  for (const Segment& sg : segments(mb)) {  // positions and the KV cache are the session's
+    const int64_t r = sg.row0;
+    s.rope(q + r * qd, qd, sg.n, c.n_head, hd, sg.pos, rp);
+    s.rope(k + r * kvd, kvd, sg.n, c.n_head_kv, hd, sg.pos, rp);
+    static_cast<Qwen35State*>(sg.state)->kv->attend(il, shape, q + r * qd, qd, sg.n, sg.pos,
+                                                    k + r * kvd, kvd, v + r * kvd, kvd,
+                                                    att + r * qd, qd);
+  }
 
   s.sigmoid_mul(att, hd, qg + hd, 2 * hd, n * c.n_head, hd);
   s.matmul(L.wo, att, qd, n, st.s.mix->f32(), e);

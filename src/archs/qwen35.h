@@ -173,8 +173,9 @@ class Qwen35Model final : public ArchModel {
   // Replaces every host weight view by its copy on the backend (identity on the CPU).
   Status upload_weights(const GgufFile& file);
 
-  void deltanet_layer(Qwen35State& st, int32_t il, int32_t n, int32_t pos) const;
-  void attention_layer(Qwen35State& st, int32_t il, int32_t n, int32_t pos) const;
+  // st: the lead state (scratch); each segment's own state for its conv, delta rule and KV.
+  void deltanet_layer(Qwen35State& st, int32_t il, const MicroBatch& mb) const;
+  void attention_layer(Qwen35State& st, int32_t il, const MicroBatch& mb) const;
   void ffn(Qwen35State& st, int32_t il, int32_t n) const;
 
   std::unique_ptr<Backend> backend_;

@@ -82,6 +82,7 @@ class Session {
   KvMode kv_mode() const { return state_->kv_mode(); }
 
  private:
+  friend struct BatchRunner;  // engine/batch.cpp: runs the owed and prefill rows of many
   Session(const Model& model, int32_t max_seq_len, std::shared_ptr<SharedPool> pool);
   // One ArchModel::forward on the shared pool, holding its lock.
   Status run_forward(const int32_t* tokens, int32_t n, int32_t pos, const LogitsOut& out);
