@@ -131,7 +131,9 @@ int bench_parallel(const char* verb, const std::string& list, geist_model* m,
     std::vector<Row> rows;
     for (int32_t r = 0; r <= reps; ++r) {  // run 0 warms up
       Row row;
-      if (!run_b(verb, m, sp, b, n_prompt, r == 0 ? std::min(n_gen, 4) : n_gen, &row)) {
+      // The warm-up pages the weights in and sizes the scratch with a short run.
+      if (!run_b(verb, m, sp, b, r == 0 ? std::min(n_prompt, 64) : n_prompt,
+                 r == 0 ? std::min(n_gen, 4) : n_gen, &row)) {
         return kExitFailure;
       }
       if (r > 0) rows.push_back(row);
