@@ -216,7 +216,9 @@ const char* geist_session_last_error(const geist_session* session);
  * last token pending. n_tokens == 0 is a no-op.
  * Returns GEIST_E_TOO_MANY_TOKENS (session unchanged) if position + n_tokens > max_seq_len,
  * GEIST_E_INVALID_ARG for an id outside the vocabulary (session unchanged), GEIST_E_BACKEND
- * when the device behind the session failed (then every later call that needs it fails). */
+ * when the device behind the session failed (then every later call that needs it fails),
+ * GEIST_E_CANCELLED (EXPERIMENTAL) when geist_session_cancel stopped it: the session then
+ * holds the rows it completed (geist_util.h). */
 geist_status geist_session_prefill(geist_session* session, const geist_token* tokens,
                                    size_t n_tokens);
 
