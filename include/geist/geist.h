@@ -39,7 +39,9 @@ typedef enum geist_status {
   GEIST_E_NOT_FOUND = 8,       /* a named item (metadata key, token) does not exist */
   GEIST_E_BACKEND = 9,         /* the compute backend failed */
   GEIST_E_INVALID_STATE = 10,  /* the call is not allowed in the handle's current state */
-  GEIST_E_TOO_MANY_TOKENS = 11 /* the session's max_seq_len would be exceeded */
+  GEIST_E_TOO_MANY_TOKENS = 11, /* the session's max_seq_len would be exceeded */
+  GEIST_E_CANCELLED = 12        /* EXPERIMENTAL: the caller cancelled the call
+                                 * (geist_session_cancel) */
 } geist_status;
 
 /* STABLE */
@@ -150,18 +152,22 @@ geist_status geist_token_to_piece(geist_model* model, geist_token token, char* o
 /* ---------------------------------------------------------------------------------------- */
 /* Sessions                                                                                  */
 
-/* STABLE. Sampler settings. temperature <= 0 means greedy (argmax; ties pick the lowest id).
+/* STABLE. Sampler settings. temperature 0 means greedy (argmax; ties pick the lowest id).
  * Order of application: repetition/presence penalties -> top-k -> temperature -> top-p ->
- * min-p -> draw. */
+ * min-p -> draw. geist_session_create and geist_session_set_sampler refuse a value outside
+ * the range given here with GEIST_E_INVALID_ARG and a message naming the field. */
 typedef struct geist_sampler_params {
   uint32_t struct_size;   /* sizeof(geist_sampler_params) */
-  float temperature;      /* default 0.8; <= 0: greedy */
+  float temperature;      /* default 0.8; 0: greedy; finite and >= 0 */
   int32_t top_k;          /* default 40; <= 0: off */
-  float top_p;            /* default 0.95; >= 1: off */
-  float min_p;            /* default 0.05; <= 0: off */
-  float repeat_penalty;   /* default 1.0 (off); > 1 penalises tokens seen in the window */
-  float presence_penalty; /* default 0.0 (off); subtracted once from seen tokens' logits */
-  int32_t penalty_last_n; /* window of history for penalties, default 64; -1: whole history */
+  float top_p;            /* default 0.95; in [0, 1]; 1: off */
+  float min_p;            /* default 0.05; in [0, 1]; 0: off */
+  float repeat_penalty;   /* default 1.0 (off); > 1 penalises tokens seen in the window;
+                           * finite and > 0 */
+  float presence_penalty; /* default 0.0 (off); subtracted once from seen tokens' logits;
+                           * finite */
+  int32_t penalty_last_n; /* window of history for penalties, default 64; -1: whole history;
+                           * >= -1 */
   uint64_t seed;          /* RNG seed, default 0 */
 } geist_sampler_params;
 
@@ -186,7 +192,10 @@ typedef enum geist_kv_mode {
 typedef struct geist_session_params {
   uint32_t struct_size;         /* sizeof(geist_session_params) */
   int32_t max_seq_len;          /* KV capacity in tokens; default 0: min(n_ctx_train, 4096) */
-  int32_t n_threads;            /* compute threads; default 0: hardware concurrency */
+  int32_t n_threads; /* compute threads; default 0: hardware concurrency; at most 256
+                      * (more is refused with GEIST_E_INVALID_ARG). Sessions of one model
+                      * with the same count share one pool of threads (docs/ARCHITECTURE.md
+                      * "Threads"). */
   geist_sampler_params sampler; /* initial sampler settings */
   int32_t kv_mode; /* geist_kv_mode of the attention KV cache, default GEIST_KV_F16; a value
                     * outside the enum makes geist_session_create fail with
@@ -213,7 +222,9 @@ const char* geist_session_last_error(const geist_session* session);
  * last token pending. n_tokens == 0 is a no-op.
  * Returns GEIST_E_TOO_MANY_TOKENS (session unchanged) if position + n_tokens > max_seq_len,
  * GEIST_E_INVALID_ARG for an id outside the vocabulary (session unchanged), GEIST_E_BACKEND
- * when the device behind the session failed (then every later call that needs it fails). */
+ * when the device behind the session failed (then every later call that needs it fails),
+ * GEIST_E_CANCELLED (EXPERIMENTAL) when geist_session_cancel stopped it: the session then
+ * holds the rows it completed (geist_util.h). */
 geist_status geist_session_prefill(geist_session* session, const geist_token* tokens,
                                    size_t n_tokens);
 

@@ -1,6 +1,6 @@
-// geist — thin C++ RAII wrappers over the C ABI (geist.h, geist_util.h). Header-only; every
-// call forwards to the C function of the same name and returns its geist_status (no
-// exceptions). The handles are move-only; a session must be destroyed before its model.
+// geist — thin C++ RAII wrappers over the C ABI (geist.h, geist_util.h, geist_batch.h).
+// Header-only; every call forwards to the C function of the same name and returns its geist_status
+// (no exceptions). The handles are move-only; a session must be destroyed before its model.
 #pragma once
 
 #include <cstddef>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "geist/geist.h"
+#include "geist/geist_batch.h"
 #include "geist/geist_util.h"
 
 namespace geist {
@@ -119,6 +120,8 @@ class SessionHandle {
   geist_status load_file(const std::string& path) {
     return geist_session_load_file(s_, path.c_str());
   }
+  // EXPERIMENTAL: stop a prefill running on another thread (geist_session_cancel).
+  void cancel() { geist_session_cancel(s_); }
   geist_status pin_prefix() { return geist_session_pin_prefix(s_); }
   geist_status reset_to_prefix() { return geist_session_reset_to_prefix(s_); }
   int32_t pin_len() const { return geist_session_pin_len(s_); }
@@ -127,5 +130,23 @@ class SessionHandle {
   explicit SessionHandle(geist_session* s) : s_(s) {}
   geist_session* s_ = nullptr;
 };
+
+// EXPERIMENTAL (geist_batch.h). One session's part of a batch: its owed forward, then `chunk`
+// when given (the vector must outlive the call).
+inline geist_batch_item batch_item(const SessionHandle& s,
+                                   const std::vector<geist_token>* chunk = nullptr) {
+  geist_batch_item it{};
+  it.session = s.get();
+  it.tokens = chunk != nullptr ? chunk->data() : nullptr;
+  it.n_tokens = chunk != nullptr ? chunk->size() : 0;
+  it.status = GEIST_OK;
+  return it;
+}
+
+// EXPERIMENTAL (geist_batch.h). Advances every item's session in shared forwards; each item's
+// status says how its session fared.
+inline geist_status batch_forward(const ModelHandle& model, std::vector<geist_batch_item>* items) {
+  return geist_batch_forward(model.get(), items->data(), items->size());
+}
 
 }  // namespace geist

@@ -15,6 +15,16 @@ extern "C" {
 geist_status geist_session_prefill_all_logits(geist_session* session, const geist_token* tokens,
                                               size_t n_tokens, float* out_logits, size_t out_cap);
 
+/* EXPERIMENTAL. Asks the prefill that `session` runs now (on another thread), or its next one,
+ * to stop at its next micro-batch boundary. The only call that may be made on a session while
+ * another thread is inside a call on it; it does not touch the session's error slot. The
+ * prefill then returns GEIST_E_CANCELLED, keeping the tokens of the micro-batches it
+ * completed with the last one's logits pending: geist_session_position says where it stopped
+ * (a multiple of 64 past where it started, or the prefill grid point: docs/ARCHITECTURE.md
+ * "Determinism"), and the session is as if it had been prefilled with those tokens. A prefill
+ * consumes the request when it returns, whether it stopped or finished. NULL is a no-op. */
+void geist_session_cancel(geist_session* session);
+
 /* EXPERIMENTAL. The session's token history; the pointer stays valid until the next call on
  * the session. */
 geist_status geist_session_tokens(const geist_session* session, const geist_token** out_tokens,

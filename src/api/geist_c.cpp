@@ -61,6 +61,8 @@ const char* geist_status_string(geist_status status) {
       return "GEIST_E_INVALID_STATE: not allowed in the current state";
     case GEIST_E_TOO_MANY_TOKENS:
       return "GEIST_E_TOO_MANY_TOKENS: max_seq_len would be exceeded";
+    case GEIST_E_CANCELLED:
+      return "GEIST_E_CANCELLED: cancelled by the caller";
   }
   return "GEIST_E_UNKNOWN: unknown status code";
 }

@@ -67,6 +67,10 @@ void geist_session_destroy(geist_session* session) {
   delete session;
 }
 
+void geist_session_cancel(geist_session* session) {
+  if (session != nullptr && session->session) session->session->cancel();
+}
+
 const char* geist_session_last_error(const geist_session* session) {
   return session == nullptr ? "" : session->error.c_str();
 }

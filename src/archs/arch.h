@@ -61,7 +61,21 @@ class ArchState {
   virtual void reset() = 0;
   // Its stream's status (Stream::status): not ok once the device behind the state failed,
   // after which the state's contents are undefined.
-  virtual Status status() const = 0;
+  Status status() const { return compute_stream().status(); }
+  // The execution context every op of this state's forward runs on.
+  virtual Stream& compute_stream() const = 0;
+  // Rows per micro-batch the state's scratch was sized for (ArchModel::micro_batch, at most
+  // max_seq_len).
+  virtual int32_t micro_batch() const = 0;
+
+  // Forward hooks (ArchModel::forward). Whether the state can take positions from pos on,
+  // given that the caller filled [0, pos): GEIST_E_INVALID_STATE when it cannot (a recurrent
+  // state elsewhere, a KIVI residual overwritten), naming why and what to do.
+  virtual Status can_continue_at(int32_t /*pos*/) const { return Status::ok(); }
+  // Called before the first micro-batch at pos (a recurrent state starts over at 0), and after
+  // each completed micro-batch with the position it reached.
+  virtual void begin_at(int32_t /*pos*/) {}
+  virtual void advanced_to(int32_t /*pos*/) {}
 
   // Snapshot contract (docs/SNAPSHOT_FORMAT.md). The state that decides the continuation after
   // positions [0, n_pos) is a fixed list of byte regions: per attention layer its KV parts, per
@@ -111,6 +125,56 @@ struct LogitsOut {
   int32_t* argmax = nullptr;
 };
 
+// The prefill grid (docs/ARCHITECTURE.md "Determinism"): every micro-batch of a forward, and
+// every chunk of the delta rule inside it, starts and ends at an absolute position that is a
+// multiple of kPrefillGrid, or at the call's own first or last position. So a prefill split at
+// grid points gives the same bits as the unsplit one, whatever the micro-batch size.
+constexpr int32_t kPrefillGrid = 64;
+
+// One session's rows in a micro-batch: tokens[0, n) at positions [pos, pos + n) of `state`,
+// rows [row0, row0 + n) of the micro-batch. logits: whether this segment's logits are wanted
+// (every row with MicroBatch::all, else its last row).
+struct Segment {
+  ArchState* state = nullptr;
+  const int32_t* tokens = nullptr;
+  int32_t n = 0;
+  int32_t pos = 0;
+  int32_t row0 = 0;
+  bool logits = false;
+};
+
+// One micro-batch for ArchModel::run_micro_batch: the rows of n_seg segments, n_rows in all
+// (<= the lead state's micro_batch()). Matmuls run over all rows at once (each weight read
+// once); attention, conv and the delta rule run per segment on its own state and positions,
+// segments in order within each layer (so two segments of one state see each other's rows).
+// The lead state's scratch and stream carry the rows. The wanted logits rows go to `logits`
+// one after the other, segment order ([rows][n_vocab], host memory); all: every row of a
+// wanted segment, else its last. argmax: as LogitsOut::argmax (one segment of one row).
+struct MicroBatch {
+  ArchState* lead = nullptr;
+  const Segment* seg = nullptr;
+  int32_t n_seg = 0;
+  int32_t n_rows = 0;
+  float* logits = nullptr;
+  bool all = false;
+  int32_t* argmax = nullptr;
+};
+
+// The segments of a micro-batch, for range-for.
+struct SegmentRange {
+  const Segment* b;
+  const Segment* e;
+  const Segment* begin() const { return b; }
+  const Segment* end() const { return e; }
+};
+inline SegmentRange segments(const MicroBatch& mb) { return {mb.seg, mb.seg + mb.n_seg}; }
+
+// The output head of a micro-batch, the same for every architecture: the wanted rows of x
+// ([n_rows][e]) normed (norm_w, eps) into xn's first rows, then one matmul with `output` into
+// mb.logits (or its argmax, LogitsOut::argmax).
+void logits_head(Stream& s, const MicroBatch& mb, const float* x, float* xn, int64_t e,
+                 const float* norm_w, float eps, const WeightMatrix& output, int32_t n_vocab);
+
 class ArchModel {
  public:
   virtual ~ArchModel() = default;
@@ -129,21 +193,40 @@ class ArchModel {
   }
 
   // Runs tokens[0, n) at positions [pos, pos + n) and writes logits as `out` asks (LogitsOut).
-  // The caller guarantees 0 < n, pos + n <= state.max_seq_len(), ids < n_vocab, and that
-  // positions [0, pos) were filled by earlier calls. Results for a row are bitwise
-  // independent of the thread count, and of how the sequence was split into calls for
-  // attention-only models (recurrent layers round their state where calls end: within 1e-4
-  // on f32 weights, more where 8-bit activation codes flip; docs/ARCHITECTURE.md
-  // "Determinism").
-  // GEIST_E_INVALID_ARG for out.argmax with n != 1, out.all or no out.rows.
-  virtual Status forward(ArchState& state, const int32_t* tokens, int32_t n, int32_t pos,
-                         const LogitsOut& out, ThreadPool& pool) const = 0;
+  // The forward protocol, the same for every architecture (archs/arch.cpp): it checks the
+  // state, ids and positions, cuts the rows into micro-batches on the prefill grid
+  // (micro_batch_end), opens the stream's scope, and runs each micro-batch through
+  // run_micro_batch, again when the backend asks (graph capture, Stream::end_forward).
+  // Positions [0, pos) must have been filled by earlier calls. Results for a row are bitwise
+  // independent of the thread count and of the micro-batch size; an attention-only model's
+  // rows do not depend on how the sequence was split into calls, a recurrent one's do not
+  // when the calls are split at grid points (docs/ARCHITECTURE.md "Determinism").
+  // GEIST_E_INVALID_ARG for a state of another model, n <= 0, positions outside
+  // [0, max_seq_len), an id outside the vocabulary, out.argmax with n != 1, out.all or no
+  // out.rows; GEIST_E_INVALID_STATE when the state cannot continue at pos
+  // (ArchState::can_continue_at); GEIST_E_BACKEND for a failed device.
+  Status forward(ArchState& state, const int32_t* tokens, int32_t n, int32_t pos,
+                 const LogitsOut& out, ThreadPool& pool) const;
   // The same, logits rows into `logits`: the last token's ([n_vocab]), or every row
   // ([n][n_vocab]) when all_logits is true.
   Status forward(ArchState& state, const int32_t* tokens, int32_t n, int32_t pos, bool all_logits,
                  float* logits, ThreadPool& pool) const {
     return forward(state, tokens, n, pos, LogitsOut{logits, all_logits, nullptr}, pool);
   }
+  // One micro-batch over several sessions' states (engine/batch.cpp packs them): segs[n_seg]
+  // of this model's states, n_rows rows in all, at most lead.micro_batch(); every segment lies
+  // between two grid points (a micro_batch_end cut) and can continue at its position (the
+  // caller checked both, and ids and capacity). Each wanted segment's logits row (its last)
+  // goes to logits[k][n_vocab] in segment order. Every row's bits equal those of its session
+  // run alone (the kernels compute each row with a fixed reduction order). CPU backends only:
+  // GEIST_E_UNSUPPORTED elsewhere (the engine then runs the sessions one by one).
+  Status forward_batch(ArchState& lead, const Segment* segs, int32_t n_seg, float* logits,
+                       ThreadPool& pool) const;
+  // Rows per micro-batch on this model's backend: a multiple of kPrefillGrid.
+  int32_t micro_batch() const;
+  // Where the micro-batch that starts at pos ends when the rows run to `end`: the last grid
+  // point within micro_batch() rows of pos, or `end` when that comes first.
+  int32_t micro_batch_end(int32_t pos, int32_t end) const;
 
   // For descriptions (geist info): one letter per layer of the main stack, 'A' for a layer
   // that keeps a KV cache (attention), 'D' for a gated DeltaNet layer (fixed-size state).
@@ -152,6 +235,15 @@ class ArchModel {
   }
   // Bytes of per-session state that do not grow with the context (recurrent + conv state, f32).
   virtual uint64_t fixed_state_bytes() const { return 0; }
+
+ protected:
+  // What an architecture file describes: whether `state` is one of its states, its rows per
+  // micro-batch on the CPU (Backend::micro_batch may raise it), and the ops of one micro-batch
+  // (the protocol has checked everything and opened the stream's scope; the ops run on
+  // state.compute_stream() and may be recorded and run again).
+  virtual bool owns(const ArchState& state) const = 0;
+  virtual int32_t cpu_micro_batch() const = 0;
+  virtual void run_micro_batch(ArchState& state, const MicroBatch& mb) const = 0;
 };
 
 // Loads the architecture named by general.architecture. GEIST_E_UNSUPPORTED for unknown or

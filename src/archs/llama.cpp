@@ -21,7 +21,7 @@
 namespace geist {
 namespace {
 
-constexpr int32_t kMaxMicroBatch = 256;  // longer inputs run in chunks of this many tokens (CPU)
+constexpr int32_t kMicroBatch = 256;  // rows per micro-batch on the CPU
 
 struct LlamaConfig {
   int32_t n_vocab = 0;
@@ -55,7 +55,17 @@ class LlamaState : public ArchState {
  public:
   int32_t max_seq_len() const override { return max_seq_len_; }
   void reset() override {}  // positions are the caller's; stale KV rows are overwritten
-  Status status() const override { return stream->status(); }
+  Stream& compute_stream() const override { return *stream; }
+  int32_t micro_batch() const override { return n_batch; }
+  // A KIVI cache holds only the f16 rows of the group it is filling: continuing elsewhere in
+  // an earlier group (after a call that failed partway) would read rows of other positions.
+  Status can_continue_at(int32_t pos) const override {
+    if (kv->can_resume_at(pos)) return Status::ok();
+    return Status::error(GEIST_E_INVALID_STATE,
+                         "llama: the %s KV cache cannot continue at position %d (its residual "
+                         "rows were overwritten); reset the session or restore a snapshot",
+                         kv_mode_name(kv->mode()), pos);
+  }
   KvMode kv_mode() const override { return kv->mode(); }
   void state_regions(int32_t n_pos, std::vector<StateRegion>* out) const override {
     out->clear();
@@ -92,9 +102,6 @@ class LlamaModel : public ArchModel {
   using ArchModel::create_state;
   Status create_state(int32_t max_seq_len, KvMode kv_mode,
                       std::unique_ptr<ArchState>* out) const override;
-  using ArchModel::forward;
-  Status forward(ArchState& state, const int32_t* tokens, int32_t n, int32_t pos,
-                 const LogitsOut& out, ThreadPool& pool) const override;
   // Replaces every host weight view by its copy on the backend (identity on the CPU).
   Status upload_weights(const GgufFile& file);
 
@@ -108,8 +115,12 @@ class LlamaModel : public ArchModel {
   WeightMatrix output_;                        // [n_vocab][n_embd]; token_embd when tied
   std::vector<LlamaLayer> layers_;             // [n_layer]
 
- private:
-  void run_batch(LlamaState& st, const int32_t* tokens, int32_t n, int32_t pos) const;
+ protected:
+  bool owns(const ArchState& state) const override {
+    return dynamic_cast<const LlamaState*>(&state) != nullptr;
+  }
+  int32_t cpu_micro_batch() const override { return kMicroBatch; }
+  void run_micro_batch(ArchState& state, const MicroBatch& mb) const override;
 };
 
 // ---- loading ---------------------------------------------------------------------------------
@@ -320,7 +331,7 @@ Status LlamaModel::create_state(int32_t max_seq_len, KvMode kv_mode,
   GEIST_RETURN_IF_ERROR(backend_->new_stream(&st->stream));
   Stream& s = *st->stream;
   st->max_seq_len_ = max_seq_len;
-  st->n_batch = std::min(backend_->micro_batch(kMaxMicroBatch), max_seq_len);
+  st->n_batch = std::min(micro_batch(), max_seq_len);
   RopeParams kv_rope = rope_;  // q4 keys are relative to the RoPE-turned key of position 0
   kv_rope.freq_factors = rope_freq_factors_host_.empty() ? nullptr : rope_freq_factors_host_.data();
   std::vector<KvLayerSpec> specs(static_cast<size_t>(c.n_layer),
@@ -346,7 +357,9 @@ Status LlamaModel::create_state(int32_t max_seq_len, KvMode kv_mode,
   return Status::ok();
 }
 
-void LlamaModel::run_batch(LlamaState& st, const int32_t* tokens, int32_t n, int32_t pos) const {
+void LlamaModel::run_micro_batch(ArchState& state, const MicroBatch& mb) const {
+  LlamaState& st = static_cast<LlamaState&>(state);
+  const int32_t n = mb.n_rows;
   const LlamaConfig& c = cfg_;
   Stream& s = *st.stream;
   const int64_t n_embd = c.n_embd;
@@ -365,16 +378,21 @@ void LlamaModel::run_batch(LlamaState& st, const int32_t* tokens, int32_t n, int
   const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim_k, c.head_dim_v,
                              1.0f / std::sqrt(static_cast<float>(c.head_dim_k))};
 
-  s.get_rows(tok_embd_, tokens, n, x);
+  for (const Segment& g : segments(mb)) s.get_rows(tok_embd_, g.tokens, g.n, x + g.row0 * n_embd);
   for (int32_t il = 0; il < c.n_layer; ++il) {
     const LlamaLayer& l = layers_[static_cast<size_t>(il)];
     s.rms_norm(x, n_embd, l.attn_norm, xn, n_embd, n, n_embd, c.rms_eps);
     s.matmul(l.wq, xn, n_embd, n, q, n_q);
     s.matmul(l.wk, xn, n_embd, n, k, n_k);
     s.matmul(l.wv, xn, n_embd, n, v, n_v);
-    s.rope(q, n_q, n, c.n_head, c.head_dim_k, pos, rope_);
-    s.rope(k, n_k, n, c.n_head_kv, c.head_dim_k, pos, rope_);
-    st.kv->attend(il, shape, q, n_q, n, pos, k, n_k, v, n_v, attn, n_o);
+    for (const Segment& g : segments(mb)) {  // positions and the KV cache are the session's
+      const int64_t r = g.row0;
+      s.rope(q + r * n_q, n_q, g.n, c.n_head, c.head_dim_k, g.pos, rope_);
+      s.rope(k + r * n_k, n_k, g.n, c.n_head_kv, c.head_dim_k, g.pos, rope_);
+      static_cast<LlamaState*>(g.state)->kv->attend(il, shape, q + r * n_q, n_q, g.n, g.pos,
+                                                    k + r * n_k, n_k, v + r * n_v, n_v,
+                                                    attn + r * n_o, n_o);
+    }
     s.matmul(l.wo, attn, n_o, n, xn, n_embd);
     s.add(x, xn, n * n_embd);
 
@@ -385,61 +403,7 @@ void LlamaModel::run_batch(LlamaState& st, const int32_t* tokens, int32_t n, int
     s.matmul(l.w_down, gate, c.n_ff, n, xn, n_embd);
     s.add(x, xn, n * n_embd);
   }
-}
-
-Status LlamaModel::forward(ArchState& state, const int32_t* tokens, int32_t n, int32_t pos,
-                           const LogitsOut& out, ThreadPool& pool) const {
-  auto* st = dynamic_cast<LlamaState*>(&state);
-  if (!st) return Status(GEIST_E_INVALID_ARG, "llama forward: state belongs to another model");
-  GEIST_RETURN_IF_ERROR(st->status());  // a failed device: nothing it computes can be trusted
-  if (out.argmax != nullptr && (n != 1 || out.all || out.rows == nullptr)) {
-    return Status(GEIST_E_INVALID_ARG, "llama forward: a greedy choice is of one token's row");
-  }
-  if (n <= 0 || pos < 0 || pos > st->max_seq_len_ - n) {
-    return Status::error(GEIST_E_INVALID_ARG, "llama forward: %d tokens at %d exceed %d positions",
-                         n, pos, st->max_seq_len_);
-  }
-  for (int32_t i = 0; i < n; ++i) {
-    if (tokens[i] < 0 || tokens[i] >= cfg_.n_vocab) {
-      return Status::error(GEIST_E_INVALID_ARG, "token id %d outside the vocabulary of %d",
-                           tokens[i], cfg_.n_vocab);
-    }
-  }
-  // A KIVI cache holds only the f16 rows of the group it is filling: continuing elsewhere in
-  // an earlier group (after a call that failed partway) would read rows of other positions.
-  if (!st->kv->can_resume_at(pos)) {
-    return Status::error(GEIST_E_INVALID_STATE,
-                         "llama: the %s KV cache cannot continue at position %d (its residual "
-                         "rows were overwritten); reset the session or restore a snapshot",
-                         kv_mode_name(st->kv->mode()), pos);
-  }
-  Stream& s = *st->stream;
-  s.set_pool(&pool);
-  StreamScope scope(s);
-  const int64_t n_embd = cfg_.n_embd;
-  float* x = st->x->f32();
-  float* xn = st->xn->f32();
-  for (int32_t done = 0; done < n; done += st->n_batch) {
-    const int32_t mb = std::min(st->n_batch, n - done);
-    do {  // a backend may record the step and ask for it again (Stream::end_forward)
-      s.begin_forward(tokens + done, mb, pos + done);
-      run_batch(*st, tokens + done, mb, pos + done);
-      if (out.all || done + mb == n) {
-        // Logits for every row of this micro-batch, or for the final row only.
-        const int32_t first = out.all ? 0 : mb - 1;
-        const int32_t rows = mb - first;
-        s.rms_norm(x + first * n_embd, n_embd, output_norm_, xn, n_embd, rows, n_embd,
-                   cfg_.rms_eps);
-        float* dst = out.all ? out.rows + static_cast<int64_t>(done) * cfg_.n_vocab : out.rows;
-        if (out.argmax != nullptr) {
-          s.matmul_argmax_to_host(output_, xn, dst, out.argmax);
-        } else {
-          s.matmul_to_host(output_, xn, n_embd, rows, dst, cfg_.n_vocab);
-        }
-      }
-    } while (!s.end_forward());
-  }
-  return s.status();  // a device failure surfaces here at the latest with the logits' copy
+  logits_head(s, mb, x, xn, n_embd, output_norm_, c.rms_eps, output_, c.n_vocab);
 }
 
 }  // namespace

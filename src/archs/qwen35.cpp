@@ -13,13 +13,24 @@ namespace geist {
 
 namespace {
 
-// Tokens per internal step: bounds scratch memory for long prompts. Rows do not depend on it
-// except through the delta rule's chunking, which starts afresh at each step.
-constexpr int32_t kUbatch = 128;  // tokens per micro-batch on the CPU (Backend::micro_batch)
-// Chunk of the chunked delta rule (the Hugging Face reference uses 64 too).
-constexpr int32_t kDeltaChunk = 64;
+// Rows per micro-batch on the CPU (Backend::micro_batch may raise it): bounds scratch memory
+// for long prompts. No row depends on it: micro-batches are cut on the prefill grid.
+constexpr int32_t kUbatch = 128;
+// Chunk of the chunked delta rule (the Hugging Face reference uses 64 too): the prefill grid,
+// so that chunks start at absolute multiples of it (deltanet_layer).
+constexpr int32_t kDeltaChunk = kPrefillGrid;
 
 }  // namespace
+
+Status Qwen35State::can_continue_at(int32_t pos) const {
+  if (pos == 0 || pos == n_past) return Status::ok();
+  return Status::error(GEIST_E_INVALID_STATE,
+                       "qwen35: the recurrent state is at position %d and cannot continue at %d "
+                       "(it cannot be rolled back; restore a snapshot instead)",
+                       n_past, pos);
+}
+
+int32_t Qwen35Model::cpu_micro_batch() const { return kUbatch; }
 
 void Qwen35State::reset() {
   n_past = 0;
@@ -86,7 +97,7 @@ Status Qwen35Model::create_state(int32_t max_seq_len, KvMode kv_mode,
   GEIST_RETURN_IF_ERROR(
       s.alloc(static_cast<size_t>(st->ssm_layer_floats) * n_rec * sizeof(float), &st->ssm));
 
-  st->n_ubatch = std::min(max_seq_len, backend_->micro_batch(kUbatch));
+  st->n_ubatch = std::min(max_seq_len, micro_batch());
   const size_t ub = static_cast<size_t>(st->n_ubatch) * sizeof(float);
   const size_t e = static_cast<size_t>(c.n_embd);
   const size_t big =
@@ -109,92 +120,34 @@ Status Qwen35Model::create_state(int32_t max_seq_len, KvMode kv_mode,
   return Status::ok();
 }
 
-Status Qwen35Model::forward(ArchState& state, const int32_t* tokens, int32_t n, int32_t pos,
-                            const LogitsOut& lo, ThreadPool& pool) const {
-  auto* stp = dynamic_cast<Qwen35State*>(&state);
-  if (!stp) return Status(GEIST_E_INVALID_ARG, "qwen35: state was not created by a qwen35 model");
-  GEIST_RETURN_IF_ERROR(stp->status());  // a failed device: nothing it computes can be trusted
-  if (lo.argmax != nullptr && (n != 1 || lo.all || lo.rows == nullptr)) {
-    return Status(GEIST_E_INVALID_ARG, "qwen35: a greedy choice is of one token's row");
-  }
-  Qwen35State& st = *stp;
-  if (n <= 0 || pos < 0 || pos + n > st.max_seq_len()) {
-    return Status::error(GEIST_E_INVALID_ARG, "qwen35: positions [%d, %d) outside [0, %d)", pos,
-                         pos + n, st.max_seq_len());
-  }
-  for (int32_t t = 0; t < n; ++t) {
-    if (tokens[t] < 0 || tokens[t] >= cfg_.n_vocab) {
-      return Status::error(GEIST_E_INVALID_ARG, "qwen35: token id %d outside the vocabulary",
-                           tokens[t]);
-    }
-  }
-  if (pos != 0 && pos != st.n_past) {
-    return Status::error(GEIST_E_INVALID_STATE,
-                         "qwen35: the recurrent state is at position %d and cannot continue at "
-                         "%d (it cannot be rolled back; restore a snapshot instead)",
-                         st.n_past, pos);
-  }
-
-  Stream& s = *st.stream;
-  s.set_pool(&pool);
-  StreamScope scope(s);
-  const Qwen35Config& c = cfg_;
-  if (pos == 0) st.reset();  // a sequence starting over: the recurrent state starts from zero
-  for (int32_t done = 0; done < n;) {
-    const int32_t m = std::min(n - done, st.n_ubatch);
-    float* out = nullptr;
-    if (lo.all) {
-      out = lo.rows + static_cast<int64_t>(done) * c.n_vocab;
-    } else if (done + m == n) {
-      out = lo.rows;
-    }
-    forward_ubatch(st, tokens + done, m, pos + done, lo.all, out, lo.argmax);
-    done += m;
-    st.n_past = pos + done;
-  }
-  return s.status();  // a device failure surfaces here at the latest with the logits' copy
-}
-
-void Qwen35Model::forward_ubatch(Qwen35State& st, const int32_t* tokens, int32_t n, int32_t pos,
-                                 bool all_logits, float* logits, int32_t* argmax) const {
+void Qwen35Model::run_micro_batch(ArchState& state, const MicroBatch& mb) const {
+  Qwen35State& st = static_cast<Qwen35State&>(state);
   const Qwen35Config& c = cfg_;
   Stream& s = *st.stream;
+  const int32_t n = mb.n_rows;
   const int64_t e = c.n_embd;
   float* x = st.s.x->f32();      // [n][n_embd]
   float* xn = st.s.xn->f32();    // [n][n_embd]
   float* mix = st.s.mix->f32();  // [n][n_embd]
-  // The step's ops; a backend may record them and ask for them again (Stream::end_forward).
-  auto ops = [&] {
-    s.get_rows(tok_embd_, tokens, n, x);
-    for (int32_t il = 0; il < c.n_layer; ++il) {
-      const Qwen35Layer& L = layers_[static_cast<size_t>(il)];
-      s.rms_norm(x, e, L.d.attn_norm, xn, e, n, e, c.norm_eps);
-      if (L.recurrent) {
-        deltanet_layer(st, il, n);
-      } else {
-        attention_layer(st, il, n, pos);
-      }
-      s.add(x, mix, n * e);
-      s.rms_norm(x, e, L.d.post_norm, xn, e, n, e, c.norm_eps);
-      ffn(st, il, n);
-      s.add(x, mix, n * e);
-    }
-    if (!logits) return;
-    const int32_t r0 = all_logits ? 0 : n - 1;
-    s.rms_norm(x + r0 * e, e, d_output_norm_, xn + r0 * e, e, n - r0, e, c.norm_eps);
-    if (argmax != nullptr) {
-      s.matmul_argmax_to_host(output_, xn + r0 * e, logits, argmax);
+  for (const Segment& g : segments(mb)) s.get_rows(tok_embd_, g.tokens, g.n, x + g.row0 * e);
+  for (int32_t il = 0; il < c.n_layer; ++il) {
+    const Qwen35Layer& L = layers_[static_cast<size_t>(il)];
+    s.rms_norm(x, e, L.d.attn_norm, xn, e, n, e, c.norm_eps);
+    if (L.recurrent) {
+      deltanet_layer(st, il, mb);
     } else {
-      s.matmul_to_host(output_, xn + r0 * e, e, n - r0, logits, c.n_vocab);
+      attention_layer(st, il, mb);
     }
-  };
-  do {
-    s.begin_forward(tokens, n, pos);
-    ops();
-  } while (!s.end_forward());
+    s.add(x, mix, n * e);
+    s.rms_norm(x, e, L.d.post_norm, xn, e, n, e, c.norm_eps);
+    ffn(st, il, n);
+    s.add(x, mix, n * e);
+  }
+  logits_head(s, mb, x, xn, e, d_output_norm_, c.norm_eps, output_, c.n_vocab);
 }
 
-void Qwen35Model::deltanet_layer(Qwen35State& st, int32_t il, int32_t n) const {
+void Qwen35Model::deltanet_layer(Qwen35State& st, int32_t il, const MicroBatch& mb) const {
+  const int32_t n = mb.n_rows;
   const Qwen35Config& c = cfg_;
   const Qwen35Layer& L = layers_[static_cast<size_t>(il)];
   Stream& s = *st.stream;
@@ -216,37 +169,57 @@ void Qwen35Model::deltanet_layer(Qwen35State& st, int32_t il, int32_t n) const {
   s.matmul(L.w_alpha, xn, e, n, g, nv);
   s.deltanet_gates(beta, g, n, nv, L.d.ssm_a, L.d.dt_bias);
 
-  const int32_t slot = rec_slot(il);
-  float* conv_state = st.conv->f32() + slot * st.conv_layer_floats;  // [kernel-1][conv_dim]
-  float* ssm = st.ssm->f32() + slot * st.ssm_layer_floats;           // [n_v][d_k][d_v]
-  s.conv1d_silu(qkv, cd, n, cd, L.d.conv1d, c.conv_kernel, conv_state, conv_out, cd);
-
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(c.d_k));
-  s.l2_norm_heads(conv_out, cd, n, c.n_k_heads, c.d_k, c.norm_eps, q_scale);
-  s.l2_norm_heads(conv_out + c.key_dim(), cd, n, c.n_k_heads, c.d_k, c.norm_eps, 1.0f);
+  const int32_t slot = rec_slot(il);
+  for (const Segment& sg : segments(mb)) {  // the conv and the delta rule: the session's state
+    Qwen35State& ss = *static_cast<Qwen35State*>(sg.state);
+    const int64_t r = sg.row0;
+    float* conv_state = ss.conv->f32() + slot * ss.conv_layer_floats;  // [kernel-1][conv_dim]
+    float* ssm = ss.ssm->f32() + slot * ss.ssm_layer_floats;           // [n_v][d_k][d_v]
+    float* co = conv_out + r * cd;
+    s.conv1d_silu(qkv + r * cd, cd, sg.n, cd, L.d.conv1d, c.conv_kernel, conv_state, co, cd);
+    s.l2_norm_heads(co, cd, sg.n, c.n_k_heads, c.d_k, c.norm_eps, q_scale);
+    s.l2_norm_heads(co + c.key_dim(), cd, sg.n, c.n_k_heads, c.d_k, c.norm_eps, 1.0f);
 
-  GatedDeltaArgs a;
-  a.n_tokens = n;
-  a.n_k_heads = c.n_k_heads;
-  a.n_v_heads = nv;
-  a.d_k = c.d_k;
-  a.d_v = c.d_v;
-  a.q = conv_out;
-  a.k = conv_out + c.key_dim();
-  a.v = conv_out + 2 * c.key_dim();
-  a.q_stride = a.k_stride = a.v_stride = cd;
-  a.g = g;
-  a.beta = beta;
-  a.state = ssm;
-  a.out = core;
-  a.out_stride = vd;
-  s.gated_delta_rule(a, kDeltaChunk);
+    GatedDeltaArgs a;
+    a.n_tokens = sg.n;
+    a.n_k_heads = c.n_k_heads;
+    a.n_v_heads = nv;
+    a.d_k = c.d_k;
+    a.d_v = c.d_v;
+    a.q = co;
+    a.k = co + c.key_dim();
+    a.v = co + 2 * c.key_dim();
+    a.q_stride = a.k_stride = a.v_stride = cd;
+    a.g = g + r * nv;
+    a.beta = beta + r * nv;
+    a.state = ssm;
+    a.out = core + r * vd;
+    a.out_stride = vd;
+    // Chunks start at absolute multiples of kDeltaChunk (the prefill grid): a segment that
+    // starts off the grid first runs the rows up to the next grid point on their own.
+    const int32_t head = std::min(sg.n, (kDeltaChunk - sg.pos % kDeltaChunk) % kDeltaChunk);
+    if (head > 0) {
+      GatedDeltaArgs h = a;
+      h.n_tokens = head;
+      s.gated_delta_rule(h, kDeltaChunk);
+      a.n_tokens = sg.n - head;
+      a.q += int64_t{head} * a.q_stride;
+      a.k += int64_t{head} * a.k_stride;
+      a.v += int64_t{head} * a.v_stride;
+      a.g += int64_t{head} * nv;
+      a.beta += int64_t{head} * nv;
+      a.out += int64_t{head} * a.out_stride;
+    }
+    if (a.n_tokens > 0) s.gated_delta_rule(a, kDeltaChunk);
+  }
 
   s.rms_norm_gated(core, z, L.d.ssm_norm, n * nv, c.d_v, c.norm_eps, core);
   s.matmul(L.ssm_out, core, vd, n, st.s.mix->f32(), e);
 }
 
-void Qwen35Model::attention_layer(Qwen35State& st, int32_t il, int32_t n, int32_t pos) const {
+void Qwen35Model::attention_layer(Qwen35State& st, int32_t il, const MicroBatch& mb) const {
+  const int32_t n = mb.n_rows;
   const Qwen35Config& c = cfg_;
   const Qwen35Layer& L = layers_[static_cast<size_t>(il)];
   Stream& s = *st.stream;
@@ -272,16 +245,20 @@ void Qwen35Model::attention_layer(Qwen35State& st, int32_t il, int32_t n, int32_
   // Rows (token, head) of the interleaved [query | gate] pairs sit 2 * head_dim apart.
   s.rms_norm(qg, 2 * hd, L.d.q_norm, q, hd, n * c.n_head, hd, c.norm_eps);
   s.rms_norm(k, hd, L.d.k_norm, k, hd, n * c.n_head_kv, hd, c.norm_eps);
-  s.rope(q, qd, n, c.n_head, hd, pos, rp);
-  s.rope(k, kvd, n, c.n_head_kv, hd, pos, rp);
-
   AttentionShape shape;
   shape.n_head = c.n_head;
   shape.n_head_kv = c.n_head_kv;
   shape.head_dim_k = hd;
   shape.head_dim_v = hd;
   shape.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  st.kv->attend(il, shape, q, qd, n, pos, k, kvd, v, kvd, att, qd);
+  for (const Segment& sg : segments(mb)) {  // positions and the KV cache are the session's
+    const int64_t r = sg.row0;
+    s.rope(q + r * qd, qd, sg.n, c.n_head, hd, sg.pos, rp);
+    s.rope(k + r * kvd, kvd, sg.n, c.n_head_kv, hd, sg.pos, rp);
+    static_cast<Qwen35State*>(sg.state)->kv->attend(il, shape, q + r * qd, qd, sg.n, sg.pos,
+                                                    k + r * kvd, kvd, v + r * kvd, kvd,
+                                                    att + r * qd, qd);
+  }
 
   s.sigmoid_mul(att, hd, qg + hd, 2 * hd, n * c.n_head, hd);
   s.matmul(L.wo, att, qd, n, st.s.mix->f32(), e);

@@ -93,7 +93,15 @@ class Qwen35State final : public ArchState {
   int32_t max_seq_len() const override { return max_seq_len_; }
   // Zeroes the recurrent state (it has no notion of positions to forget) and forgets the KV.
   void reset() override;
-  Status status() const override { return stream->status(); }
+  Stream& compute_stream() const override { return *stream; }
+  int32_t micro_batch() const override { return n_ubatch; }
+  // The recurrent state is at n_past and cannot be rolled back: it continues there, or starts
+  // over at 0 (begin_at zeroes it).
+  Status can_continue_at(int32_t pos) const override;
+  void begin_at(int32_t pos) override {
+    if (pos == 0) reset();
+  }
+  void advanced_to(int32_t pos) override { n_past = pos; }
   KvMode kv_mode() const override { return kv->mode(); }
   // KV regions of the attention layers, conv and recurrent buffers of the DeltaNet layers.
   void state_regions(int32_t n_pos, std::vector<StateRegion>* out) const override;
@@ -147,11 +155,16 @@ class Qwen35Model final : public ArchModel {
   using ArchModel::create_state;
   Status create_state(int32_t max_seq_len, KvMode kv_mode,
                       std::unique_ptr<ArchState>* out) const override;
-  // Besides the ArchModel contract: GEIST_E_INVALID_STATE when pos is neither 0 nor the
-  // state's n_past, since the recurrent state cannot be rolled back (restore a snapshot).
-  using ArchModel::forward;
-  Status forward(ArchState& state, const int32_t* tokens, int32_t n, int32_t pos,
-                 const LogitsOut& out, ThreadPool& pool) const override;
+  // Besides the ArchModel contract, forward() fails with GEIST_E_INVALID_STATE when pos is
+  // neither 0 nor the state's n_past, since the recurrent state cannot be rolled back (restore
+  // a snapshot).
+
+ protected:
+  bool owns(const ArchState& state) const override {
+    return dynamic_cast<const Qwen35State*>(&state) != nullptr;
+  }
+  int32_t cpu_micro_batch() const override;
+  void run_micro_batch(ArchState& state, const MicroBatch& mb) const override;
 
  private:
   friend Status load_qwen35(const GgufFile& file, std::unique_ptr<Backend> backend,
@@ -160,11 +173,9 @@ class Qwen35Model final : public ArchModel {
   // Replaces every host weight view by its copy on the backend (identity on the CPU).
   Status upload_weights(const GgufFile& file);
 
-  // logits: the rows' destination (nullptr: no logits); argmax: see LogitsOut.
-  void forward_ubatch(Qwen35State& st, const int32_t* tokens, int32_t n, int32_t pos,
-                      bool all_logits, float* logits, int32_t* argmax) const;
-  void deltanet_layer(Qwen35State& st, int32_t il, int32_t n) const;
-  void attention_layer(Qwen35State& st, int32_t il, int32_t n, int32_t pos) const;
+  // st: the lead state (scratch); each segment's own state for its conv, delta rule and KV.
+  void deltanet_layer(Qwen35State& st, int32_t il, const MicroBatch& mb) const;
+  void attention_layer(Qwen35State& st, int32_t il, const MicroBatch& mb) const;
   void ffn(Qwen35State& st, int32_t il, int32_t n) const;
 
   std::unique_ptr<Backend> backend_;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "engine/snapshot.h"
@@ -217,6 +218,19 @@ std::string Model::describe() const {
      << ", " << tokenizer_->n_vocab() << " tokens, bos " << tokenizer_->bos() << ", eos "
      << tokenizer_->eos() << "\n";
   return os.str();
+}
+
+std::shared_ptr<SharedPool> Model::thread_pool(int n_threads) const {
+  if (n_threads <= 0) n_threads = static_cast<int>(std::thread::hardware_concurrency());
+  if (n_threads <= 0) n_threads = 1;
+  std::lock_guard<std::mutex> lock(pools_mu_);
+  std::weak_ptr<SharedPool>& slot = pools_[n_threads];
+  std::shared_ptr<SharedPool> p = slot.lock();
+  if (!p) {
+    p = std::make_shared<SharedPool>(n_threads);
+    slot = p;
+  }
+  return p;
 }
 
 }  // namespace geist

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -16,6 +18,21 @@
 #include "tokenizer/tokenizer.h"
 
 namespace geist {
+
+// The most compute threads a session may ask for: more is refused (GEIST_E_INVALID_ARG), so a
+// typo like `-t 100000` cannot exhaust the machine's process table.
+constexpr int kMaxThreads = 256;
+
+// A thread pool shared by the sessions of one model that ask for the same thread count, so N
+// sessions on a machine cost one set of threads, not N. The pool's run() is not reentrant and
+// serves one caller at a time: whoever runs ops on it holds `mu` for the whole micro-batch
+// (Session does, around each ArchModel::forward call). Two sessions used from two threads at
+// once therefore take turns micro-batch by micro-batch, never oversubscribing the cores.
+struct SharedPool {
+  explicit SharedPool(int n_threads) : pool(n_threads) {}
+  std::mutex mu;
+  ThreadPool pool;
+};
 
 class Model {
  public:
@@ -65,6 +82,11 @@ class Model {
   // Architecture, hyper-parameters, tensor counts per type and tokenizer, one item a line.
   std::string describe() const;
 
+  // The pool of n_threads threads (0: hardware concurrency) that this model's sessions share,
+  // created on first use and freed with its last user. Thread-safe. The caller checked
+  // 0 <= n_threads <= kMaxThreads.
+  std::shared_ptr<SharedPool> thread_pool(int n_threads) const;
+
  private:
   Model() = default;
   // Chat templates and the bos / eos texts, read before the string arrays are released.
@@ -80,6 +102,9 @@ class Model {
   std::vector<std::pair<std::string, std::string>> chat_templates_;  // (name, source), file order
   std::string bos_text_;
   std::string eos_text_;
+  // Execution resources, not model state: the model stays immutable for its users.
+  mutable std::mutex pools_mu_;
+  mutable std::map<int, std::weak_ptr<SharedPool>> pools_;  // by thread count; guarded
 };
 
 }  // namespace geist

@@ -35,12 +35,18 @@ Status validate_sampler_params(const geist_sampler_params& p) {
                          "with geist_sampler_params_default)",
                          p.struct_size, sizeof(geist_sampler_params));
   }
-  if (std::isnan(p.temperature)) {
-    return Status::error(GEIST_E_INVALID_ARG, "sampler temperature is NaN");
+  // Every field is checked against the range geist.h documents; the message names the field.
+  if (!(p.temperature >= 0.0f) || std::isinf(p.temperature)) {
+    return Status::error(GEIST_E_INVALID_ARG,
+                         "sampler temperature %g must be finite and >= 0 (0: greedy)",
+                         static_cast<double>(p.temperature));
   }
-  if (std::isnan(p.top_p)) return Status::error(GEIST_E_INVALID_ARG, "sampler top_p is NaN");
-  if (std::isnan(p.min_p) || p.min_p > 1.0f) {
-    return Status::error(GEIST_E_INVALID_ARG, "sampler min_p %g is not in [0, 1]",
+  if (!(p.top_p >= 0.0f && p.top_p <= 1.0f)) {
+    return Status::error(GEIST_E_INVALID_ARG, "sampler top_p %g is not in [0, 1] (1: off)",
+                         static_cast<double>(p.top_p));
+  }
+  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) {
+    return Status::error(GEIST_E_INVALID_ARG, "sampler min_p %g is not in [0, 1] (0: off)",
                          static_cast<double>(p.min_p));
   }
   if (!(p.repeat_penalty > 0.0f) || std::isinf(p.repeat_penalty)) {

@@ -17,8 +17,9 @@ namespace geist {
 // The defaults geist.h lists.
 geist_sampler_params default_sampler_params();
 
-// GEIST_E_INVALID_ARG naming the field for a wrong struct_size, a NaN, top_p/min_p outside
-// what makes sense, repeat_penalty <= 0 or penalty_last_n < -1.
+// GEIST_E_INVALID_ARG naming the field for a wrong struct_size, a temperature that is negative,
+// infinite or NaN, top_p or min_p outside [0, 1] (or NaN), repeat_penalty not finite and > 0,
+// presence_penalty not finite, or penalty_last_n < -1. top_k takes any value (<= 0: off).
 Status validate_sampler_params(const geist_sampler_params& p);
 
 class Sampler {

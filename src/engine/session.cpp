@@ -3,23 +3,16 @@
 #include <algorithm>
 #include <new>
 #include <string>
+#include <thread>
 
 #include "kv/kv_cache.h"
 
 namespace geist {
-namespace {
 
-// Bounds the activation scratch a single forward call needs (a backend may ask for longer
-// calls: Backend::micro_batch). Chunking changes no row of an attention-only model and rounds
-// a recurrent state where calls end (ArchModel::forward's split contract).
-constexpr int32_t kMaxBatch = 512;
-
-}  // namespace
-
-Session::Session(const Model& model, int32_t max_seq_len, int n_threads)
+Session::Session(const Model& model, int32_t max_seq_len, std::shared_ptr<SharedPool> pool)
     : model_(model),
       max_seq_len_(max_seq_len),
-      pool_(n_threads),
+      pool_(std::move(pool)),
       logits_(static_cast<size_t>(model.n_vocab())),
       logits_scratch_(static_cast<size_t>(model.n_vocab())),
       sampler_params_(default_sampler_params()),
@@ -43,8 +36,10 @@ Status Session::create(const Model& model, const geist_session_params& params,
   if (params.max_seq_len < 0) {
     return Status::error(GEIST_E_INVALID_ARG, "max_seq_len %d is negative", params.max_seq_len);
   }
-  if (params.n_threads < 0) {
-    return Status::error(GEIST_E_INVALID_ARG, "n_threads %d is negative", params.n_threads);
+  // Checked before any thread exists: a huge count is refused, never attempted.
+  if (params.n_threads < 0 || params.n_threads > kMaxThreads) {
+    return Status::error(GEIST_E_INVALID_ARG, "n_threads %d is not in [0, %d] (0: all cores)",
+                         params.n_threads, kMaxThreads);
   }
   if (!kv_mode_valid(params.kv_mode)) {
     return Status::error(GEIST_E_INVALID_ARG,
@@ -64,7 +59,13 @@ Status Session::create(const Model& model, const geist_session_params& params,
                        max_seq_len, model.info().n_ctx_train);
   }
 
-  std::unique_ptr<Session> s(new Session(model, max_seq_len, params.n_threads));
+  const unsigned hw = std::thread::hardware_concurrency();
+  if (hw > 0 && static_cast<unsigned>(params.n_threads) > hw) {
+    model.logger().log(GEIST_LOG_WARN,
+                       "n_threads %d exceeds the %u hardware threads; they will oversubscribe",
+                       params.n_threads, hw);
+  }
+  std::unique_ptr<Session> s(new Session(model, max_seq_len, model.thread_pool(params.n_threads)));
   GEIST_RETURN_IF_ERROR(
       model.arch().create_state(max_seq_len, static_cast<KvMode>(params.kv_mode), &s->state_));
   GEIST_CHECK(s->state_ && s->state_->max_seq_len() == max_seq_len,
@@ -75,12 +76,16 @@ Status Session::create(const Model& model, const geist_session_params& params,
   return Status::ok();
 }
 
+Status Session::run_forward(const int32_t* tokens, int32_t n, int32_t pos, const LogitsOut& out) {
+  std::lock_guard<std::mutex> lock(pool_->mu);
+  return model_.arch().forward(*state_, tokens, n, pos, out, pool_->pool);
+}
+
 Status Session::pay_forward(int32_t* argmax) {
   if (!forward_owed_) return Status::ok();
   const int32_t pos = position() - 1;
-  GEIST_RETURN_IF_ERROR(model_.arch().forward(*state_, &tokens_[static_cast<size_t>(pos)], 1, pos,
-                                              LogitsOut{logits_scratch_.data(), false, argmax},
-                                              pool_));
+  GEIST_RETURN_IF_ERROR(run_forward(&tokens_[static_cast<size_t>(pos)], 1, pos,
+                                    LogitsOut{logits_scratch_.data(), false, argmax}));
   if (argmax == nullptr) std::swap(logits_, logits_scratch_);
   forward_owed_ = false;
   return Status::ok();
@@ -107,26 +112,36 @@ Status Session::prefill(const int32_t* tokens, size_t n, float* all_logits) {
 
   const size_t row = static_cast<size_t>(n_vocab);
   const int32_t pos0 = position();
-  const int32_t max_call = model_.arch().backend().micro_batch(kMaxBatch);
-  for (size_t done = 0; done < n;) {
-    const int32_t chunk = static_cast<int32_t>(std::min(n - done, static_cast<size_t>(max_call)));
-    const bool last = done + static_cast<size_t>(chunk) == n;
-    // Rows go straight to the caller's buffer; the last row also goes to the pending logits
-    // (via scratch, so a failure leaves the pending logits intact).
-    float* dst = all_logits ? all_logits + done * row : logits_scratch_.data();
-    GEIST_RETURN_IF_ERROR(model_.arch().forward(*state_, tokens + done, chunk,
-                                                pos0 + static_cast<int32_t>(done),
-                                                all_logits != nullptr, dst, pool_));
-    if (last && all_logits) {
-      std::copy_n(all_logits + (n - 1) * row, row, logits_scratch_.data());
+  const int32_t end = pos0 + static_cast<int32_t>(n);
+  Status st = Status::ok();
+  int32_t p = pos0;
+  while (p < end) {
+    // Each micro-batch leaves its last row's logits in scratch (one row more than the last
+    // micro-batch alone would need), so a cancelled prefill stops with its logits pending.
+    const int32_t e = model_.arch().micro_batch_end(p, end);
+    const size_t done = static_cast<size_t>(p - pos0);
+    float* rows = all_logits ? all_logits + done * row : logits_scratch_.data();
+    st = run_forward(tokens + done, e - p, p, LogitsOut{rows, all_logits != nullptr, nullptr});
+    if (!st) break;
+    if (all_logits)
+      std::copy_n(all_logits + (static_cast<size_t>(e - pos0) - 1) * row, row,
+                  logits_scratch_.data());
+    p = e;
+    if (p < end && cancel_.load(std::memory_order_relaxed)) {
+      st = Status::error(GEIST_E_CANCELLED,
+                         "prefill cancelled at position %d after %d of its %zu tokens (the state "
+                         "and pending logits are those of position %d)",
+                         p, p - pos0, n, p);
+      break;
     }
-    done += static_cast<size_t>(chunk);
   }
-  // Only now, with every forward done, does the session change observably.
-  tokens_.insert(tokens_.end(), tokens, tokens + n);
+  cancel_.store(false, std::memory_order_relaxed);
+  if (st.code() != GEIST_E_CANCELLED && !st) return st;  // history as it was
+  // Only now, with the forwards done, does the session change observably.
+  tokens_.insert(tokens_.end(), tokens, tokens + (p - pos0));
   std::swap(logits_, logits_scratch_);
   has_logits_ = true;
-  return Status::ok();
+  return st;
 }
 
 Status Session::prefill_text(std::string_view text, bool add_special) {

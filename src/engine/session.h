@@ -8,6 +8,7 @@
 // the argmax of the row (Sampler::is_argmax), decode() asks the owed forward for that alone.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -39,7 +40,16 @@ class Session {
   // not null it receives every row, [n][n_vocab] (the caller checked its capacity).
   // Validates ids and capacity before changing anything: GEIST_E_INVALID_ARG,
   // GEIST_E_TOO_MANY_TOKENS. A failed forward leaves the history as it was.
+  // The rows run in micro-batches cut on the prefill grid (ArchModel::micro_batch_end), each on
+  // the model's shared pool under its lock. Between micro-batches the prefill honours cancel():
+  // it keeps the tokens of the micro-batches that completed, with the logits of the last one
+  // pending (a grid point, or where the previous call ended), and returns GEIST_E_CANCELLED
+  // naming that position; the session is then as if prefill had been called with those tokens.
   Status prefill(const int32_t* tokens, size_t n, float* all_logits);
+  // Asks the prefill running now (or the next one, if none is) to stop at its next
+  // micro-batch boundary. The one call that any thread may make while another uses the
+  // session. A prefill consumes the request when it returns, whether it stopped or finished.
+  void cancel() { cancel_.store(true, std::memory_order_relaxed); }
   // Tokenizes (parse_special on; BOS only at position 0) and prefills.
   Status prefill_text(std::string_view text, bool add_special);
   // GEIST_E_INVALID_STATE with nothing pending, GEIST_E_TOO_MANY_TOKENS when full.
@@ -72,7 +82,10 @@ class Session {
   KvMode kv_mode() const { return state_->kv_mode(); }
 
  private:
-  Session(const Model& model, int32_t max_seq_len, int n_threads);
+  friend struct BatchRunner;  // engine/batch.cpp: runs the owed and prefill rows of many
+  Session(const Model& model, int32_t max_seq_len, std::shared_ptr<SharedPool> pool);
+  // One ArchModel::forward on the shared pool, holding its lock.
+  Status run_forward(const int32_t* tokens, int32_t n, int32_t pos, const LogitsOut& out);
   // Runs the owed token (the last of tokens_) if any, its logits becoming the pending ones; or,
   // with argmax, writes only their argmax_first() there (LogitsOut::argmax) and leaves logits_
   // stale: for decode() alone, which appends a token right after.
@@ -88,7 +101,8 @@ class Session {
 
   const Model& model_;
   int32_t max_seq_len_;
-  ThreadPool pool_;
+  std::shared_ptr<SharedPool> pool_;  // the model's, shared with its sessions of this count
+  std::atomic<bool> cancel_{false};   // cancel() asked; consumed by prefill
   std::unique_ptr<ArchState> state_;
   std::vector<int32_t> tokens_;        // [position] history; capacity max_seq_len
   std::vector<float> logits_;          // [n_vocab] pending logits (stale while forward_owed_)

@@ -83,6 +83,17 @@ TEST(CliErrors, BadTokenIdsAreRefusedByTheModel) {
                  "failed");
 }
 
+// Settings the C ABI refuses reach the user with the field named. (The thread cap is refused
+// before any thread starts; 300 keeps the test harmless should that ever regress.)
+TEST(CliErrors, OutOfRangeSettingsAreRefusedNamingTheField) {
+  GEIST_REQUIRE_FIXTURES();
+  const std::string m = fixture_path("models/stories260K.gguf");
+  expect_failure({"run", "-m", m, "-p", "hi", "-n", "2", "--top-p", "7"}, "top_p 7");
+  expect_failure({"run", "-m", m, "-p", "hi", "-n", "2", "--temp", "-1"}, "temperature -1");
+  expect_failure({"run", "-m", m, "-p", "hi", "-n", "2", "--min-p", "2"}, "min_p 2");
+  expect_failure({"run", "-m", m, "-p", "hi", "-n", "2", "-t", "300"}, "n_threads 300");
+}
+
 TEST(CliHelp, HelpGoesToStdoutWithExitZero) {
   TempDir dir;
   const CliResult top = run_geist({"--help"}, dir.path());

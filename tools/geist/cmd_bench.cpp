@@ -82,7 +82,7 @@ bool time_decode(const char* verb, geist_session* s, geist_token first, int32_t 
 const VerbSpec& bench_spec() {
   static const VerbSpec spec = {
       "bench",
-      "-m FILE [-p 512] [-n 128] [-t T] [-r 5] [--kv-mode M] [--json]",
+      "-m FILE [-p 512] [-n 128] [-t T] [-r 5] [--kv-mode M] [--parallel B,...] [--json]",
       "Measures prefill (a prompt of P random tokens in one call) and decode (N single-token\n"
       "steps from an empty context) speed in tokens per second: median and min-max of R runs\n"
       "after one warm-up. Decode also reports the model file's bytes read per second.",
@@ -93,7 +93,12 @@ const VerbSpec& bench_spec() {
           {"-t", "--threads", "T", "compute threads (default: all cores)"},
           {"-r", "--repetitions", "R", "measured runs per test (default 5)"},
           {nullptr, "--kv-mode", "M", "KV cache: f32, f16 (default), q8, q4, kivi4, kivi2"},
-          {nullptr, "--json", nullptr, "print one JSON object on stdout instead of a table"},
+          {nullptr, "--parallel", "B,...",
+           "B sessions together per test (geist_batch_forward): aggregate prefill and decode "
+           "tok/s, time to first token and RSS per B"},
+          {nullptr, "--json", nullptr,
+           "print one JSON object on stdout (one line per B with --parallel) instead of a "
+           "table"},
       }};
   return spec;
 }
@@ -131,6 +136,10 @@ int cmd_bench(int argc, char** argv) {
   sp.n_threads = n_threads;
   sp.max_seq_len = std::max(n_prompt, n_gen + 1) + 1;
   sp.sampler.temperature = 0;  // greedy: sampling cost stays negligible, as in llama-bench
+  if (args.has("--parallel")) {
+    return bench_parallel(spec.name, args.str("--parallel"), m.model, sp, n_prompt, n_gen, reps,
+                          args.has("--json"), std::filesystem::path(path).filename().string());
+  }
   SessionHandle s;
   if (geist_session_create(m.model, &sp, &s.session) != GEIST_OK) {
     cli_error(spec.name, "cannot create a session: %s", geist_model_last_error(m.model));

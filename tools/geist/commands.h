@@ -1,7 +1,10 @@
 // The verbs of the geist CLI. Each takes the words after the verb and returns the exit code.
 #pragma once
 
+#include <string>
+
 #include "cli_args.h"
+#include "geist/geist.h"
 
 namespace geist_cli {
 
@@ -25,6 +28,10 @@ int cmd_info(int argc, char** argv);
 int cmd_mkmodel(int argc, char** argv);
 int cmd_quantize(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
+// geist bench --parallel (cmd_bench_parallel.cpp).
+int bench_parallel(const char* verb, const std::string& list, geist_model* m,
+                   const geist_session_params& sp, int32_t n_prompt, int32_t n_gen, int32_t reps,
+                   bool json, const std::string& name);
 int cmd_demo(int argc, char** argv);
 int cmd_bench_snapshot(int argc, char** argv);
 int cmd_template(int argc, char** argv);

@@ -1,0 +1,51 @@
+/* geist — C ABI, many sessions in one forward (EXPERIMENTAL: may change in any release).
+ *
+ * A decode step of N sessions costs one read of the weights instead of N: collect the
+ * sessions' owed forwards (and any prefill chunks) into one geist_batch_forward call, then
+ * sample each session with geist_session_decode, which finds its logits pending and runs no
+ * forward. Every session's tokens, logits and state are bitwise those it gets alone
+ * (docs/ARCHITECTURE.md "Determinism"), whatever else is in the batch.
+ *
+ *   for (;;) {
+ *     for (i = 0; i < n; ++i) items[i] = (geist_batch_item){sessions[i], NULL, 0, GEIST_OK};
+ *     geist_batch_forward(model, items, n);          // every owed token, one forward
+ *     for (i = 0; i < n; ++i) geist_session_decode(sessions[i], &tok[i]);  // no forward
+ *   }
+ */
+#ifndef GEIST_GEIST_BATCH_H
+#define GEIST_GEIST_BATCH_H
+
+#include "geist/geist.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* EXPERIMENTAL. One session's part of a batched forward. */
+typedef struct geist_batch_item {
+  geist_session* session;
+  /* A prefill chunk to append (as geist_session_prefill), run after the session's owed
+   * forward if it has one. n_tokens == 0: only the owed forward of the session's last decoded
+   * token, after which its logits are pending. Neither: nothing to do. */
+  const geist_token* tokens;
+  size_t n_tokens;
+  /* Out: this session's result, the codes of geist_session_prefill (GEIST_E_INVALID_ARG for
+   * an id outside the vocabulary, GEIST_E_TOO_MANY_TOKENS when the chunk does not fit; the
+   * session is then unchanged and its geist_session_last_error says why), GEIST_E_BACKEND. */
+  geist_status status;
+} geist_batch_item;
+
+/* EXPERIMENTAL. Advances every item's session of `model` in shared forwards: the rows of all
+ * items are packed into micro-batches, each weight matrix read once for all rows of one; per
+ * session attention, conv and recurrent state. Errors are per item (items[i].status); the
+ * others proceed. Returns GEIST_OK when the call ran (look at each status), or, with nothing
+ * run, GEIST_E_INVALID_ARG for a NULL model or items, a NULL session, a session of another
+ * model or one listed twice. The sessions must not be used by other threads during the call.
+ * On backends other than the CPU ones the sessions run one after the other (same results). */
+geist_status geist_batch_forward(geist_model* model, geist_batch_item* items, size_t n_items);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GEIST_GEIST_BATCH_H */

@@ -1,0 +1,42 @@
+// C ABI: batched forward over sessions (geist_batch.h).
+#include <string>
+#include <vector>
+
+#include "api/handles.h"
+#include "engine/batch.h"
+#include "geist/geist_batch.h"
+
+using geist::Status;
+using geist::api::guarded;
+
+extern "C" {
+
+geist_status geist_batch_forward(geist_model* model, geist_batch_item* items, size_t n_items) {
+  if (model == nullptr || !model->model) return GEIST_E_INVALID_ARG;
+  return guarded(
+      [&]() -> Status {
+        if (items == nullptr && n_items > 0) {
+          return Status(GEIST_E_INVALID_ARG, "geist_batch_forward: items is NULL");
+        }
+        std::vector<geist::BatchItem> b(n_items);
+        for (size_t i = 0; i < n_items; ++i) {
+          geist_session* s = items[i].session;
+          if (s == nullptr || !s->session || s->owner != model) {
+            return Status::error(GEIST_E_INVALID_ARG,
+                                 "geist_batch_forward: item %zu has no session of this model", i);
+          }
+          b[i].session = s->session.get();
+          b[i].tokens = items[i].tokens;
+          b[i].n = items[i].n_tokens;
+        }
+        GEIST_RETURN_IF_ERROR(geist::forward_batch(*model->model, b.data(), b.size()));
+        for (size_t i = 0; i < n_items; ++i) {
+          items[i].status = b[i].status.code();
+          if (!b[i].status) items[i].session->set_error(b[i].status.message());
+        }
+        return Status::ok();
+      },
+      [model](const std::string& m) { model->set_error(m); });
+}
+
+}  // extern "C"

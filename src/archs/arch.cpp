@@ -1,0 +1,143 @@
+// The forward protocol every architecture shares (ArchModel::forward): checks, cutting on the
+// prefill grid, the stream's scope and the backend's ask-again loop. Architecture files
+// describe only the ops of one micro-batch (ArchModel::run_micro_batch).
+#include "archs/arch.h"
+
+#include <algorithm>
+
+namespace geist {
+
+void logits_head(Stream& s, const MicroBatch& mb, const float* x, float* xn, int64_t e,
+                 const float* norm_w, float eps, const WeightMatrix& output, int32_t n_vocab) {
+  if (mb.logits == nullptr) return;
+  int32_t rows = 0;
+  for (const Segment& g : segments(mb)) {
+    if (!g.logits) continue;
+    const int32_t first = mb.all ? 0 : g.n - 1;  // every row, or the last one
+    s.rms_norm(x + (g.row0 + first) * e, e, norm_w, xn + rows * e, e, g.n - first, e, eps);
+    rows += g.n - first;
+  }
+  if (rows == 0) return;
+  if (mb.argmax != nullptr) {
+    s.matmul_argmax_to_host(output, xn, mb.logits, mb.argmax);
+  } else {
+    s.matmul_to_host(output, xn, e, rows, mb.logits, n_vocab);
+  }
+}
+
+int32_t ArchModel::micro_batch() const {
+  const int32_t mb = backend().micro_batch(cpu_micro_batch());
+  return std::max(kPrefillGrid, mb / kPrefillGrid * kPrefillGrid);
+}
+
+int32_t ArchModel::micro_batch_end(int32_t pos, int32_t end) const {
+  const int64_t reach = int64_t{pos} + micro_batch();  // micro_batch() >= kPrefillGrid
+  const int64_t grid_end = reach / kPrefillGrid * kPrefillGrid;
+  return static_cast<int32_t>(std::min<int64_t>(end, grid_end));
+}
+
+Status ArchModel::forward(ArchState& st, const int32_t* tokens, int32_t n, int32_t pos,
+                          const LogitsOut& out, ThreadPool& pool) const {
+  const ModelInfo& mi = info();
+  if (!owns(st)) {
+    return Status::error(GEIST_E_INVALID_ARG, "%s forward: the state belongs to another model",
+                         mi.architecture.c_str());
+  }
+  GEIST_RETURN_IF_ERROR(st.status());  // a failed device: nothing it computes can be trusted
+  if (out.argmax != nullptr && (n != 1 || out.all || out.rows == nullptr)) {
+    return Status::error(GEIST_E_INVALID_ARG, "%s forward: a greedy choice is of one token's row",
+                         mi.architecture.c_str());
+  }
+  if (out.rows == nullptr && out.all) {
+    return Status::error(GEIST_E_INVALID_ARG, "%s forward: every row asked for, no buffer",
+                         mi.architecture.c_str());
+  }
+  if (n <= 0 || pos < 0 || pos > st.max_seq_len() - n) {
+    return Status::error(GEIST_E_INVALID_ARG, "%s forward: %d tokens at %d exceed %d positions",
+                         mi.architecture.c_str(), n, pos, st.max_seq_len());
+  }
+  for (int32_t i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= mi.n_vocab) {
+      return Status::error(GEIST_E_INVALID_ARG,
+                           "%s forward: token id %d outside the vocabulary "
+                           "of %d",
+                           mi.architecture.c_str(), tokens[i], mi.n_vocab);
+    }
+  }
+  GEIST_RETURN_IF_ERROR(st.can_continue_at(pos));
+  GEIST_CHECK(st.micro_batch() >= std::min(micro_batch(), st.max_seq_len()),
+              "a state's scratch holds a micro-batch of its model");
+
+  Stream& s = st.compute_stream();
+  s.set_pool(&pool);
+  StreamScope scope(s);
+  st.begin_at(pos);
+  const int32_t end = pos + n;
+  for (int32_t p = pos; p < end;) {
+    const int32_t e = micro_batch_end(p, end);
+    Segment seg;
+    seg.state = &st;
+    seg.tokens = tokens + (p - pos);
+    seg.n = e - p;
+    seg.pos = p;
+    seg.logits = out.rows != nullptr && (out.all || e == end);
+    MicroBatch mb;
+    mb.lead = &st;
+    mb.seg = &seg;
+    mb.n_seg = 1;
+    mb.n_rows = seg.n;
+    mb.all = out.all;
+    mb.argmax = out.argmax;
+    mb.logits = out.all ? out.rows + static_cast<int64_t>(p - pos) * mi.n_vocab : out.rows;
+    do {  // a backend may record the step and ask for it again (Stream::end_forward)
+      s.begin_forward(seg.tokens, seg.n, seg.pos);
+      run_micro_batch(st, mb);
+    } while (!s.end_forward());
+    st.advanced_to(e);
+    p = e;
+  }
+  return s.status();  // a device failure surfaces here at the latest with the logits' copy
+}
+
+Status ArchModel::forward_batch(ArchState& lead, const Segment* segs, int32_t n_seg, float* logits,
+                                ThreadPool& pool) const {
+  const BackendKind kind = backend().kind();
+  if (kind != BackendKind::CPU && kind != BackendKind::CPU_DEVICE_LOCAL) {
+    return Status(GEIST_E_UNSUPPORTED, "batched forward runs on the CPU backends only");
+  }
+  int32_t rows = 0;
+  for (int32_t i = 0; i < n_seg; ++i) {
+    const Segment& g = segs[i];
+    GEIST_CHECK(g.state != nullptr && owns(*g.state) && g.n > 0 &&
+                    g.pos + g.n <= g.state->max_seq_len() && g.row0 == rows &&
+                    micro_batch_end(g.pos, g.pos + g.n) == g.pos + g.n,
+                "forward_batch: segments are this model's, packed, within the grid");
+    rows += g.n;
+    GEIST_RETURN_IF_ERROR(g.state->status());
+  }
+  GEIST_CHECK(owns(lead) && rows <= lead.micro_batch(), "forward_batch: the lead holds the rows");
+  MicroBatch mb;
+  mb.lead = &lead;
+  mb.seg = segs;
+  mb.n_seg = n_seg;
+  mb.n_rows = rows;
+  mb.logits = logits;
+  // Every state's stream runs its own ops (attention on its KV) on the pool; on the CPU
+  // backends ops are synchronous, so the streams need no ordering between them.
+  for (int32_t i = 0; i < n_seg; ++i) {
+    segs[i].state->compute_stream().set_pool(&pool);
+    segs[i].state->compute_stream().begin();
+    segs[i].state->begin_at(segs[i].pos);
+  }
+  Stream& s = lead.compute_stream();
+  s.set_pool(&pool);
+  StreamScope scope(s);
+  run_micro_batch(lead, mb);
+  for (int32_t i = 0; i < n_seg; ++i) {
+    segs[i].state->advanced_to(segs[i].pos + segs[i].n);
+    segs[i].state->compute_stream().end();
+  }
+  return s.status();
+}
+
+}  // namespace geist

@@ -1,0 +1,174 @@
+#include "engine/batch.h"
+
+#include <algorithm>
+#include <mutex>
+#include <unordered_set>
+#include <vector>
+
+namespace geist {
+
+// The rows an item still owes, in order: its owed token (one row at position() - 1), then its
+// prefill rows [position(), position() + n).
+struct BatchRunner {
+  struct Work {
+    BatchItem* item = nullptr;
+    Session* s = nullptr;
+    bool owed = false;        // the owed token has not run yet
+    int32_t next = 0;         // next prefill position
+    int32_t end = 0;          // end of the prefill rows
+    bool got_logits = false;  // logits_scratch_ holds this item's latest logits
+    bool done = false;
+  };
+
+  static Status check_item(const Model& model, BatchItem& it) {
+    Session& s = *it.session;
+    if (it.n == 0) return s.state_->status();
+    if (it.tokens == nullptr) return Status::error(GEIST_E_INVALID_ARG, "tokens is NULL");
+    const int32_t n_vocab = model.n_vocab();
+    for (size_t i = 0; i < it.n; ++i) {
+      if (it.tokens[i] < 0 || it.tokens[i] >= n_vocab) {
+        return Status::error(GEIST_E_INVALID_ARG,
+                             "token %d at index %zu is outside the vocabulary [0, %d)",
+                             it.tokens[i], i, n_vocab);
+      }
+    }
+    const size_t room = static_cast<size_t>(s.max_seq_len_) - s.tokens_.size();
+    if (it.n > room) {
+      return Status::error(GEIST_E_TOO_MANY_TOKENS,
+                           "prefill of %zu tokens at position %d exceeds max_seq_len %d", it.n,
+                           s.position(), s.max_seq_len_);
+    }
+    GEIST_RETURN_IF_ERROR(s.state_->status());
+    const int32_t start = s.position() - (s.forward_owed_ ? 1 : 0);
+    return s.state_->can_continue_at(start);
+  }
+
+  static Status run(const Model& model, BatchItem* items, size_t n_items) {
+    std::unordered_set<const Session*> seen;
+    for (size_t i = 0; i < n_items; ++i) {
+      const Session* s = items[i].session;
+      if (s == nullptr) return Status::error(GEIST_E_INVALID_ARG, "batch item %zu: no session", i);
+      if (&s->model() != &model) {
+        return Status::error(GEIST_E_INVALID_ARG, "batch item %zu: a session of another model", i);
+      }
+      if (!seen.insert(s).second) {
+        return Status::error(GEIST_E_INVALID_ARG, "batch item %zu: a session listed twice", i);
+      }
+    }
+    const ArchModel& arch = model.arch();
+    const BackendKind kind = arch.backend().kind();
+    std::vector<Work> work;
+    for (size_t i = 0; i < n_items; ++i) {
+      BatchItem& it = items[i];
+      it.status = check_item(model, it);
+      if (!it.status) continue;
+      Session& s = *it.session;
+      if (kind != BackendKind::CPU && kind != BackendKind::CPU_DEVICE_LOCAL) {
+        it.status = it.n > 0 ? s.prefill(it.tokens, it.n, nullptr) : s.pay_forward();
+        continue;
+      }
+      Work w;
+      w.item = &it;
+      w.s = &s;
+      w.owed = s.forward_owed_;
+      w.next = s.position();
+      w.end = s.position() + static_cast<int32_t>(it.n);
+      if (!w.owed && it.n == 0) continue;  // nothing owed, nothing to prefill
+      work.push_back(w);
+    }
+    if (work.empty()) return Status::ok();
+
+    // The lead: the state with the largest scratch carries every micro-batch's rows.
+    Work* lead = &work[0];
+    for (Work& w : work) {
+      if (w.s->state_->micro_batch() > lead->s->state_->micro_batch()) lead = &w;
+    }
+    Session& ls = *lead->s;
+    const int32_t cap = ls.state_->micro_batch();
+    const size_t nv = static_cast<size_t>(model.n_vocab());
+    std::vector<Segment> segs;
+    std::vector<Work*> seg_work;
+    std::vector<float> logits;
+    segs.reserve(work.size());
+    seg_work.reserve(work.size());
+    logits.reserve(work.size() * nv);
+    for (;;) {
+      // One round: each unfinished item's next piece, while rows remain.
+      segs.clear();
+      seg_work.clear();
+      int32_t rows = 0;
+      int32_t n_logits = 0;
+      for (Work& w : work) {
+        if (w.done || rows == cap) continue;
+        Segment g;
+        g.state = w.s->state_.get();
+        g.row0 = rows;
+        if (w.owed) {
+          g.pos = w.s->position() - 1;
+          g.tokens = &w.s->tokens_[static_cast<size_t>(g.pos)];
+          g.n = 1;
+          g.logits = w.item->n == 0;  // a prefill's logits supersede the owed row's
+        } else {
+          int32_t e = arch.micro_batch_end(w.next, w.end);
+          if (e - w.next > cap - rows) {
+            e = (w.next + cap - rows) / kPrefillGrid * kPrefillGrid;  // a grid point that fits
+            if (e <= w.next) continue;                                // next round
+          }
+          g.pos = w.next;
+          g.tokens = w.item->tokens + (w.next - (w.end - static_cast<int32_t>(w.item->n)));
+          g.n = e - w.next;
+          g.logits = e == w.end;
+        }
+        rows += g.n;
+        n_logits += g.logits ? 1 : 0;
+        segs.push_back(g);
+        seg_work.push_back(&w);
+      }
+      if (segs.empty()) break;
+      logits.resize(static_cast<size_t>(n_logits) * nv);
+      Status st;
+      {
+        std::lock_guard<std::mutex> lock(ls.pool_->mu);
+        st = arch.forward_batch(*ls.state_, segs.data(), static_cast<int32_t>(segs.size()),
+                                n_logits > 0 ? logits.data() : nullptr, ls.pool_->pool);
+      }
+      size_t k = 0;
+      for (size_t i = 0; i < segs.size(); ++i) {
+        Work& w = *seg_work[i];
+        if (!st) {  // the device failed under this micro-batch: its items fail
+          w.item->status = st;
+          w.done = true;
+          continue;
+        }
+        if (segs[i].logits) {
+          std::copy_n(logits.data() + k * nv, nv, w.s->logits_scratch_.data());
+          w.got_logits = true;
+          ++k;
+        }
+        if (w.owed) {
+          w.owed = false;
+          w.s->forward_owed_ = false;  // the state now holds the owed token (pay_forward)
+        } else {
+          w.next += segs[i].n;
+        }
+        if (!w.owed && w.next == w.end) w.done = true;
+      }
+    }
+    // Only now does each session change observably (as Session::prefill).
+    for (Work& w : work) {
+      if (!w.item->status) continue;
+      Session& s = *w.s;
+      const BatchItem& it = *w.item;
+      s.tokens_.insert(s.tokens_.end(), it.tokens, it.tokens + it.n);
+      if (w.got_logits) std::swap(s.logits_, s.logits_scratch_);
+      if (it.n > 0) s.has_logits_ = true;
+    }
+    return Status::ok();
+  }
+};
+
+Status forward_batch(const Model& model, BatchItem* items, size_t n_items) {
+  return BatchRunner::run(model, items, n_items);
+}
+
+}  // namespace geist

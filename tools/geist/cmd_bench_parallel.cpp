@@ -1,0 +1,165 @@
+// geist bench --parallel B1,B2,...: B sessions advanced together through geist_batch_forward,
+// as llama-batched-bench measures them: each session prefills its own P-token prompt (all B
+// prompts in one batched call), then N decode steps, each one batched forward of the B owed
+// tokens and B samplings. Aggregate tok/s over all sessions, time to first token, and the
+// resident memory with B sessions alive.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli_common.h"
+#include "commands.h"
+#include "geist/geist_batch.h"
+
+namespace geist_cli {
+namespace {
+
+// Resident set of this process now in MiB (VmRSS), or -1.
+double rss_mib() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::strtod(line.c_str() + 6, nullptr) / 1024.0;
+  }
+  return -1;
+}
+
+struct Row {
+  int32_t parallel = 0;
+  double prefill_tps = 0, decode_tps = 0, ttft_ms = 0, rss = 0;
+};
+
+bool run_b(const char* verb, geist_model* m, const geist_session_params& sp, int32_t b,
+           int32_t n_prompt, int32_t n_gen, Row* out) {
+  std::vector<std::unique_ptr<SessionHandle>> ss;
+  for (int32_t i = 0; i < b; ++i) {
+    ss.push_back(std::make_unique<SessionHandle>());
+    if (geist_session_create(m, &sp, &ss.back()->session) != GEIST_OK) {
+      cli_error(verb, "cannot create a session: %s", geist_model_last_error(m));
+      return false;
+    }
+  }
+  const int32_t n_vocab = geist_model_n_vocab(m);
+  std::mt19937 rng(42);
+  std::uniform_int_distribution<int32_t> pick(std::min(n_vocab - 1, 10),
+                                              std::max(0, n_vocab - 300));
+  std::vector<std::vector<geist_token>> prompts(static_cast<size_t>(b));
+  for (auto& p : prompts) {
+    p.resize(static_cast<size_t>(std::max(1, n_prompt)));
+    for (geist_token& t : p) t = pick(rng);
+  }
+  std::vector<geist_batch_item> items(static_cast<size_t>(b));
+  auto forward = [&](bool with_prompt) {
+    for (int32_t i = 0; i < b; ++i) {
+      items[static_cast<size_t>(i)] = geist_batch_item{
+          ss[static_cast<size_t>(i)]->session, with_prompt ? prompts[i].data() : nullptr,
+          with_prompt ? prompts[i].size() : 0, GEIST_OK};
+    }
+    if (geist_batch_forward(m, items.data(), items.size()) != GEIST_OK) {
+      cli_error(verb, "batched forward failed: %s", geist_model_last_error(m));
+      return false;
+    }
+    for (const geist_batch_item& it : items) {
+      if (it.status != GEIST_OK) {
+        cli_error(verb, "batched forward failed: %s", geist_session_last_error(it.session));
+        return false;
+      }
+    }
+    return true;
+  };
+  auto decode_all = [&]() {
+    for (auto& s : ss) {
+      geist_token t = 0;
+      if (geist_session_decode(s->session, &t) != GEIST_OK) {
+        cli_error(verb, "decode failed: %s", geist_session_last_error(s->session));
+        return false;
+      }
+    }
+    return true;
+  };
+  const double t0 = now_seconds();
+  if (!forward(true)) return false;
+  const double t1 = now_seconds();
+  if (!decode_all()) return false;  // every session's first token
+  const double t2 = now_seconds();
+  for (int32_t step = 1; step < n_gen; ++step) {
+    if (!forward(false) || !decode_all()) return false;
+  }
+  if (n_gen > 1 && !forward(false)) return false;  // the last token's forward is timed too
+  const double t3 = now_seconds();
+  out->parallel = b;
+  out->prefill_tps = static_cast<double>(b) * prompts[0].size() / (t1 - t0);
+  out->ttft_ms = (t2 - t0) * 1e3;
+  out->decode_tps = n_gen > 1 ? static_cast<double>(b) * (n_gen - 1) / (t3 - t2) : 0;
+  out->rss = rss_mib();
+  return true;
+}
+
+}  // namespace
+
+int bench_parallel(const char* verb, const std::string& list, geist_model* m,
+                   const geist_session_params& sp_in, int32_t n_prompt, int32_t n_gen, int32_t reps,
+                   bool json, const std::string& name) {
+  std::vector<int32_t> bs;
+  std::stringstream ls(list);
+  std::string item;
+  while (std::getline(ls, item, ',')) {
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 1 || v > 256) {
+      cli_error(verb, "invalid --parallel entry '%s': expected counts in [1, 256]", item.c_str());
+      return kExitUsage;
+    }
+    bs.push_back(static_cast<int32_t>(v));
+  }
+  geist_session_params sp = sp_in;
+  sp.max_seq_len = std::max(1, n_prompt) + n_gen + 1;
+  if (!json) {
+    std::printf(
+        "model %s, %d threads, KV mode %s, prompt %d + %d generated per session, "
+        "median of %d runs\n\n%8s %14s %14s %12s %10s\n",
+        name.c_str(), sp.n_threads, kv_mode_label(sp.kv_mode), n_prompt, n_gen, reps, "parallel",
+        "prefill tok/s", "decode tok/s", "ttft ms", "RSS MiB");
+  }
+  for (int32_t b : bs) {
+    std::vector<Row> rows;
+    for (int32_t r = 0; r <= reps; ++r) {  // run 0 warms up
+      Row row;
+      // The warm-up pages the weights in and sizes the scratch with a short run.
+      if (!run_b(verb, m, sp, b, r == 0 ? std::min(n_prompt, 64) : n_prompt,
+                 r == 0 ? std::min(n_gen, 4) : n_gen, &row)) {
+        return kExitFailure;
+      }
+      if (r > 0) rows.push_back(row);
+    }
+    auto median = [&](double Row::*f) {
+      std::vector<double> v;
+      for (const Row& x : rows) v.push_back(x.*f);
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    const double pp = median(&Row::prefill_tps), tg = median(&Row::decode_tps),
+                 ttft = median(&Row::ttft_ms), rss = median(&Row::rss);
+    if (json) {
+      std::printf("{\"model\": ");
+      json_string(name);
+      std::printf(
+          ", \"threads\": %d, \"kv_mode\": \"%s\", \"n_prompt\": %d, \"n_gen\": %d, "
+          "\"parallel\": %d, \"prefill_tps\": %.3f, \"decode_tps\": %.3f, "
+          "\"ttft_ms\": %.3f, \"rss_mib\": %.1f}\n",
+          sp.n_threads, kv_mode_label(sp.kv_mode), n_prompt, n_gen, b, pp, tg, ttft, rss);
+    } else {
+      std::printf("%8d %14.2f %14.2f %12.2f %10.1f\n", b, pp, tg, ttft, rss);
+    }
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace geist_cli
