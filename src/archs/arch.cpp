@@ -82,7 +82,6 @@ Status ArchModel::forward(ArchState& st, const int32_t* tokens, int32_t n, int32
     seg.pos = p;
     seg.logits = out.rows != nullptr && (out.all || e == end);
     MicroBatch mb;
-    mb.lead = &st;
     mb.seg = &seg;
     mb.n_seg = 1;
     mb.n_rows = seg.n;
@@ -117,7 +116,6 @@ Status ArchModel::forward_batch(ArchState& lead, const Segment* segs, int32_t n_
   }
   GEIST_CHECK(owns(lead) && rows <= lead.micro_batch(), "forward_batch: the lead holds the rows");
   MicroBatch mb;
-  mb.lead = &lead;
   mb.seg = segs;
   mb.n_seg = n_seg;
   mb.n_rows = rows;

@@ -151,7 +151,6 @@ struct Segment {
 // one after the other, segment order ([rows][n_vocab], host memory); all: every row of a
 // wanted segment, else its last. argmax: as LogitsOut::argmax (one segment of one row).
 struct MicroBatch {
-  ArchState* lead = nullptr;
   const Segment* seg = nullptr;
   int32_t n_seg = 0;
   int32_t n_rows = 0;

@@ -7,16 +7,88 @@
 
 namespace geist::jinja {
 
-std::string to_upper(std::string s) {
-  for (char& c : s)
-    if (c >= 'a' && c <= 'z') c = char(c - 32);
-  return s;
+namespace {
+
+// Simple (one-to-one) case mapping of the scripts chat text uses most: ASCII, Latin-1, Latin
+// Extended-A, Greek, Cyrillic. Other code points are left as they are; 'ß'.upper() is 'SS' as
+// in Python.
+uint32_t map_case(uint32_t c, bool upper) {
+  if (upper) {
+    if (c >= 'a' && c <= 'z') return c - 32;
+    if ((c >= 0xE0 && c <= 0xFE && c != 0xF7)) return c - 0x20;
+    if (c == 0xFF) return 0x178;
+    if (c >= 0x100 && c <= 0x17F) {
+      bool odd_upper = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E);
+      if (c == 0x131) return 'I';
+      if (c == 0x130 || c == 0x138 || c == 0x149) return c;
+      if (c == 0x17F) return 'S';
+      if (odd_upper) return (c % 2 == 0) ? c - 1 : c;
+      return (c % 2 == 1) ? c - 1 : c;
+    }
+    if (c >= 0x3B1 && c <= 0x3C9) return c == 0x3C2 ? 0x3A3 : c - 0x20;
+    if (c >= 0x430 && c <= 0x44F) return c - 0x20;
+    if (c >= 0x450 && c <= 0x45F) return c - 0x50;
+    return c;
+  }
+  if (c >= 'A' && c <= 'Z') return c + 32;
+  if ((c >= 0xC0 && c <= 0xDE && c != 0xD7)) return c + 0x20;
+  if (c == 0x178) return 0xFF;
+  if (c >= 0x100 && c <= 0x17F) {
+    bool odd_upper = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E);
+    if (c == 0x130 || c == 0x131 || c == 0x138 || c == 0x149 || c == 0x17F) return c;
+    if (odd_upper) return (c % 2 == 1) ? c + 1 : c;
+    return (c % 2 == 0) ? c + 1 : c;
+  }
+  if (c >= 0x391 && c <= 0x3A9 && c != 0x3A2) return c + 0x20;
+  if (c >= 0x410 && c <= 0x42F) return c + 0x20;
+  if (c >= 0x400 && c <= 0x40F) return c + 0x50;
+  return c;
 }
-std::string to_lower(std::string s) {
-  for (char& c : s)
-    if (c >= 'A' && c <= 'Z') c = char(c + 32);
-  return s;
+
+void put_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += char(cp);
+  } else if (cp < 0x800) {
+    out += char(0xC0 | (cp >> 6));
+    out += char(0x80 | (cp & 0x3F));
+  } else {
+    out += char(0xE0 | (cp >> 12));
+    out += char(0x80 | ((cp >> 6) & 0x3F));
+    out += char(0x80 | (cp & 0x3F));
+  }
 }
+
+std::string convert_case(const std::string& s, bool upper) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t k = 0; k < s.size();) {
+    unsigned char c = static_cast<unsigned char>(s[k]);
+    if (c < 0x80) {
+      out += char(map_case(c, upper));
+      ++k;
+      continue;
+    }
+    // two-byte sequences cover every mapped code point above ASCII
+    if ((c & 0xE0) == 0xC0 && k + 1 < s.size() &&
+        (static_cast<unsigned char>(s[k + 1]) & 0xC0) == 0x80) {
+      uint32_t cp = (uint32_t(c & 0x1F) << 6) | (static_cast<unsigned char>(s[k + 1]) & 0x3F);
+      if (upper && cp == 0xDF) {
+        out += "SS";
+      } else {
+        put_utf8(out, map_case(cp, upper));
+      }
+      k += 2;
+      continue;
+    }
+    out += s[k++];
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string to_upper(std::string s) { return convert_case(s, true); }
+std::string to_lower(std::string s) { return convert_case(s, false); }
 
 namespace {
 

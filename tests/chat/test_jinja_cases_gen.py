@@ -32,6 +32,7 @@ C = [
  ("nested_loop", "{% for i in range(2) %}{% for j in range(2) %}{{ loop.index }}{{ i }}{{ j }} {% endfor %}{{ loop.index }}|{% endfor %}", {}),
  # filters: strings
  ("f_trim", "[{{ '  a b \n'|trim }}][{{ 'xxaxx'|trim('x') }}]", {}),
+ ("f_case_unicode", "{{ 'Ærøskøbing ÉLAN straße ΑΒΓ σς Привет ŁÓDŹ'|upper }} {{ 'ÆRØ ÉLAN ΣΑΒΓ ПРИВЕТ ŁÓDŹ Ÿ'|lower }} {{ 'ünïcode'.upper() }}", {}),
  ("f_case", "{{ 'hello World'|upper }} {{ 'HeLLo'|lower }} {{ 'hello wORLD-foo(bar'|title }} {{ 'hELLO wORLD'|capitalize }}", {}),
  ("f_replace", "{{ 'aaa'|replace('a','b') }} {{ 'aaa'|replace('a','b',2) }} {{ 'abc'|replace('','-') }}", {}),
  ("f_indent", "{{ 'a\nb\n\nc'|indent }}|{{ 'a\nb'|indent(2, true) }}|{{ 'a\n\nb'|indent('> ', blank=true) }}", {}),
