@@ -228,8 +228,8 @@ Status load_matrix(const GgufFile& f, const std::string& name, int64_t n_in, int
   const GgufTensorInfo* t = nullptr;
   GEIST_RETURN_IF_ERROR(find_tensor(f, name, n_in, n_out, &t));
   if (!quant_type_supported(t->type)) {
-    return Status::error(GEIST_E_UNSUPPORTED, "tensor '%s' has unsupported type %s", name.c_str(),
-                         ggml_type_name(t->type));
+    return Status::error(GEIST_E_UNSUPPORTED, "tensor '%s' has unsupported type %s (supported: %s)",
+                         name.c_str(), ggml_type_name(t->type), quant_supported_types());
   }
   const size_t row_bytes = ggml_row_size(t->type, n_in);
   if (row_bytes == 0) {

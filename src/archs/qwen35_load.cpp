@@ -46,8 +46,9 @@ Status find_checked(const GgufFile& f, const std::string& name, int64_t ne0, int
                          static_cast<long long>(ne1));
   }
   if (!quant_type_supported(t->type)) {
-    return Status::error(GEIST_E_UNSUPPORTED, "qwen35: tensor %s has unsupported type %s",
-                         name.c_str(), ggml_type_name(t->type));
+    return Status::error(GEIST_E_UNSUPPORTED,
+                         "qwen35: tensor %s has unsupported type %s (supported: %s)", name.c_str(),
+                         ggml_type_name(t->type), quant_supported_types());
   }
   if (ggml_row_size(t->type, ne0) == 0) {
     return Status::error(GEIST_E_FORMAT, "qwen35: tensor %s: row of %lld is not whole blocks of %s",
