@@ -64,8 +64,8 @@ size_t matmul_scratch_floats(int64_t n_in, int n_threads);
 // int8 (steps of 1/127 of the block's max, as llama.cpp does; for Q8_0 weights a second plane
 // refines them to 1/(127 * 254)) and dotted with 8-bit multiply-adds, K-quants read in
 // super-blocks. Elsewhere Q4_K and Q6_K (and Q8_0 / Q4_0) take the int16 path: x
-// quantized to int16 per block (steps of 1/32767 of the max) and dotted in int32 per block.
-// Other types are
+// quantized to int16 per block (steps of 1/32767 of the max) and dotted in int32 per block; so do
+// Q4_1, Q5_0, Q5_1, Q3_K, Q5_K, IQ4_NL and IQ4_XS on every CPU. F32, F16, BF16 and Q2_K are
 // widened or dequantized to f32 and dotted in f32. Output rows are split over the pool's
 // threads in groups of four; long batches run in chunks of 64 rows per thread, each chunk
 // reading the weights once.
