@@ -80,33 +80,56 @@ void UnpackQ5_K(const uint8_t* row, int64_t n_in, int16_t* w, float* dw, float* 
 }
 
 // Q3_K: each 16-element sub-block's signed scale (s - 32) folded into the signed 3-bit codes
-// (|code * (s - 32)| <= 128), d into dw.
+// (|code * (s - 32)| <= 128), d into dw. Element 128h + 32j + l: low bits (qs[32h + l] >> 2j) & 3,
+// high bit (hmask[l] >> (4h + j)) & 1, code = low - 4 + 4 * high.
 void UnpackQ3_K(const uint8_t* row, int64_t n_in, int16_t* w, float* dw, float* mw) {
   for (int64_t sb = 0; sb < n_in / 256; ++sb) {
     const uint8_t* blk = row + sb * qd::kQ3_KBytes;
     const float d = f16_to_f32(qd::load_u16(blk + 108));
-    int sc[16];
-    for (int s = 0; s < 16; ++s) sc[s] = qd::q3_k_scale(blk + 96, s) - 32;
-    int16_t* wb = w + sb * 256;
-    for (int e = 0; e < 256; ++e) {
-      const int h = e / 128, j = e % 128 / 32, l = e % 32;
-      const int low = (blk[32 + 32 * h + l] >> (2 * j)) & 3;
-      const int code = low - (((blk[l] >> (4 * h + j)) & 1) ? 0 : 4);
-      wb[e] = static_cast<int16_t>(code * sc[e / 16]);
-    }
-    for (int b = 0; b < 8; ++b) {
-      dw[sb * 8 + b] = d;
-      mw[sb * 8 + b] = 0.0f;
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* qs = blk + 32 + 32 * h;
+      for (int j = 0; j < 4; ++j) {
+        int16_t* wb = w + sb * 256 + 128 * h + 32 * j;
+        for (int half = 0; half < 2; ++half) {
+          const int sc = qd::q3_k_scale(blk + 96, 8 * h + 2 * j + half) - 32;
+          for (int l = 16 * half; l < 16 * half + 16; ++l) {
+            const int code = ((qs[l] >> (2 * j)) & 3) - 4 + 4 * ((blk[l] >> (4 * h + j)) & 1);
+            wb[l] = static_cast<int16_t>(code * sc);
+          }
+        }
+        dw[sb * 8 + 4 * h + j] = d;
+        mw[sb * 8 + 4 * h + j] = 0.0f;
+      }
     }
   }
 }
 
-// IQ4_NL / IQ4_XS: the table values (times IQ4_XS's signed 32-block scale, <= 4064).
+// IQ4_NL / IQ4_XS: the table values (times IQ4_XS's signed 32-block scale, <= 4064); a byte
+// shuffle looks the 16 values up where the target has one.
 inline void Iq4Block(const uint8_t* qs, int scale, int16_t* wb) {
+#if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
   for (int j = 0; j < 16; ++j) {
     wb[j] = static_cast<int16_t>(qd::kIq4Values[qs[j] & 0xF] * scale);
     wb[j + 16] = static_cast<int16_t>(qd::kIq4Values[qs[j] >> 4] * scale);
   }
+#else
+  namespace hn = hwy::HWY_NAMESPACE;
+  const hn::Full128<uint8_t> du8;
+  const hn::Full128<int8_t> di8;
+  const hn::Rebind<int16_t, hn::Full64<int8_t> > d16;  // 8 int16 lanes
+  const auto table = hn::LoadU(di8, qd::kIq4Values);
+  const auto q = hn::LoadU(du8, qs);
+  const auto lo = hn::TableLookupBytes(table, hn::BitCast(di8, hn::And(q, hn::Set(du8, 15))));
+  const auto hi = hn::TableLookupBytes(table, hn::BitCast(di8, hn::ShiftRight<4>(q)));
+  const auto vs = hn::Set(d16, static_cast<int16_t>(scale));
+  HWY_ALIGN int8_t v[32];
+  hn::Store(lo, di8, v);
+  hn::Store(hi, di8, v + 16);
+  for (int k = 0; k < 32; k += 8) {
+    hn::StoreU(hn::Mul(hn::PromoteTo(d16, hn::LoadU(hn::Full64<int8_t>(), v + k)), vs), d16,
+               wb + k);
+  }
+#endif
 }
 
 void UnpackIQ4_NL(const uint8_t* row, int64_t n_in, int16_t* w, float* dw, float* mw) {
