@@ -21,6 +21,30 @@ uint8_t to_group_byte(GgmlType t, uint8_t v) {
   return t == GgmlType::Q8_0 ? static_cast<uint8_t>(v ^ 0x80u) : v;
 }
 
+// Q5_0 and IQ4_NL blocks are a signed 8-bit value times an f16 scale per element, which is
+// Q8_0's form: GROUPS16 holds them as Q8_0 (the same dequantized bits, more bytes), so that the
+// Q8_0 kernels run them.
+bool as_q8_0(GgmlType t) { return t == GgmlType::Q5_0 || t == GgmlType::IQ4_NL; }
+GgmlType grouped_type(GgmlType t) { return as_q8_0(t) ? GgmlType::Q8_0 : t; }
+
+// One Q5_0 / IQ4_NL block (22 / 18 bytes at src) as a Q8_0 block (34 bytes at dst).
+void to_q8_0_block(GgmlType t, const uint8_t* src, uint8_t* dst) {
+  std::memcpy(dst, src, 2);  // the f16 scale
+  auto* q = reinterpret_cast<int8_t*>(dst + 2);
+  if (t == GgmlType::Q5_0) {
+    const uint32_t qh = quant_detail::load_u32(src + 2);
+    for (int j = 0; j < 16; ++j) {
+      q[j] = static_cast<int8_t>(((src[6 + j] & 0xF) | (((qh >> j) & 1) << 4)) - 16);
+      q[j + 16] = static_cast<int8_t>(((src[6 + j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16);
+    }
+  } else {
+    for (int j = 0; j < 16; ++j) {
+      q[j] = quant_detail::kIq4Values[src[2 + j] & 0xF];
+      q[j + 16] = quant_detail::kIq4Values[src[2 + j] >> 4];
+    }
+  }
+}
+
 // Q4_K / Q6_K: each super-block (144 / 210 bytes) is transposed over the group's 16 rows in
 // 4-byte units, unit u of row r at (u * 16 + r) * 4, then the 2 leftover bytes of Q6_K (its d)
 // of row r at units * 64 + 2 * r.
@@ -61,7 +85,8 @@ void kquant_to_groups16(const WeightMatrix& w, uint8_t* dst) {
 }  // namespace
 
 bool weight_groups16_useful(const WeightMatrix& w) {
-  const bool typed = ((w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0) && w.n_in % 32 == 0) ||
+  const bool typed = ((w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0 || as_q8_0(w.type)) &&
+                      w.n_in % 32 == 0) ||
                      (is_kquant(w.type) && w.n_in % 256 == 0);
   return w.layout == WeightLayout::ROWS && typed && w.n_in > 0 && w.n_out > 0 &&
          simd::q8_panels_fast();
@@ -69,14 +94,16 @@ bool weight_groups16_useful(const WeightMatrix& w) {
 
 size_t weight_groups16_bytes(const WeightMatrix& w) {
   const int64_t groups = (w.n_out + kGroup - 1) / kGroup;
-  return static_cast<size_t>(groups * kGroup) * w.row_bytes;
+  return static_cast<size_t>(groups * kGroup) * ggml_row_size(grouped_type(w.type), w.n_in);
 }
 
 void weight_to_groups16(const WeightMatrix& w, uint8_t* dst, WeightMatrix* out) {
   GEIST_CHECK(w.layout == WeightLayout::ROWS &&
-                  (((w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0) && w.n_in % 32 == 0) ||
+                  (((w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0 || as_q8_0(w.type)) &&
+                    w.n_in % 32 == 0) ||
                    (is_kquant(w.type) && w.n_in % 256 == 0)),
-              "weight_to_groups16: Q8_0 / Q4_0 / Q4_K / Q6_K rows of whole blocks only");
+              "weight_to_groups16: Q8_0 / Q4_0 / Q5_0 / IQ4_NL / Q4_K / Q6_K rows of whole "
+              "blocks only");
   GEIST_CHECK(w.row_bytes == ggml_row_size(w.type, w.n_in), "weight_to_groups16: row_bytes");
   *out = w;
   out->data = dst;
@@ -85,11 +112,16 @@ void weight_to_groups16(const WeightMatrix& w, uint8_t* dst, WeightMatrix* out) 
     kquant_to_groups16(w, dst);
     return;
   }
-  const int64_t bb = block_bytes(w.type);
+  const GgmlType gt = grouped_type(w.type);
+  out->type = gt;
+  out->row_bytes = ggml_row_size(gt, w.n_in);
+  const int64_t sbb = ggml_type_traits(w.type).type_size;  // the file's bytes per block
+  uint8_t q8_block[quant_detail::kQ8_0Bytes];
+  const int64_t bb = block_bytes(gt);
   const int64_t units = (bb - 2) / 4;  // 4-byte units per row and block
   const int64_t nb = w.n_in / 32;
   const int64_t groups = (w.n_out + kGroup - 1) / kGroup;
-  const uint8_t zero = to_group_byte(w.type, w.type == GgmlType::Q8_0 ? 0x00 : 0x88);
+  const uint8_t zero = to_group_byte(gt, gt == GgmlType::Q8_0 ? 0x00 : 0x88);
   for (int64_t g = 0; g < groups; ++g) {
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* blk = dst + (g * nb + b) * kGroup * bb;  // == g * 16 * row_bytes + b * 16 * bb
@@ -100,11 +132,15 @@ void weight_to_groups16(const WeightMatrix& w, uint8_t* dst, WeightMatrix* out) 
           for (int64_t u = 0; u < units; ++u) std::memset(blk + 32 + (u * kGroup + r) * 4, zero, 4);
           continue;
         }
-        const uint8_t* src = w.data + static_cast<size_t>(row) * w.row_bytes + b * bb;
+        const uint8_t* src = w.data + static_cast<size_t>(row) * w.row_bytes + b * sbb;
+        if (gt != w.type) {
+          to_q8_0_block(w.type, src, q8_block);
+          src = q8_block;
+        }
         std::memcpy(blk + 2 * r, src, 2);
         for (int64_t u = 0; u < units; ++u) {
           uint8_t* d = blk + 32 + (u * kGroup + r) * 4;
-          for (int k = 0; k < 4; ++k) d[k] = to_group_byte(w.type, src[2 + 4 * u + k]);
+          for (int k = 0; k < 4; ++k) d[k] = to_group_byte(gt, src[2 + 4 * u + k]);
         }
       }
     }
