@@ -214,6 +214,8 @@ TEST(SimdMatmul, RowsBitwiseIndependentOfBatchThreadsAndChunks) {
     WeightMatrix wg;
     weight_to_groups16(w, grouped.data(), &wg);
     ASSERT_EQ(wg.layout, WeightLayout::GROUPS16);
+    // Q3_K is held as Q6_K there, another type's kernels (test_groups16_q8.cpp).
+    if (wg.type != type) continue;
     for (int64_t count : {int64_t{1}, int64_t{2}, int64_t{3}, n_tok}) {
       for (int threads : {1, 2, 3}) {
         const std::vector<float> y = run_on(wg, 0, count, threads);
