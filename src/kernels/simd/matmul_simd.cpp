@@ -524,22 +524,8 @@ HWY_EXPORT(DotF32Rows);
 HWY_EXPORT(TargetName);
 
 bool int16_path_supported(GgmlType t) {
-  switch (t) {
-    case GgmlType::Q8_0:
-    case GgmlType::Q4_0:
-    case GgmlType::Q4_1:
-    case GgmlType::Q5_0:
-    case GgmlType::Q5_1:
-    case GgmlType::Q3_K:
-    case GgmlType::Q4_K:
-    case GgmlType::Q5_K:
-    case GgmlType::Q6_K:
-    case GgmlType::IQ4_NL:
-    case GgmlType::IQ4_XS:
-      return true;
-    default:
-      return false;
-  }
+  // Q2_K's mins change every 16 elements, finer than the per-32-block mw.
+  return quant_type_supported(t) && ggml_type_traits(t).block_size >= 32 && t != GgmlType::Q2_K;
 }
 
 bool int16_has_min(GgmlType t) {
