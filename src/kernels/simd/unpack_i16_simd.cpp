@@ -26,25 +26,48 @@ namespace HWY_NAMESPACE {
 
 namespace qd = quant_detail;
 
+namespace hn = hwy::HWY_NAMESPACE;
+using D16 = hn::CappedTag<int16_t, 16>;  // at most half a block per vector, as matmul_simd.cpp
+using DU8 = hn::Rebind<uint8_t, D16>;
+
+// The 5th bits of 8 consecutive elements (one byte of a 5-bit format's qh) as int16 0 / 16.
+struct HighBits {
+  HWY_ALIGN int16_t v[256][8];
+  HighBits() {
+    for (int b = 0; b < 256; ++b) {
+      for (int k = 0; k < 8; ++k) v[b][k] = static_cast<int16_t>(((b >> k) & 1) << 4);
+    }
+  }
+};
+
 // Q4_1 / Q5_1 (offset formats, value = q * d + m) and Q5_0 (value = (q - 16) * d): the 4 low
 // bits of element j < 16 in the low nibble of qs[j], of element 16 + j in its high nibble; the
 // 5-bit formats' 5th bit of element j at bit j of qh.
 template <int kBytes, int kQs, int kQh, bool kMin, int kOff>
 void UnpackLegacy(const uint8_t* row, int64_t n_in, int16_t* w, float* dw, float* mw) {
+  static const HighBits high;
+  const D16 d16;
+  const DU8 du8;
+  const size_t N = hn::Lanes(d16);
+  const auto mask = hn::Set(d16, 15);
+  const auto off = hn::Set(d16, kOff);
   for (int64_t b = 0; b < n_in / 32; ++b) {
     const uint8_t* blk = row + b * kBytes;
-    const uint8_t* qs = blk + kQs;
-    uint32_t qh = 0;
-    if constexpr (kQh > 0) qh = qd::load_u32(blk + kQh);
     int16_t* wb = w + b * 32;
-    for (int j = 0; j < 16; ++j) {
-      int lo = qs[j] & 0xF, hi = qs[j] >> 4;
-      if constexpr (kQh > 0) {
-        lo |= static_cast<int>((qh >> j) & 1u) << 4;
-        hi |= static_cast<int>((qh >> (j + 16)) & 1u) << 4;
+    for (size_t j = 0; j < 16; j += N) {
+      const auto v = hn::PromoteTo(d16, hn::LoadU(du8, blk + kQs + j));
+      hn::StoreU(hn::Sub(hn::And(v, mask), off), d16, wb + j);
+      hn::StoreU(hn::Sub(hn::ShiftRight<4>(v), off), d16, wb + 16 + j);
+    }
+    if constexpr (kQh > 0) {  // the 5th bits, 8 elements per qh byte
+      const hn::CappedTag<int16_t, 8> d8;
+      for (int k = 0; k < 4; ++k) {
+        for (size_t e = 0; e < 8; e += hn::Lanes(d8)) {
+          const auto sum =
+              hn::Add(hn::LoadU(d8, wb + 8 * k + e), hn::Load(d8, high.v[blk[kQh + k]] + e));
+          hn::StoreU(sum, d8, wb + 8 * k + e);
+        }
       }
-      wb[j] = static_cast<int16_t>(lo - kOff);
-      wb[j + 16] = static_cast<int16_t>(hi - kOff);
     }
     dw[b] = f16_to_f32(qd::load_u16(blk));
     mw[b] = kMin ? f16_to_f32(qd::load_u16(blk + 2)) : 0.0f;
@@ -113,7 +136,6 @@ inline void Iq4Block(const uint8_t* qs, int scale, int16_t* wb) {
     wb[j + 16] = static_cast<int16_t>(qd::kIq4Values[qs[j] >> 4] * scale);
   }
 #else
-  namespace hn = hwy::HWY_NAMESPACE;
   const hn::Full128<uint8_t> du8;
   const hn::Full128<int8_t> di8;
   const hn::Rebind<int16_t, hn::Full64<int8_t> > d16;  // 8 int16 lanes
