@@ -28,9 +28,9 @@ int main(int argc, char** argv) {
   }
   GgmlType type = GgmlType::F32;
   bool found = false;
-  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-                     GgmlType::Q4_K, GgmlType::Q6_K}) {
-    if (std::string(ggml_type_name(t)) == argv[1]) {
+  for (uint32_t id = 0; id < 64; ++id) {
+    const GgmlType t = static_cast<GgmlType>(id);
+    if (quant_type_supported(t) && std::string(ggml_type_name(t)) == argv[1]) {
       type = t;
       found = true;
     }

@@ -95,7 +95,13 @@ class ArchState {
 // resident twice.
 inline Status upload_matrix(Backend& b, const GgufFile& file, WeightMatrix* w) {
   const WeightMatrix host = *w;
-  GEIST_RETURN_IF_ERROR(b.upload_weight(host, w));
+  const Status st = b.upload_weight(host, w);
+  if (!st.is_ok()) {  // name the tensor: a backend refuses a type the CPU reads (CUDA)
+    for (const GgufTensorInfo& t : file.tensors()) {
+      if (t.data == host.data) return st.with_prefix("tensor '" + std::string(t.name) + "'");
+    }
+    return st;
+  }
   if (w->data != host.data) {
     file.release_pages(host.data, static_cast<size_t>(host.n_out) * host.row_bytes);
   }

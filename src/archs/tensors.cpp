@@ -71,8 +71,9 @@ Status TensorChecks::find(const std::string& name, int64_t ne0, int64_t ne1,
                                      std::to_string(ne1 == 0 ? 1 : ne1) + "]");
   }
   if (!quant_type_supported(t->type)) {
-    return error(GEIST_E_UNSUPPORTED,
-                 "tensor '" + name + "' has unsupported type " + ggml_type_name(t->type));
+    return error(GEIST_E_UNSUPPORTED, "tensor '" + name + "' has unsupported type " +
+                                          ggml_type_name(t->type) +
+                                          " (supported: " + quant_supported_types() + ")");
   }
   const size_t row_bytes = ggml_row_size(t->type, ne0);
   const uint64_t rows = static_cast<uint64_t>(ne1 == 0 ? 1 : ne1);

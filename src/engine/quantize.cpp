@@ -16,13 +16,34 @@ namespace {
 constexpr char kFileTypeKey[] = "general.file_type";
 constexpr char kAlignmentKey[] = "general.alignment";
 
-// llama.cpp's llama_ftype values (llama.h). q4_k is MOSTLY_Q4_K_S, not _M: _M raises
-// attn_v and half of ffn_down to Q6_K, which we do not do.
+// llama.cpp's llama_ftype values (llama.h). The K-quant targets are the _S mixes (MOSTLY_Q4_K_S,
+// ...), not _M: _M raises attn_v and half of ffn_down to Q6_K, which we do not do.
 constexpr QuantizeTarget kTargets[] = {
-    {"f32", GgmlType::F32, 0},    {"f16", GgmlType::F16, 1},   {"bf16", GgmlType::BF16, 32},
-    {"q8_0", GgmlType::Q8_0, 7},  {"q4_0", GgmlType::Q4_0, 2}, {"q4_k", GgmlType::Q4_K, 14},
-    {"q6_k", GgmlType::Q6_K, 18},
+    {"f32", GgmlType::F32, 0},        {"f16", GgmlType::F16, 1},
+    {"bf16", GgmlType::BF16, 32},     {"q8_0", GgmlType::Q8_0, 7},
+    {"q4_0", GgmlType::Q4_0, 2},      {"q4_1", GgmlType::Q4_1, 3},
+    {"q5_0", GgmlType::Q5_0, 8},      {"q5_1", GgmlType::Q5_1, 9},
+    {"q2_k", GgmlType::Q2_K, 10},     {"q3_k", GgmlType::Q3_K, 11},
+    {"q4_k", GgmlType::Q4_K, 14},     {"q5_k", GgmlType::Q5_K, 16},
+    {"q6_k", GgmlType::Q6_K, 18},     {"iq4_nl", GgmlType::IQ4_NL, 25},
+    {"iq4_xs", GgmlType::IQ4_XS, 30},
 };
+
+// The type a matrix of a 256-block target gets when its rows are whole 32-blocks only
+// (quantize.h): llama-quantize's fallbacks for the newer targets, Q8_0 for q4_k / q6_k.
+GgmlType narrow_row_fallback(GgmlType want) {
+  switch (want) {
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
+      return GgmlType::Q4_0;
+    case GgmlType::Q5_K:
+      return GgmlType::Q5_1;
+    case GgmlType::IQ4_XS:
+      return GgmlType::IQ4_NL;
+    default:
+      return GgmlType::Q8_0;
+  }
+}
 
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
@@ -113,12 +134,15 @@ GgmlType quantize_tensor_type(const GgufTensorInfo& t, GgmlType target) {
     return t.type;
   }
   GgmlType want = target;
-  const bool four_bit = target == GgmlType::Q4_0 || target == GgmlType::Q4_K;
-  if (four_bit && (t.name == "token_embd.weight" || t.name == "output.weight")) {
+  const bool low_bit = target == GgmlType::Q4_0 || target == GgmlType::Q4_1 ||
+                       target == GgmlType::Q4_K || target == GgmlType::Q2_K ||
+                       target == GgmlType::Q3_K || target == GgmlType::IQ4_NL ||
+                       target == GgmlType::IQ4_XS;
+  if (low_bit && (t.name == "token_embd.weight" || t.name == "output.weight")) {
     want = GgmlType::Q8_0;
   }
-  const bool kquant = want == GgmlType::Q4_K || want == GgmlType::Q6_K;
-  if (kquant && ggml_row_size(want, t.ne[0]) == 0) want = GgmlType::Q8_0;  // quantize.h
+  const bool super_block = ggml_type_traits(want).block_size == 256;
+  if (super_block && ggml_row_size(want, t.ne[0]) == 0) want = narrow_row_fallback(want);
   if (ggml_row_size(want, t.ne[0]) == 0) return t.type;  // rows are not whole blocks
   return want;
 }

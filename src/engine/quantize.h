@@ -9,17 +9,19 @@
 //   ssm_conv1d.weight (the DeltaNet conv stays F32, as llama.cpp's converter and llama-quantize
 //   keep it, and as the qwen35 loader requires), when ne[0] is a multiple of the target's block
 //   size and the tensor is not already of the type it would get;
-// - 4-bit targets (q4_0, q4_k) keep token_embd.weight and output.weight at Q8_0 (when ne[0]
-//   allows): llama-quantize spends more bits on them too (it picks Q6_K for output), and with
-//   tied embeddings token_embd is also the output projection, the most sensitive tensor;
-// - q4_k and q6_k matrices whose rows are not whole 256-blocks but whole 32-blocks become Q8_0
-//   (llama-quantize's fallback is Q8_0 for q6_k and Q5_0, which we do not write, for q4_k):
-//   never coarser than the target, and 4x smaller than the f32 they would otherwise keep;
+// - targets below 5 bits (q2_k, q3_k, q4_0, q4_1, q4_k, iq4_nl, iq4_xs) keep token_embd.weight
+//   and output.weight at Q8_0 (when ne[0] allows): llama-quantize spends more bits on them too
+//   (it picks Q6_K for output), and with tied embeddings token_embd is also the output
+//   projection, the most sensitive tensor;
+// - 256-block targets whose matrices' rows are whole 32-blocks only fall back as llama-quantize
+//   does for q2_k / q3_k (Q4_0), q5_k (Q5_1) and iq4_xs (IQ4_NL); q4_k and q6_k take Q8_0
+//   (llama-quantize: Q5_0 and Q8_0), never coarser than the target;
 // - everything else (norms, biases, ssm_a, rows that are not whole blocks) is copied bit for bit.
 //
 // Conversion is dequantize_row to f32, then quantize_row to the target (kernels/quant.h). The
-// legacy types' bytes equal ggml's reference quantizer's for the same floats; Q4_K/Q6_K use our
-// own scale search, so their bytes differ from llama-quantize's.
+// legacy types', Q2_K's, Q3_K's, Q5_K's and the IQ4 types' bytes follow the quantizer
+// llama-quantize runs without an importance matrix; Q4_K/Q6_K use our own scale search, so
+// their bytes differ from llama-quantize's.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +42,8 @@ struct QuantizeTarget {
   uint32_t file_type;  // general.file_type: llama.cpp's llama_ftype for the file
 };
 
-// The target for a --type name: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k.
+// The target for a --type name: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k,
+// q4_k, q5_k, q6_k, iq4_nl, iq4_xs.
 // GEIST_E_INVALID_ARG naming the type when it is not one of those; GEIST_E_UNSUPPORTED when the
 // kernels cannot write it (quant_type_writable).
 Status parse_quantize_type(std::string_view name, QuantizeTarget* out);

@@ -43,7 +43,7 @@ void matmul_int16(const WeightMatrix& w, const float* x, int64_t x_stride, int64
   const int64_t nb = n_in / simd::kQ16Block;
   const int64_t chunk = kTokPerThread * nt;
   float* act = scratch + static_cast<size_t>(nt) * weight_buf_floats(n_in);
-  const bool has_min = w.type == GgmlType::Q4_K;
+  const bool has_min = simd::int16_has_min(w.type);
   const int64_t n_groups = (w.n_out + kRowGroup - 1) / kRowGroup;
   for (int64_t t0 = 0; t0 < n_tok; t0 += chunk) {
     const int64_t m = n_tok - t0 < chunk ? n_tok - t0 : chunk;

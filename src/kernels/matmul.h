@@ -12,7 +12,10 @@ namespace geist {
 
 // How a weight matrix's bytes are arranged.
 //   ROWS: as GGUF stores them, row o at data + o * row_bytes.
-//   GROUPS16 (Q8_0, Q4_0, Q4_K and Q6_K only; made at load by weight_to_groups16): rows in
+//   GROUPS16 (Q8_0, Q4_0, Q4_K and Q6_K, Q5_0 / IQ4_NL held as Q8_0 and Q3_K as Q6_K: their
+//     values are of those types' forms, an integer times an f16 scale (Q3_K: times an int
+//     16-element scale), so the view weight_to_groups16 makes has type Q8_0 / Q6_K, the same
+//     dequantized bits; made at load by weight_to_groups16): rows in
 //     groups of 16, the last group padded with zero rows. Group g starts at
 //     data + g * 16 * row_bytes.
 //     Q8_0 / Q4_0: its block b (32 elements of each of the 16 rows) at + b * 16 * block_bytes
@@ -39,12 +42,14 @@ struct WeightMatrix {
   WeightLayout layout = WeightLayout::ROWS;
 };
 
-// Whether matmul() has kernels for w in the GROUPS16 layout on this CPU (Q8_0 / Q4_0 rows with
-// n_in % 32 == 0 or Q4_K / Q6_K rows with n_in % 256 == 0, and the 8-bit multiply-add
-// kernels present). They give the same bits as the ROWS layout and read the weights about
-// twice as fast at decode.
+// Whether matmul() has kernels for w in the GROUPS16 layout on this CPU (Q8_0 / Q4_0 / Q5_0 /
+// IQ4_NL rows with n_in % 32 == 0 or Q3_K / Q4_K / Q6_K rows with n_in % 256 == 0, and the 8-bit
+// multiply-add kernels present). They give the same bits as the ROWS layout (Q5_0 / IQ4_NL /
+// Q3_K: as Q8_0 / Q6_K rows of the same values, which the ROWS layout of those types does not
+// take: it runs the int16 path) and read the weights about twice as fast at decode.
 bool weight_groups16_useful(const WeightMatrix& w);
-// Bytes of w in the GROUPS16 layout: ceil(n_out / 16) * 16 * row_bytes.
+// Bytes of w in the GROUPS16 layout: ceil(n_out / 16) * 16 * row_bytes (of the Q8_0 rows for
+// Q5_0 / IQ4_NL, of the Q6_K rows for Q3_K).
 size_t weight_groups16_bytes(const WeightMatrix& w);
 // Writes w (ROWS) into dst (weight_groups16_bytes(w) bytes) in the GROUPS16 layout and sets
 // *out to the view of dst.
@@ -64,8 +69,8 @@ size_t matmul_scratch_floats(int64_t n_in, int n_threads);
 // int8 (steps of 1/127 of the block's max, as llama.cpp does; for Q8_0 weights a second plane
 // refines them to 1/(127 * 254)) and dotted with 8-bit multiply-adds, K-quants read in
 // super-blocks. Elsewhere Q4_K and Q6_K (and Q8_0 / Q4_0) take the int16 path: x
-// quantized to int16 per block (steps of 1/32767 of the max) and dotted in int32 per block.
-// Other types are
+// quantized to int16 per block (steps of 1/32767 of the max) and dotted in int32 per block; so do
+// Q4_1, Q5_0, Q5_1, Q3_K, Q5_K, IQ4_NL and IQ4_XS on every CPU. F32, F16, BF16 and Q2_K are
 // widened or dequantized to f32 and dotted in f32. Output rows are split over the pool's
 // threads in groups of four; long batches run in chunks of 64 rows per thread, each chunk
 // reading the weights once.

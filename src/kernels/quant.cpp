@@ -41,9 +41,17 @@ QuantOps ops_for(GgmlType t) {
     case GgmlType::Q4_K:
       return {kQK_K, dequantize_q4_k, dot_q4_k, quantize_q4_k};
     case GgmlType::Q5_K:
-      return {kQK_K, dequantize_q5_k, dot_q5_k, nullptr};
+      return {kQK_K, dequantize_q5_k, dot_q5_k, quantize_q5_k};
     case GgmlType::Q6_K:
       return {kQK_K, dequantize_q6_k, dot_q6_k, quantize_q6_k};
+    case GgmlType::Q2_K:
+      return {kQK_K, dequantize_q2_k, dot_q2_k, quantize_q2_k};
+    case GgmlType::Q3_K:
+      return {kQK_K, dequantize_q3_k, dot_q3_k, quantize_q3_k};
+    case GgmlType::IQ4_NL:
+      return {kQK, dequantize_iq4_nl, dot_iq4_nl, quantize_iq4_nl};
+    case GgmlType::IQ4_XS:
+      return {kQK_K, dequantize_iq4_xs, dot_iq4_xs, quantize_iq4_xs};
     default:
       return {0, nullptr, nullptr, nullptr};
   }
@@ -59,6 +67,11 @@ QuantOps checked_ops(GgmlType t, int64_t n) {
 }  // namespace
 
 bool quant_type_supported(GgmlType t) { return ops_for(t).block_size != 0; }
+
+const char* quant_supported_types() {
+  return "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, "
+         "iq4_xs";
+}
 
 bool quant_type_writable(GgmlType t) { return ops_for(t).quantize != nullptr; }
 

@@ -21,6 +21,61 @@ uint8_t to_group_byte(GgmlType t, uint8_t v) {
   return t == GgmlType::Q8_0 ? static_cast<uint8_t>(v ^ 0x80u) : v;
 }
 
+// Q5_0 and IQ4_NL blocks are a signed 8-bit value times an f16 scale per element, which is
+// Q8_0's form: GROUPS16 holds them as Q8_0 (the same dequantized bits, more bytes), so that the
+// Q8_0 kernels run them.
+bool as_q8_0(GgmlType t) { return t == GgmlType::Q5_0 || t == GgmlType::IQ4_NL; }
+// Q3_K's values, (d * (s - 32)) * code with int 16-element scales s - 32 in [-32, 31] and codes
+// in [-4, 3], are Q6_K's form (d * sc) * (q - 32): GROUPS16 holds them as Q6_K.
+GgmlType grouped_type(GgmlType t) {
+  return as_q8_0(t) ? GgmlType::Q8_0 : t == GgmlType::Q3_K ? GgmlType::Q6_K : t;
+}
+
+// One Q3_K super-block (110 bytes at src) as a Q6_K one (210 bytes at dst): codes + 32 in the
+// low 4 bits of ql and the top 2 bits of qh (layout in quant_blocks.h), the scales as int8, d.
+void q3_k_to_q6_k(const uint8_t* src, uint8_t* dst) {
+  uint8_t q[256];
+  for (int e = 0; e < 256; ++e) {
+    const int h = e / 128, j = e % 128 / 32, l = e % 32;
+    const int low = (src[32 + 32 * h + l] >> (2 * j)) & 3;
+    q[e] = static_cast<uint8_t>(low - 4 + 4 * ((src[l] >> (4 * h + j)) & 1) + 32);
+  }
+  for (int h = 0; h < 2; ++h) {
+    uint8_t* ql = dst + 64 * h;
+    uint8_t* qh = dst + 128 + 32 * h;
+    const uint8_t* c = q + 128 * h;
+    for (int l = 0; l < 32; ++l) {
+      ql[l] = static_cast<uint8_t>((c[l] & 0xF) | ((c[l + 64] & 0xF) << 4));
+      ql[l + 32] = static_cast<uint8_t>((c[l + 32] & 0xF) | ((c[l + 96] & 0xF) << 4));
+      qh[l] = static_cast<uint8_t>((c[l] >> 4) | ((c[l + 32] >> 4) << 2) | ((c[l + 64] >> 4) << 4) |
+                                   ((c[l + 96] >> 4) << 6));
+    }
+  }
+  for (int j = 0; j < 16; ++j) {
+    dst[192 + j] =
+        static_cast<uint8_t>(static_cast<int8_t>(quant_detail::q3_k_scale(src + 96, j) - 32));
+  }
+  std::memcpy(dst + 208, src + 108, 2);
+}
+
+// One Q5_0 / IQ4_NL block (22 / 18 bytes at src) as a Q8_0 block (34 bytes at dst).
+void to_q8_0_block(GgmlType t, const uint8_t* src, uint8_t* dst) {
+  std::memcpy(dst, src, 2);  // the f16 scale
+  auto* q = reinterpret_cast<int8_t*>(dst + 2);
+  if (t == GgmlType::Q5_0) {
+    const uint32_t qh = quant_detail::load_u32(src + 2);
+    for (int j = 0; j < 16; ++j) {
+      q[j] = static_cast<int8_t>(((src[6 + j] & 0xF) | (((qh >> j) & 1) << 4)) - 16);
+      q[j + 16] = static_cast<int8_t>(((src[6 + j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16);
+    }
+  } else {
+    for (int j = 0; j < 16; ++j) {
+      q[j] = quant_detail::kIq4Values[src[2 + j] & 0xF];
+      q[j + 16] = quant_detail::kIq4Values[src[2 + j] >> 4];
+    }
+  }
+}
+
 // Q4_K / Q6_K: each super-block (144 / 210 bytes) is transposed over the group's 16 rows in
 // 4-byte units, unit u of row r at (u * 16 + r) * 4, then the 2 leftover bytes of Q6_K (its d)
 // of row r at units * 64 + 2 * r.
@@ -32,7 +87,10 @@ int64_t kquant_bytes(GgmlType t) {
 // Written in output order (whole 64-byte lines, one unit of the 16 rows each) so the stores
 // stream; the 16 rows' super-blocks being read stay in L1.
 void kquant_to_groups16(const WeightMatrix& w, uint8_t* dst) {
-  const int64_t bytes = kquant_bytes(w.type), units = bytes / 4, tail = bytes % 4;
+  const bool q3 = w.type == GgmlType::Q3_K;  // written as Q6_K
+  const int64_t bytes = kquant_bytes(grouped_type(w.type)), units = bytes / 4, tail = bytes % 4;
+  const int64_t src_bytes = ggml_type_traits(w.type).type_size;
+  uint8_t q6[kGroup][quant_detail::kQ6_KBytes];
   const int64_t nsb = w.n_in / 256;
   const int64_t groups = (w.n_out + kGroup - 1) / kGroup;
   static const uint8_t kZeroSuper[quant_detail::kQ6_KBytes] = {};  // padding rows: d = 0
@@ -41,8 +99,12 @@ void kquant_to_groups16(const WeightMatrix& w, uint8_t* dst) {
       const uint8_t* src[kGroup];
       for (int64_t r = 0; r < kGroup; ++r) {
         const int64_t row = g * kGroup + r;
-        src[r] = row < w.n_out ? w.data + static_cast<size_t>(row) * w.row_bytes + s * bytes
+        src[r] = row < w.n_out ? w.data + static_cast<size_t>(row) * w.row_bytes + s * src_bytes
                                : kZeroSuper;
+        if (q3 && row < w.n_out) {
+          q3_k_to_q6_k(src[r], q6[r]);
+          src[r] = q6[r];
+        }
       }
       uint8_t* sb = dst + (g * nsb + s) * kGroup * bytes;
       for (int64_t u = 0; u < units; ++u) {
@@ -61,35 +123,43 @@ void kquant_to_groups16(const WeightMatrix& w, uint8_t* dst) {
 }  // namespace
 
 bool weight_groups16_useful(const WeightMatrix& w) {
-  const bool typed = ((w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0) && w.n_in % 32 == 0) ||
-                     (is_kquant(w.type) && w.n_in % 256 == 0);
+  const bool typed = ((w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0 || as_q8_0(w.type)) &&
+                      w.n_in % 32 == 0) ||
+                     ((is_kquant(w.type) || w.type == GgmlType::Q3_K) && w.n_in % 256 == 0);
   return w.layout == WeightLayout::ROWS && typed && w.n_in > 0 && w.n_out > 0 &&
          simd::q8_panels_fast();
 }
 
 size_t weight_groups16_bytes(const WeightMatrix& w) {
   const int64_t groups = (w.n_out + kGroup - 1) / kGroup;
-  return static_cast<size_t>(groups * kGroup) * w.row_bytes;
+  return static_cast<size_t>(groups * kGroup) * ggml_row_size(grouped_type(w.type), w.n_in);
 }
 
 void weight_to_groups16(const WeightMatrix& w, uint8_t* dst, WeightMatrix* out) {
   GEIST_CHECK(w.layout == WeightLayout::ROWS &&
-                  (((w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0) && w.n_in % 32 == 0) ||
-                   (is_kquant(w.type) && w.n_in % 256 == 0)),
-              "weight_to_groups16: Q8_0 / Q4_0 / Q4_K / Q6_K rows of whole blocks only");
+                  (((w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0 || as_q8_0(w.type)) &&
+                    w.n_in % 32 == 0) ||
+                   ((is_kquant(w.type) || w.type == GgmlType::Q3_K) && w.n_in % 256 == 0)),
+              "weight_to_groups16: Q8_0 / Q4_0 / Q5_0 / IQ4_NL / Q3_K / Q4_K / Q6_K rows of whole "
+              "blocks only");
   GEIST_CHECK(w.row_bytes == ggml_row_size(w.type, w.n_in), "weight_to_groups16: row_bytes");
   *out = w;
   out->data = dst;
   out->layout = WeightLayout::GROUPS16;
-  if (is_kquant(w.type)) {
+  const GgmlType gt = grouped_type(w.type);
+  out->type = gt;
+  out->row_bytes = ggml_row_size(gt, w.n_in);
+  if (is_kquant(gt)) {
     kquant_to_groups16(w, dst);
     return;
   }
-  const int64_t bb = block_bytes(w.type);
+  const int64_t sbb = ggml_type_traits(w.type).type_size;  // the file's bytes per block
+  uint8_t q8_block[quant_detail::kQ8_0Bytes];
+  const int64_t bb = block_bytes(gt);
   const int64_t units = (bb - 2) / 4;  // 4-byte units per row and block
   const int64_t nb = w.n_in / 32;
   const int64_t groups = (w.n_out + kGroup - 1) / kGroup;
-  const uint8_t zero = to_group_byte(w.type, w.type == GgmlType::Q8_0 ? 0x00 : 0x88);
+  const uint8_t zero = to_group_byte(gt, gt == GgmlType::Q8_0 ? 0x00 : 0x88);
   for (int64_t g = 0; g < groups; ++g) {
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* blk = dst + (g * nb + b) * kGroup * bb;  // == g * 16 * row_bytes + b * 16 * bb
@@ -100,11 +170,15 @@ void weight_to_groups16(const WeightMatrix& w, uint8_t* dst, WeightMatrix* out) 
           for (int64_t u = 0; u < units; ++u) std::memset(blk + 32 + (u * kGroup + r) * 4, zero, 4);
           continue;
         }
-        const uint8_t* src = w.data + static_cast<size_t>(row) * w.row_bytes + b * bb;
+        const uint8_t* src = w.data + static_cast<size_t>(row) * w.row_bytes + b * sbb;
+        if (gt != w.type) {
+          to_q8_0_block(w.type, src, q8_block);
+          src = q8_block;
+        }
         std::memcpy(blk + 2 * r, src, 2);
         for (int64_t u = 0; u < units; ++u) {
           uint8_t* d = blk + 32 + (u * kGroup + r) * 4;
-          for (int k = 0; k < 4; ++k) d[k] = to_group_byte(w.type, src[2 + 4 * u + k]);
+          for (int k = 0; k < 4; ++k) d[k] = to_group_byte(gt, src[2 + 4 * u + k]);
         }
       }
     }

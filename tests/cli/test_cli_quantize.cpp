@@ -84,13 +84,18 @@ struct Target {
   GgmlType type;
   int block;           // elements per block
   uint32_t file_type;  // llama.h llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q4_0 2,
-                       // MOSTLY_Q8_0 7, MOSTLY_Q4_K_S 14, MOSTLY_Q6_K 18, MOSTLY_BF16 32
+                       // MOSTLY_Q8_0 7, MOSTLY_Q4_K_S 14, MOSTLY_Q6_K 18, MOSTLY_BF16 32, Q4_1 3,
+                       // Q5_0 8, Q5_1 9, Q2_K 10, Q3_K_S 11, Q5_K_S 16, IQ4_NL 25, IQ4_XS 30
 };
 constexpr Target kTargets[] = {
-    {"f32", GgmlType::F32, 1, 0},      {"f16", GgmlType::F16, 1, 1},
-    {"bf16", GgmlType::BF16, 1, 32},   {"q8_0", GgmlType::Q8_0, 32, 7},
-    {"q4_0", GgmlType::Q4_0, 32, 2},   {"q4_k", GgmlType::Q4_K, 256, 14},
-    {"q6_k", GgmlType::Q6_K, 256, 18},
+    {"f32", GgmlType::F32, 1, 0},          {"f16", GgmlType::F16, 1, 1},
+    {"bf16", GgmlType::BF16, 1, 32},       {"q8_0", GgmlType::Q8_0, 32, 7},
+    {"q4_0", GgmlType::Q4_0, 32, 2},       {"q4_k", GgmlType::Q4_K, 256, 14},
+    {"q6_k", GgmlType::Q6_K, 256, 18},     {"q4_1", GgmlType::Q4_1, 32, 3},
+    {"q5_0", GgmlType::Q5_0, 32, 8},       {"q5_1", GgmlType::Q5_1, 32, 9},
+    {"q2_k", GgmlType::Q2_K, 256, 10},     {"q3_k", GgmlType::Q3_K, 256, 11},
+    {"q5_k", GgmlType::Q5_K, 256, 16},     {"iq4_nl", GgmlType::IQ4_NL, 32, 25},
+    {"iq4_xs", GgmlType::IQ4_XS, 256, 30},
 };
 
 // The documented policy (geist quantize --help) for one tensor of an f32 input.
@@ -98,13 +103,29 @@ GgmlType expected_type(const GgufTensorInfo& t, const Target& target) {
   if (t.n_dims < 2 || !ends_with(t.name, ".weight") || ends_with(t.name, "ssm_conv1d.weight")) {
     return t.type;
   }
-  const bool four_bit = target.type == GgmlType::Q4_0 || target.type == GgmlType::Q4_K;
-  if (four_bit && (t.name == "token_embd.weight" || t.name == "output.weight")) {
+  const GgmlType low_bit[] = {GgmlType::Q4_0, GgmlType::Q4_1,   GgmlType::Q4_K,  GgmlType::Q2_K,
+                              GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
+  const bool is_low_bit =
+      std::find(std::begin(low_bit), std::end(low_bit), target.type) != std::end(low_bit);
+  if (is_low_bit && (t.name == "token_embd.weight" || t.name == "output.weight")) {
     return t.ne[0] % 32 == 0 ? GgmlType::Q8_0 : t.type;
   }
   if (t.ne[0] % target.block == 0) return target.type;
-  // K-quant rows that are not whole 256-blocks fall back to Q8_0 (llama-quantize's q6_k rule).
-  if (target.block == 256 && t.ne[0] % 32 == 0) return GgmlType::Q8_0;
+  // Rows that are not whole 256-blocks: llama-quantize's fallbacks for q2_k / q3_k (Q4_0), q5_k
+  // (Q5_1) and iq4_xs (IQ4_NL); Q8_0 for q4_k and q6_k.
+  if (target.block == 256 && t.ne[0] % 32 == 0) {
+    switch (target.type) {
+      case GgmlType::Q2_K:
+      case GgmlType::Q3_K:
+        return GgmlType::Q4_0;
+      case GgmlType::Q5_K:
+        return GgmlType::Q5_1;
+      case GgmlType::IQ4_XS:
+        return GgmlType::IQ4_NL;
+      default:
+        return GgmlType::Q8_0;
+    }
+  }
   return t.type;
 }
 
@@ -342,7 +363,7 @@ TEST(CliQuantize, ErrorsLeaveNoOutput) {
               "not a GGUF");
   expect_fail({"quantize", "-m", dir.file("trunc.gguf"), "--type", "q8_0", "-o", out}, 1,
               "trunc.gguf");
-  expect_fail({"quantize", "-m", model, "--type", "q3_k", "-o", out}, 2, "q3_k");
+  expect_fail({"quantize", "-m", model, "--type", "iq2_xxs", "-o", out}, 2, "iq2_xxs");
   expect_fail({"quantize", "-m", model, "--type", "q8_0"}, 2, "--output");
   expect_fail({"quantize", "--type", "q8_0", "-o", out}, 2, "--model");
 

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/quant.h"
@@ -128,6 +129,43 @@ Elem decode_q6_k(const uint8_t* b, int e) {
   const int q = lo + 16 * hi - 32;
   return {d1 * static_cast<float>(q), std::fabs(double(d1) * q)};
 }
+// Q2_K / Q3_K element e = 128h + 32j + l: its 2 low bits at bits 2j of qs byte 32h + l.
+int k_low2_naive(const uint8_t* b, int qs_byte, int e) {
+  const int h = e / 128, j = (e % 128) / 32, l = e % 32;
+  return static_cast<int>(read_bits(b, 8 * (qs_byte + 32 * h + l) + 2 * j, 2));
+}
+Elem decode_q2_k(const uint8_t* b, int e) {
+  const int s = e / 16;
+  const int sc = static_cast<int>(read_bits(b, 8 * s, 4));
+  const int m = static_cast<int>(read_bits(b, 8 * s + 4, 4));
+  return k_affine(half_at(b, 80), sc, half_at(b, 82), m, k_low2_naive(b, 16, e));
+}
+Elem decode_q3_k(const uint8_t* b, int e) {
+  const int s = e / 16;
+  const int lo4 = static_cast<int>(s < 8 ? read_bits(b, 8 * (96 + s), 4)
+                                         : read_bits(b, 8 * (96 + s - 8) + 4, 4));
+  const int hi2 = static_cast<int>(read_bits(b, 8 * (104 + s % 4) + 2 * (s / 4), 2));
+  const int high = static_cast<int>(read_bits(b, 8 * (e % 32) + e / 32, 1));
+  const int q = k_low2_naive(b, 32, e) - (high ? 0 : 4);
+  const float d1 = half_at(b, 108) * static_cast<float>(lo4 + 16 * hi2 - 32);
+  return {d1 * static_cast<float>(q), std::fabs(double(d1) * q)};
+}
+constexpr int kIq4Table[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                               1,    13,   25,  38,  53,  69,  89,  113};
+// The 4-bit index of element i (< 32) of a 16-byte IQ4 block whose quants start at byte qs.
+int iq4_index_naive(const uint8_t* b, int qs, int i) {
+  return static_cast<int>(read_bits(b, 8 * (qs + i % 16) + 4 * (i / 16), 4));
+}
+Elem decode_iq4_nl(const uint8_t* b, int e) {
+  return scaled(half_at(b, 0), kIq4Table[iq4_index_naive(b, 2, e)]);
+}
+Elem decode_iq4_xs(const uint8_t* b, int e) {
+  const int j = e / 32;
+  const int sc = static_cast<int>(read_bits(b, 32 + 4 * j, 4) | (read_bits(b, 16 + 2 * j, 2) << 4));
+  const float d1 = half_at(b, 0) * static_cast<float>(sc - 32);
+  const int q = kIq4Table[iq4_index_naive(b, 8 + 16 * j, e % 32)];
+  return {d1 * static_cast<float>(q), std::fabs(double(d1) * q)};
+}
 Elem decode_f16(const uint8_t* b, int) {
   const float v = half_at(b, 0);
   return {v, std::fabs(double(v))};
@@ -167,6 +205,10 @@ std::vector<TypeCase> all_cases() {
       {"q4_k", GgmlType::Q4_K, 256, 144, {0, 2}, decode_q4_k},
       {"q5_k", GgmlType::Q5_K, 256, 176, {0, 2}, decode_q5_k},
       {"q6_k", GgmlType::Q6_K, 256, 210, {208}, decode_q6_k},
+      {"q2_k", GgmlType::Q2_K, 256, 84, {80, 82}, decode_q2_k},
+      {"q3_k", GgmlType::Q3_K, 256, 110, {108}, decode_q3_k},
+      {"iq4_nl", GgmlType::IQ4_NL, 32, 18, {0}, decode_iq4_nl},
+      {"iq4_xs", GgmlType::IQ4_XS, 256, 136, {0}, decode_iq4_xs},
   };
 }
 
@@ -191,9 +233,17 @@ std::vector<uint8_t> random_blocks(const TypeCase& c, int n_blocks, std::mt19937
 
 TEST(QuantBlocks, AllTypesSupported) {
   for (const TypeCase& c : all_cases()) EXPECT_TRUE(quant_type_supported(c.type)) << c.name;
-  EXPECT_FALSE(quant_type_supported(GgmlType::Q2_K));
-  EXPECT_FALSE(quant_type_supported(GgmlType::IQ4_NL));
-  EXPECT_FALSE(quant_type_writable(GgmlType::Q5_K));
+  for (const TypeCase& c : all_cases()) EXPECT_TRUE(quant_type_writable(c.type)) << c.name;
+  // Types geist cannot compute (the loaders refuse them, naming quant_supported_types()).
+  for (GgmlType t : {GgmlType::IQ2_XXS, GgmlType::IQ3_S, GgmlType::IQ1_M, GgmlType::TQ2_0,
+                     GgmlType::MXFP4, GgmlType::Q8_K}) {
+    EXPECT_FALSE(quant_type_supported(t)) << ggml_type_name(t);
+    EXPECT_EQ(std::string(quant_supported_types()).find(ggml_type_name(t)), std::string::npos);
+  }
+  for (const TypeCase& c : all_cases()) {
+    EXPECT_NE(std::string(quant_supported_types()).find(ggml_type_name(c.type)), std::string::npos)
+        << c.name;
+  }
 }
 
 // The geometry this file uses (from ggml-common.h) against the formats layer's table, which

@@ -304,12 +304,36 @@ TEST(QuantQuantize, KQuantErrorBounds) {
   std::cout << "rms error on N(0,1): q4_k " << rms_q4k << ", q6_k " << rms_q6k << "\n";
 }
 
+// The ggml-reference quantizers (Q2_K, Q3_K, Q5_K, IQ4_NL, IQ4_XS; their bytes are checked
+// against llama-quantize's in tests/quant) on N(0, 1): the error falls with the bits spent.
+TEST(QuantQuantize, GgmlReferenceQuantizersOrderByBits) {
+  std::mt19937 rng(99);
+  std::vector<float> y;
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> g(256 * 64);
+  for (float& v : g) v = nd(rng);
+  const double q2 = rms_error(GgmlType::Q2_K, g, &y), q3 = rms_error(GgmlType::Q3_K, g, &y);
+  const double q4 = rms_error(GgmlType::Q4_K, g, &y), q5 = rms_error(GgmlType::Q5_K, g, &y);
+  const double nl = rms_error(GgmlType::IQ4_NL, g, &y), xs = rms_error(GgmlType::IQ4_XS, g, &y);
+  const double q40 = rms_error(GgmlType::Q4_0, g, &y);
+  std::cout << "rms error on N(0,1): q2_k " << q2 << ", q3_k " << q3 << ", q5_k " << q5
+            << ", iq4_nl " << nl << ", iq4_xs " << xs << "\n";
+  EXPECT_LT(q3, q2);
+  EXPECT_LT(q4, q3);
+  EXPECT_LT(q5, q4);
+  EXPECT_LT(nl, q40);  // same 4.5 bits per weight, non-linear levels
+  EXPECT_LT(xs, q40);  // fewer bits (4.25), still better than the linear 4-bit format
+  EXPECT_LT(q2, 0.45);
+  EXPECT_LT(q5, 0.05);
+}
+
 TEST(QuantQuantize, ZeroRowsStayZero) {
   std::vector<float> x(512, 0.0f), y(512, 1.0f);
   std::vector<uint8_t> q(4 * 512);
   for (const GgmlType t :
        {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-        GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q6_K}) {
+        GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q6_K,
+        GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q5_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS}) {
     ASSERT_TRUE(quant_type_writable(t));
     quantize_row(t, x.data(), q.data(), 512);
     dequantize_row(t, q.data(), y.data(), 512);

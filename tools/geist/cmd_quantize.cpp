@@ -19,14 +19,16 @@ const VerbSpec& quantize_spec() {
       "Metadata is copied unchanged except general.file_type. Matrices (name *.weight, 2+\n"
       "dimensions, not ssm_conv1d) whose rows are whole blocks of T are dequantized to f32\n"
       "and quantized to T; norms, biases and rows that do not fit T's block are copied.\n"
-      "Types: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k (blocks of 32; q4_k and q6_k: 256, and\n"
-      "their matrices whose rows are whole 32- but not 256-blocks become q8_0).\n"
-      "q4_0 and q4_k keep token_embd.weight and output.weight at q8_0 (llama-quantize also\n"
-      "spends more bits on them: q6_k for output). f16, bf16, q8_0 and q4_0 bytes match\n"
-      "ggml's; q4_k/q6_k come from geist's own scale search and differ from llama-quantize's.",
+      "Types: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl (blocks of 32); q2_k,\n"
+      "q3_k, q4_k, q5_k, q6_k, iq4_xs (256). Matrices whose rows are whole 32- but not\n"
+      "256-blocks fall back as llama-quantize does: q2_k/q3_k to q4_0, q5_k to q5_1, iq4_xs\n"
+      "to iq4_nl; q4_k and q6_k to q8_0. Targets below 5 bits keep token_embd.weight and\n"
+      "output.weight at q8_0 (llama-quantize also spends more bits on them: q6_k for output).\n"
+      "Bytes match llama-quantize's (no imatrix) for every type but q4_k/q6_k, which come\n"
+      "from geist's own scale search.",
       {
           {"-m", "--model", "FILE", "input GGUF model (required)"},
-          {nullptr, "--type", "T", "f32, f16, bf16, q8_0, q4_0, q4_k or q6_k (required)"},
+          {nullptr, "--type", "T", "one of the types above (required)"},
           {"-o", "--output", "FILE", "output file, not the input (required)"},
       }};
   return spec;

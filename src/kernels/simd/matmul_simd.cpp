@@ -164,8 +164,8 @@ void UnpackRowsI16(GgmlType t, const uint8_t* src, size_t row_bytes, int count, 
       case GgmlType::Q6_K:
         UnpackQ6_K(row, n_in, w, d, m);
         break;
-      default:
-        GEIST_CHECK(false, "unpack_rows_i16: type without an int16 unpacker");
+      default:  // the later types (unpack_i16_simd.cpp)
+        unpack_rows_i16_more(t, row, row_bytes, 1, n_in, w, d, m);
     }
   }
 }
@@ -524,7 +524,12 @@ HWY_EXPORT(DotF32Rows);
 HWY_EXPORT(TargetName);
 
 bool int16_path_supported(GgmlType t) {
-  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q4_K || t == GgmlType::Q6_K;
+  // Q2_K's mins change every 16 elements, finer than the per-32-block mw.
+  return quant_type_supported(t) && ggml_type_traits(t).block_size >= 32 && t != GgmlType::Q2_K;
+}
+
+bool int16_has_min(GgmlType t) {
+  return t == GgmlType::Q4_1 || t == GgmlType::Q5_1 || t == GgmlType::Q4_K || t == GgmlType::Q5_K;
 }
 
 void unpack_rows_i16(GgmlType t, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,

@@ -24,14 +24,23 @@ namespace geist::simd {
 
 constexpr int64_t kQ16Block = 32;  // activation / unpacked weight block
 
-// True for the weight types the integer path unpacks: Q8_0, Q4_0, Q4_K, Q6_K.
+// True for the weight types the integer path unpacks: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q3_K, Q4_K,
+// Q5_K, Q6_K, IQ4_NL, IQ4_XS (not Q2_K: its mins change every 16 elements, finer than mw).
 bool int16_path_supported(GgmlType t);
+// True for those of them whose unpacked rows have an offset term mw (Q4_1, Q5_1, Q4_K, Q5_K);
+// the others' mw is all zeros and the dot kernels may skip it (mw == nullptr).
+bool int16_has_min(GgmlType t);
 
 // Unpacks `count` consecutive weight rows (row r at src + r * row_bytes, n_in elements,
 // n_in % 32 == 0) of a type int16_path_supported accepts.
 //   w16: [count][n_in]; dw, mw: [count][n_in / 32]
 void unpack_rows_i16(GgmlType t, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
                      int16_t* w16, float* dw, float* mw);
+
+// unpack_rows_i16 for the types added later (Q4_1, Q5_0, Q5_1, Q3_K, Q5_K, IQ4_NL, IQ4_XS;
+// src/kernels/simd/unpack_i16_simd.cpp). Integer values only: the same on every target.
+void unpack_rows_i16_more(GgmlType t, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
+                          int16_t* w16, float* dw, float* mw);
 
 // Quantizes one activation row of n_in (% 32 == 0) floats: q16 [n_in], dx and sx [n_in / 32].
 // Scalar and target-independent: the same bits on every machine.

@@ -1,0 +1,126 @@
+// Q5_0 and IQ4_NL weights in the GROUPS16 layout are held as Q8_0 blocks of the same values, Q3_K
+// as Q6_K (kernels/matmul.h): the view has that type, its rows dequantize to the file's bits, and
+// matmul on it equals, bit for bit, matmul on Q8_0 rows written directly from those values
+// (Q3_K: is within the Q8 path's bound of the double product, the same for any batch).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernel_test_util.h"
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
+#include "kernels/quant_blocks.h"
+#include "kernels/simd/matmul_simd.h"
+
+namespace geist {
+namespace {
+
+TEST(Groups16Q8, Q5_0AndIq4NlRunAsQ8_0OfTheSameValues) {
+  for (GgmlType type : {GgmlType::Q5_0, GgmlType::IQ4_NL}) {
+    SCOPED_TRACE(ggml_type_name(type));
+    std::mt19937 rng(17);
+    const int64_t n_in = 32 * 13, n_out = 37, n_tok = 70;  // odd rows: a padded last group
+    std::vector<float> deq;
+    const std::vector<uint8_t> bytes = test::random_rows(type, n_in, n_out, &rng, &deq);
+    const WeightMatrix w{type, bytes.data(), n_in, n_out, ggml_row_size(type, n_in)};
+    if (!weight_groups16_useful(w)) {
+      ASSERT_FALSE(simd::q8_panels_fast());
+      GTEST_SKIP() << "no 8-bit kernels on this CPU (GROUPS16 is not used)";
+    }
+    // The same values as Q8_0 rows: each block's f16 scale and code = value / scale (exact:
+    // value is an integer times the scale).
+    const size_t rb8 = ggml_row_size(GgmlType::Q8_0, n_in);
+    std::vector<uint8_t> q8(rb8 * n_out);
+    for (int64_t o = 0; o < n_out; ++o) {
+      for (int64_t b = 0; b < n_in / 32; ++b) {
+        const uint8_t* src = bytes.data() + o * w.row_bytes + b * ggml_type_traits(type).type_size;
+        uint8_t* dst = q8.data() + o * rb8 + b * 34;
+        std::memcpy(dst, src, 2);
+        const float d = fp16_to_fp32(quant_detail::load_u16(src));
+        for (int i = 0; i < 32; ++i) {
+          const float v = deq[static_cast<size_t>(o * n_in + b * 32 + i)];
+          dst[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(d != 0.0f ? v / d : 0.0f));
+        }
+      }
+    }
+    const WeightMatrix w8{GgmlType::Q8_0, q8.data(), n_in, n_out, rb8};
+    std::vector<uint8_t> g(weight_groups16_bytes(w));
+    ASSERT_EQ(g.size(), weight_groups16_bytes(w8));
+    WeightMatrix wg;
+    weight_to_groups16(w, g.data(), &wg);
+    EXPECT_EQ(wg.type, GgmlType::Q8_0);
+    EXPECT_EQ(wg.row_bytes, rb8);
+    std::vector<float> row(n_in);
+    for (int64_t o = 0; o < n_out; ++o) {
+      get_row(wg, o, row.data());
+      ASSERT_EQ(std::memcmp(row.data(), deq.data() + o * n_in, n_in * sizeof(float)), 0) << o;
+    }
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> x(static_cast<size_t>(n_tok * n_in));
+    for (float& f : x) f = nd(rng);
+    ThreadPool pool(2);
+    std::vector<float> scratch(matmul_scratch_floats(n_in, 2));
+    for (int64_t m : {int64_t{1}, int64_t{2}, n_tok}) {
+      std::vector<float> yg(m * n_out), y8(m * n_out);
+      matmul(wg, x.data(), n_in, m, yg.data(), n_out, scratch.data(), pool);
+      matmul(w8, x.data(), n_in, m, y8.data(), n_out, scratch.data(), pool);
+      ASSERT_EQ(std::memcmp(yg.data(), y8.data(), yg.size() * sizeof(float)), 0) << m;
+    }
+  }
+}
+
+TEST(Groups16Q8, Q3_KRunsAsQ6_KOfTheSameValues) {
+  std::mt19937 rng(19);
+  const int64_t n_in = 256 * 3, n_out = 21;
+  std::vector<float> deq;
+  const std::vector<uint8_t> bytes =
+      test::random_rows(GgmlType::Q3_K, n_in, n_out, &rng, &deq, true);
+  const WeightMatrix w{GgmlType::Q3_K, bytes.data(), n_in, n_out,
+                       ggml_row_size(GgmlType::Q3_K, n_in)};
+  if (!weight_groups16_useful(w)) {
+    ASSERT_FALSE(simd::q8_panels_fast());
+    GTEST_SKIP() << "no 8-bit kernels on this CPU (GROUPS16 is not used)";
+  }
+  std::vector<uint8_t> g(weight_groups16_bytes(w));
+  WeightMatrix wg;
+  weight_to_groups16(w, g.data(), &wg);
+  EXPECT_EQ(wg.type, GgmlType::Q6_K);
+  EXPECT_EQ(wg.row_bytes, ggml_row_size(GgmlType::Q6_K, n_in));
+  std::vector<float> row(n_in);
+  for (int64_t o = 0; o < n_out; ++o) {
+    get_row(wg, o, row.data());
+    ASSERT_EQ(std::memcmp(row.data(), deq.data() + o * n_in, n_in * sizeof(float)), 0) << o;
+  }
+  const int64_t n_tok = 40;
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n_tok * n_in));
+  for (float& f : x) f = nd(rng);
+  ThreadPool pool(2);
+  std::vector<float> scratch(matmul_scratch_floats(n_in, 2));
+  std::vector<float> all(n_tok * n_out), one(n_out);
+  matmul(wg, x.data(), n_in, n_tok, all.data(), n_out, scratch.data(), pool);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    matmul(wg, x.data() + t * n_in, n_in, 1, one.data(), n_out, scratch.data(), pool);
+    ASSERT_EQ(std::memcmp(one.data(), all.data() + t * n_out, n_out * sizeof(float)), 0) << t;
+    for (int64_t o = 0; o < n_out; ++o) {
+      double ref = 0, qerr = 0;
+      for (int64_t b = 0; b < n_in / 32; ++b) {
+        double amax = 0;
+        for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(x[t * n_in + b * 32 + i]));
+        for (int i = 0; i < 32; ++i) {
+          const double wv = deq[o * n_in + b * 32 + i];
+          ref += wv * x[t * n_in + b * 32 + i];
+          qerr += std::fabs(wv) * 0.5 * amax / 127.0;
+        }
+      }
+      ASSERT_NEAR(all[t * n_out + o], ref, 1e-5 + 1.01 * qerr) << t << " " << o;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace geist
