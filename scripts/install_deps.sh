@@ -5,6 +5,8 @@ set -euo pipefail
 pkgs=(cmake ninja-build g++ clang libclang-rt-14-dev clang-format libgtest-dev libgmock-dev
       libhwy-dev libxxhash-dev jq
       nlohmann-json3-dev python3-jinja2)
+# The Python package (python/): venv + pip to install it, pytest to test it, numpy optional.
+pkgs+=(python3-venv python3-pip python3-pytest python3-numpy)
 if [ "${1:-}" = "--arm64" ]; then
   if ! dpkg --print-foreign-architectures | grep -qx arm64; then
     SUDO=""

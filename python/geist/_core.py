@@ -298,6 +298,11 @@ class Model:
 
         return self._call(run)
 
+    def text(self, tokens) -> str:
+        """Generated tokens as the output stream shows them: their pieces concatenated, as
+        UTF-8 (invalid sequences replaced). Unlike detokenize, keeps a leading space."""
+        return b"".join(self.token_to_piece(t) for t in tokens).decode("utf-8", "replace")
+
     def is_eog(self, token) -> bool:
         t = _as_int(token, "token")
         return bool(self._call(_LIB.geist_model_token_is_eog, t))

@@ -70,3 +70,11 @@ def test_library_exports_only_the_c_abi():
     names = [line.split()[-1] for line in r.stdout.splitlines() if line.strip()]
     assert names and all(n.startswith("geist_") for n in names), \
         [n for n in names if not n.startswith("geist_")][:5]
+
+
+def test_installed_package_uses_its_bundled_library():
+    if os.environ.get("GEIST_EXPECT_INSTALLED") != "1":
+        pytest.skip("run from the source tree (tests/python/run_pytest.cmake tests the install)")
+    assert "site-packages" in geist.__file__
+    assert "GEIST_LIBRARY" not in os.environ
+    assert _lib.library_path() == os.path.join(os.path.dirname(geist.__file__), "libgeist.so")
