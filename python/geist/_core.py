@@ -163,6 +163,7 @@ class Model:
         self._sessions: "weakref.WeakSet[Session]" = weakref.WeakSet()
         self._cv = threading.Condition()
         self._in_flight = 0
+        self._closing = False
         self.path = os.path.abspath(os.fspath(path))
         self.backend = _enum(backend, BACKENDS, "backend")
         self.verbose = bool(verbose)
@@ -211,7 +212,7 @@ class Model:
 
     def _enter(self):
         with self._cv:
-            if self._handle is None:
+            if self._handle is None or self._closing:
                 raise GeistClosedError("the model is closed")
             self._in_flight += 1
             return self._handle
@@ -234,14 +235,16 @@ class Model:
 
     def close(self) -> None:
         """Frees the model; closes its sessions first. Idempotent. Later use raises
-        GeistClosedError."""
+        GeistClosedError. Waits for calls in flight on the model and on its sessions."""
+        with self._cv:
+            if self._handle is None or self._closing:
+                return
+            self._closing = True  # no new calls, so no new sessions
+            while self._in_flight:
+                self._cv.wait()
         for s in list(self._sessions):
             s.close()
         with self._cv:
-            if self._handle is None:
-                return
-            while self._in_flight:
-                self._cv.wait()
             h, self._handle = self._handle, None
         _LIB.geist_model_free(h)
 
@@ -353,10 +356,10 @@ class Session:
         def create(h):
             st = _LIB.geist_session_create(h, byref(p), byref(handle))
             _check(st, lambda: model._error(h))
+            self._handle = handle.value
+            model._sessions.add(self)  # while the model cannot start closing
 
         model._call(create)
-        self._handle = handle.value
-        model._sessions.add(self)
         self.n_ctx = int(_LIB.geist_session_max_seq_len(self._handle))
 
     # -- lifetime --

@@ -73,3 +73,28 @@ def test_one_session_shared_by_threads_is_serialised(llama_path):
         t.join()
     assert not errors
     assert s.position == len(m.tokenize(PROMPT)) + 80
+
+
+def test_model_closed_while_threads_generate(llama_path):
+    m = geist.Model(llama_path)
+    outcomes = []
+
+    def work(seed):
+        try:
+            s = m.session(n_ctx=512, temperature=0.8, seed=seed)
+            s.prefill(PROMPT)
+            for _ in range(2000):
+                s.fork().generate(4)
+            outcomes.append("finished")
+        except geist.GeistClosedError:
+            outcomes.append("closed")
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.3)
+    m.close()
+    for t in threads:
+        t.join()
+    assert outcomes == ["closed"] * 4
+    assert m.closed
