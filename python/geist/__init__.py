@@ -14,12 +14,13 @@ from ._errors import (GeistABIError, GeistBackendError, GeistClosedError, GeistE
                       GeistInvalidArgument, GeistInvalidState, GeistIOError, GeistNotFound,
                       GeistOutOfMemory, GeistTooManyTokens, GeistUnsupported)
 from ._core import BACKENDS, KV_MODES, Model, Session, abi_version, version
+from .cache import PrefixCache
 from .llama import Llama, LlamaState
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Llama", "LlamaState", "Model", "Session", "version", "abi_version", "BACKENDS",
+    "Llama", "LlamaState", "PrefixCache", "Model", "Session", "version", "abi_version", "BACKENDS",
     "KV_MODES", "GeistError", "GeistABIError", "GeistBackendError", "GeistClosedError",
     "GeistFileNotFound", "GeistFormatError", "GeistInternalError", "GeistInvalidArgument",
     "GeistInvalidState", "GeistIOError", "GeistNotFound", "GeistOutOfMemory",

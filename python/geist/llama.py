@@ -20,6 +20,7 @@ from typing import Iterator
 from . import _core
 from ._core import _LIB, HAS_CHAT, Model, Session, _check, _text_bytes
 from ._errors import GeistError, GeistUnsupported
+from .cache import PrefixCache
 
 import ctypes
 from ctypes import byref, c_char_p, c_int, c_size_t, c_void_p
@@ -216,6 +217,7 @@ class Llama:
         self._sampler_key = None
         self._chat_source = chat_template
         self._chat = None
+        self.cache: PrefixCache | None = None
 
     # -- plumbing --
     @property
@@ -336,11 +338,42 @@ class Llama:
             return self._model.tokenize(prompt, add_special=True, parse_special=True)
         return list(prompt)
 
+    def set_cache(self, cache: PrefixCache | None) -> None:
+        """Completions restore the longest cached prefix of their prompt and prefill only the
+        rest (geist.PrefixCache); None turns it off."""
+        if cache is not None and not isinstance(cache, PrefixCache):
+            raise TypeError("cache must be a geist.PrefixCache or None")
+        self.cache = cache
+
+    def _prefill_prompt(self, prompt_tokens) -> None:
+        """Resets the session to exactly the prompt's prefilled state, through the cache."""
+        cache = self.cache
+        if cache is None:
+            self.reset()
+            self._session.prefill(prompt_tokens)
+            return
+        key, image, common = cache.lookup(prompt_tokens)
+        if image is not None:
+            self._session.restore(image)
+            self._sampler_key = None
+        else:
+            self.reset()
+        n, b = len(prompt_tokens), cache.block
+        pos = len(key)
+        # block boundaries worth caching: the last one inside the shared beginning, the last
+        # one inside the prompt
+        keep = {(common // b) * b, ((n - 1) // b) * b} - {0}
+        while pos < n:
+            end = min((pos // b + 1) * b, n)
+            self._session.prefill(prompt_tokens[pos:end])
+            pos = end
+            if pos in keep or pos == n:
+                cache.put(prompt_tokens[:pos], self._session.snapshot())
+
     def _decode_text(self, prompt_tokens, max_tokens, sampling, seed):
         """Yields (text, n_completion_tokens, finish_reason or None) for one generation."""
-        self.reset()
+        self._prefill_prompt(prompt_tokens)
         self._set_sampler(*sampling, seed)
-        self._session.prefill(prompt_tokens)
         limit = -1 if max_tokens is None or max_tokens <= 0 else int(max_tokens)
         dec = codecs.getincrementaldecoder("utf-8")("replace")
         n = 0
