@@ -16,6 +16,9 @@ class GeistError(Exception):
         self.message = message
         super().__init__(f"{self.status_name}: {message}" if message else self.status_name)
 
+    def __reduce__(self):  # picklable (multiprocessing) with its message and status
+        return (type(self), (self.message, self.status))
+
 
 class GeistOutOfMemory(GeistError, MemoryError):
     status, status_name = 1, "GEIST_E_OOM"

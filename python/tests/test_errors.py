@@ -142,3 +142,12 @@ def test_session_after_its_model_was_closed(llama_path):
         llm("Once")
     with pytest.raises(geist.GeistClosedError):
         llm.tokenize("Once")
+
+
+def test_exceptions_pickle():
+    e = pickle.loads(pickle.dumps(geist.GeistFormatError("snapshot checksum mismatch")))
+    assert type(e) is geist.GeistFormatError and e.status == 6
+    assert e.message == "snapshot checksum mismatch"
+    assert str(e) == "GEIST_E_FORMAT: snapshot checksum mismatch"
+    io = pickle.loads(pickle.dumps(geist.GeistIOError("disk full")))
+    assert isinstance(io, OSError) and io.message == "disk full"

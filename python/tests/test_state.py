@@ -135,3 +135,27 @@ def test_pin_prefix_and_reset(llama_path):
     s.reset_to_prefix()
     s.prefill("Once")
     assert s.generate(10) == a
+
+
+def test_image_of_another_model_refused(llama_path, qwen35_path):
+    a = geist.Model(llama_path).session(n_ctx=256)
+    b = geist.Model(qwen35_path).session(n_ctx=256)
+    a.prefill(PROMPT)
+    b.prefill(PROMPT)
+    with pytest.raises(geist.GeistFormatError, match="model"):
+        b.restore(a.snapshot())
+    assert b.position == len(b.model.tokenize(PROMPT))
+
+
+def test_refused_load_state_changes_nothing(llama_path):
+    llm = geist.Llama(llama_path, seed=8)
+    llm.eval(llm.tokenize(PROMPT, special=True))
+    good = llm.save_state()
+    bad = geist.LlamaState(image=good.image[:-9] + b"garbage!!", n_tokens=good.n_tokens,
+                           rng_state=None, seed=0)
+    with pytest.raises(geist.GeistFormatError):
+        llm.load_state(bad)
+    opts = dict(max_tokens=6, temperature=1.0)
+    a = llm(PROMPT, **opts)
+    llm.load_state(good)
+    assert llm(PROMPT, **opts)["choices"][0]["text"] == a["choices"][0]["text"]
