@@ -12,4 +12,4 @@ base.prefill("Stories for children, told simply. ")  # the shared prefix: comput
 for request in ["Once upon a time", "The little dog", "One day, Tom"]:
     s = base.fork()  # the prefix's complete state, copied, not recomputed
     s.prefill(request, add_special=False)
-    print(f"{request!r} ->{model.text(s.generate(24))!r}")
+    print(request + model.text(s.generate(24)))
