@@ -151,3 +151,32 @@ def test_exceptions_pickle():
     assert str(e) == "GEIST_E_FORMAT: snapshot checksum mismatch"
     io = pickle.loads(pickle.dumps(geist.GeistIOError("disk full")))
     assert isinstance(io, OSError) and io.message == "disk full"
+
+
+def test_random_images_and_arguments_never_crash(any_model_path):
+    import random
+
+    rng = random.Random(0)
+    m = geist.Model(any_model_path)
+    s = m.session(n_ctx=64, temperature=0.5, seed=1)
+    s.prefill(PROMPT)
+    image = s.snapshot()
+    twin = s.fork()
+    for i in range(150):
+        b = bytearray(image)
+        kind = i % 3
+        if kind == 0:
+            for _ in range(rng.randint(1, 8)):
+                b[rng.randrange(len(b))] = rng.randrange(256)
+        elif kind == 1:
+            b = b[: rng.randrange(len(b))]
+        else:
+            b = bytearray(rng.randbytes(rng.randrange(1, 4096)))
+        if bytes(b) == image:
+            continue
+        with pytest.raises(geist.GeistError):
+            s.restore(bytes(b))
+    for bad in ([-1], [2**31 - 1], [m.n_vocab], [0] * 100):
+        with pytest.raises(geist.GeistError):
+            s.prefill(bad)
+    assert s.generate(8, stop_at_eog=False) == twin.generate(8, stop_at_eog=False)
