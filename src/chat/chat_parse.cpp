@@ -73,6 +73,31 @@ void push(std::vector<ChatDelta>* deltas, ChatDelta::Kind kind, std::string_view
 
 }  // namespace
 
+size_t ChatParser::JsonScan::advance(std::string_view text) {
+  for (; pos < text.size() && !broken; ++pos) {
+    const char c = text[pos];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if (c == '}' || c == ']') {
+      if (--depth == 0) return ++pos;
+      broken = depth < 0;
+    }
+  }
+  return std::string_view::npos;
+}
+
 ChatParser::ChatParser(ParserOptions opts) : opts_(std::move(opts)) {
   uint64_t seed = opts_.id_seed;
   if (seed == 0) {
@@ -202,6 +227,7 @@ bool ChatParser::step_content(bool final, std::vector<ChatDelta>* deltas) {
     const std::string_view rest = detail::ltrim(buf_);
     if (rest.empty() && !final) return false;
     if (!rest.empty() && rest.front() == '{') {
+      json_scan_ = {};
       state_ = State::LLAMA_JSON;
       return true;
     }
@@ -219,9 +245,11 @@ bool ChatParser::step_content(bool final, std::vector<ChatDelta>* deltas) {
     buf_.erase(0, p);
     if (markers[which] == kPythonTag) {
       buf_.erase(0, kPythonTag.size());
+      json_scan_ = {};
       state_ = State::LLAMA_JSON;
     } else {
       tool_open_ = std::string(markers[which]);
+      tool_scan_ = tool_open_.size();
       state_ = State::TOOL;
     }
     return true;
@@ -238,7 +266,11 @@ bool ChatParser::step_tool(bool final, std::vector<ChatDelta>* deltas) {
   const bool bare_function = tool_open_ == kFunctionOpen;
   const std::string_view close = bare_function ? kFunctionClose : kToolCallClose;
   const std::string_view text = buf_;
-  size_t end = text.find(close, tool_open_.size());
+  size_t end = text.find(close, tool_scan_);
+  // The next search starts where a close marker could still begin: linear in the call's size.
+  if (end == std::string_view::npos && text.size() >= close.size()) {
+    tool_scan_ = std::max(tool_scan_, text.size() - close.size() + 1);
+  }
   if (end != std::string_view::npos) {
     end += close.size();
     if (bare_function) {
@@ -297,6 +329,7 @@ bool ChatParser::step_llama_json(bool final, std::vector<ChatDelta>* deltas) {
     }
     if (rest.front() == ';') {
       buf_.erase(0, lead + 1);
+      json_scan_ = {};
       state_ = State::LLAMA_JSON;
       return true;
     }
@@ -318,9 +351,9 @@ bool ChatParser::step_llama_json(bool final, std::vector<ChatDelta>* deltas) {
     return false;
   }
   if (inner.substr(0, 6) != "\"name\"" && inner.substr(0, 6) != "\"type\"") return fallback();
-  const size_t len = detail::json_object_end(rest);
+  const size_t len = json_scan_.advance(rest);
   if (len == std::string_view::npos) {
-    if (!final) return false;
+    if (!final && !json_scan_.broken) return false;
     return fallback();
   }
   ToolCall call;

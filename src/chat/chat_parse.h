@@ -106,7 +106,19 @@ class ChatParser {
   std::string content_ws_;       // whitespace held at the end of content (dropped before a call)
   bool content_lstrip_ = false;  // drop whitespace at the start of the next content
   std::string tool_open_;        // the marker that opened the current tool call
-  bool reply_start_ = true;      // no content or call yet (LLAMA3_JSON: a '{' may open a call)
+  size_t tool_scan_ = 0;         // TOOL: where the search for its close marker resumes
+  // Where a JSON object that starts at text[0] == '{' ends, found resumably as the text grows
+  // (same start). Tracks strings and escapes only; the parse that follows checks validity.
+  struct JsonScan {
+    size_t pos = 0;  // bytes of text already scanned
+    int depth = 0;
+    bool in_string = false, escaped = false;
+    bool broken = false;  // closed more than it opened: never ends as an object
+    // Length through the closing brace, or npos while the text ends first (or when broken).
+    size_t advance(std::string_view text);
+  };
+  JsonScan json_scan_;       // LLAMA_JSON: the current object
+  bool reply_start_ = true;  // no content or call yet (LLAMA3_JSON: a '{' may open a call)
   ChatMsg msg_;
   bool finished_ = false;
 };

@@ -15,11 +15,6 @@ inline bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c ==
 std::string_view trim(std::string_view s);
 std::string_view ltrim(std::string_view s);
 
-// Length of the JSON object that starts at text[0] == '{' (through its closing brace), or
-// npos when the text ends first. Tracks strings and escapes only; validity is checked by the
-// parse that follows.
-size_t json_object_end(std::string_view text);
-
 // Compact JSON text, invalid UTF-8 replaced (never throws on strings).
 std::string dump_json(const Json& value);
 

@@ -11,7 +11,7 @@
 
 #include "chat/chat_parse.h"
 
-namespace geist::chat::test {
+namespace geist::chat::ptest {
 
 struct StreamRun {
   ChatMsg final;        // parser.message() after finish
@@ -123,4 +123,4 @@ inline ChatMsg check_split_invariance(std::string_view text, ParserOptions opts)
   return whole;
 }
 
-}  // namespace geist::chat::test
+}  // namespace geist::chat::ptest

@@ -10,7 +10,7 @@
 namespace geist::chat {
 namespace {
 
-using test::check_split_invariance;
+using ptest::check_split_invariance;
 
 ParserOptions opts_for(ToolCallFormat tools, bool reasoning = false, bool starts = false) {
   ParserOptions o;
@@ -296,8 +296,8 @@ TEST(ParseFuzz, RandomBytesNeverThrowAndAgree) {
       o.id_seed = 5;
       const ChatMsg whole = parse_chat_output(text, o);
       std::mt19937 split_rng(static_cast<unsigned>(iter));
-      const test::StreamRun r = test::run_pieces(test::split_random(text, &split_rng), o);
-      EXPECT_TRUE(test::same_msg(r.final, whole)) << text;
+      const ptest::StreamRun r = ptest::run_pieces(ptest::split_random(text, &split_rng), o);
+      EXPECT_TRUE(ptest::same_msg(r.final, whole)) << text;
     }
   }
 }

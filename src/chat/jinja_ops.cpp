@@ -1,0 +1,304 @@
+// Python's arithmetic and sequence operators on Jinja values, `in`, and printf-style `%`.
+#include <cmath>
+#include <cstdio>
+
+#include "chat/jinja_eval.h"
+
+namespace geist::jinja {
+
+std::string to_upper(std::string s) {
+  for (char& c : s)
+    if (c >= 'a' && c <= 'z') c = char(c - 32);
+  return s;
+}
+std::string to_lower(std::string s) {
+  for (char& c : s)
+    if (c >= 'A' && c <= 'Z') c = char(c + 32);
+  return s;
+}
+
+namespace {
+
+[[noreturn]] void unsupported(const std::string& op, const Value& a, const Value& b) {
+  fail("TypeError", "unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" +
+                        type_name(b) + "'");
+}
+
+[[noreturn]] void overflow() { fail("OverflowError", "integer result too large"); }
+
+bool is_int(const Value& v) { return v.kind == Kind::Int || v.kind == Kind::Bool; }
+
+Value repeat(Evaluator& ev, const Value& seq, int64_t n) {
+  if (n < 0) n = 0;
+  if (seq.kind == Kind::String) {
+    const std::string& s = seq.str();
+    if (!s.empty() && uint64_t(n) > ev.limits().max_output_bytes / s.size() + 1)
+      fail_limit("string repetition past max_output_bytes");
+    size_t total = s.size() * size_t(n);
+    ev.charge(total);
+    std::string out;
+    out.reserve(total);
+    for (int64_t k = 0; k < n; ++k) out += s;
+    return Value::string(std::move(out));
+  }
+  const auto& items = seq.lst().items;
+  if (!items.empty() && uint64_t(n) > ev.limits().max_output_bytes / (16 * items.size()) + 1)
+    fail_limit("list repetition past max_output_bytes");
+  ev.charge(items.size() * size_t(n) * 16);
+  std::vector<Value> out;
+  out.reserve(items.size() * size_t(n));
+  for (int64_t k = 0; k < n; ++k) out.insert(out.end(), items.begin(), items.end());
+  return Value::list(std::move(out), seq.lst().tuple);
+}
+
+double py_fmod(double a, double b) {
+  double m = std::fmod(a, b);
+  if (m != 0 && ((m < 0) != (b < 0))) m += b;
+  return m;
+}
+
+}  // namespace
+
+Value binary_op(Evaluator& ev, const std::string& op, const Value& a, const Value& b) {
+  if (a.is_undefined()) fail_undefined(a);
+  if (b.is_undefined()) fail_undefined(b);
+  bool nums = a.is_number() && b.is_number();
+  bool ints = is_int(a) && is_int(b);
+  if (op == "+") {
+    if (ints) {
+      int64_t r;
+      if (__builtin_add_overflow(a.as_int(), b.as_int(), &r)) overflow();
+      return Value::integer(r);
+    }
+    if (nums) return Value::number(a.as_double() + b.as_double());
+    if (a.kind == Kind::String) {
+      if (b.kind != Kind::String)
+        fail("TypeError", "can only concatenate str (not \"" + type_name(b) + "\") to str");
+      ev.charge(a.str().size() + b.str().size());
+      return Value::string(a.str() + b.str());
+    }
+    if (a.kind == Kind::List && !a.lst().generator) {
+      if (b.kind != Kind::List || b.lst().tuple != a.lst().tuple || b.lst().generator)
+        fail("TypeError", "can only concatenate " + type_name(a) + " (not \"" + type_name(b) +
+                              "\") to " + type_name(a));
+      ev.charge(16 * (a.lst().items.size() + b.lst().items.size()));
+      std::vector<Value> items = a.lst().items;
+      items.insert(items.end(), b.lst().items.begin(), b.lst().items.end());
+      return Value::list(std::move(items), a.lst().tuple);
+    }
+    unsupported("+", a, b);
+  }
+  if (op == "-") {
+    if (ints) {
+      int64_t r;
+      if (__builtin_sub_overflow(a.as_int(), b.as_int(), &r)) overflow();
+      return Value::integer(r);
+    }
+    if (nums) return Value::number(a.as_double() - b.as_double());
+    unsupported("-", a, b);
+  }
+  if (op == "*") {
+    if (ints) {
+      int64_t r;
+      if (__builtin_mul_overflow(a.as_int(), b.as_int(), &r)) overflow();
+      return Value::integer(r);
+    }
+    if (nums) return Value::number(a.as_double() * b.as_double());
+    bool seq_a = a.kind == Kind::String || (a.kind == Kind::List && !a.lst().generator);
+    bool seq_b = b.kind == Kind::String || (b.kind == Kind::List && !b.lst().generator);
+    if (seq_a && is_int(b)) return repeat(ev, a, b.as_int());
+    if (seq_b && is_int(a)) return repeat(ev, b, a.as_int());
+    if (seq_a || seq_b)
+      fail("TypeError",
+           "can't multiply sequence by non-int of type '" + type_name(seq_a ? b : a) + "'");
+    unsupported("*", a, b);
+  }
+  if (op == "/") {
+    if (!nums) unsupported("/", a, b);
+    if (b.as_double() == 0) fail("ZeroDivisionError", "division by zero");
+    return Value::number(a.as_double() / b.as_double());
+  }
+  if (op == "//") {
+    if (!nums) unsupported("//", a, b);
+    if (ints) {
+      if (b.as_int() == 0) fail("ZeroDivisionError", "integer division or modulo by zero");
+      int64_t x = a.as_int(), y = b.as_int();
+      if (x == INT64_MIN && y == -1) overflow();
+      int64_t q = x / y;
+      if ((x % y != 0) && ((x < 0) != (y < 0))) --q;
+      return Value::integer(q);
+    }
+    if (b.as_double() == 0) fail("ZeroDivisionError", "float floor division by zero");
+    return Value::number(std::floor(a.as_double() / b.as_double()));
+  }
+  if (op == "%") {
+    if (a.kind == Kind::String) {
+      std::string s = percent_format(ev, a.str(), b);
+      return Value::string(std::move(s));
+    }
+    if (!nums) unsupported("%", a, b);
+    if (ints) {
+      if (b.as_int() == 0) fail("ZeroDivisionError", "integer division or modulo by zero");
+      int64_t x = a.as_int(), y = b.as_int();
+      if (y == -1) return Value::integer(0);
+      int64_t m = x % y;
+      if (m != 0 && ((m < 0) != (y < 0))) m += y;
+      return Value::integer(m);
+    }
+    if (b.as_double() == 0) fail("ZeroDivisionError", "float modulo");
+    return Value::number(py_fmod(a.as_double(), b.as_double()));
+  }
+  if (op == "**") {
+    if (!nums) unsupported("** or pow()", a, b);
+    if (ints && b.as_int() >= 0) {
+      int64_t base = a.as_int(), e = b.as_int(), r = 1;
+      while (e > 0) {
+        ev.step();
+        if (e & 1)
+          if (__builtin_mul_overflow(r, base, &r)) overflow();
+        e >>= 1;
+        if (e > 0 && __builtin_mul_overflow(base, base, &base)) {
+          if (base != 0 && base != 1 && base != -1) overflow();
+        }
+      }
+      return Value::integer(r);
+    }
+    double x = a.as_double(), y = b.as_double();
+    if (x == 0 && y < 0) fail("ZeroDivisionError", "0.0 cannot be raised to a negative power");
+    return Value::number(std::pow(x, y));
+  }
+  fail("TemplateRuntimeError", "unknown operator " + op);
+}
+
+bool Evaluator::contains(const Value& c, const Value& item) {
+  switch (c.kind) {
+    case Kind::Undefined:
+      return false;
+    case Kind::String:
+      if (item.kind != Kind::String) {
+        if (item.is_undefined()) fail_undefined(item);
+        fail("TypeError", "'in <string>' requires string as left operand, not " + type_name(item));
+      }
+      return c.str().find(item.str()) != std::string::npos;
+    case Kind::List:
+      for (const auto& v : c.lst().items) {
+        step();
+        if (equals(v, item)) return true;
+      }
+      return false;
+    case Kind::Dict:
+      if (c.dct().is_namespace || c.dct().is_loop) break;
+      return c.dct().find(item) != nullptr;
+    default:
+      break;
+  }
+  fail("TypeError", "argument of type '" + type_name(c) + "' is not iterable");
+}
+
+std::string percent_format(Evaluator& ev, const std::string& fmt, const Value& args) {
+  std::vector<Value> vals;
+  const Value* mapping = nullptr;
+  if (args.kind == Kind::List && args.lst().tuple)
+    vals = args.lst().items;
+  else if (args.kind == Kind::Dict)
+    mapping = &args;
+  else
+    vals.push_back(args);
+  size_t next = 0;
+  std::string out;
+  for (size_t k = 0; k < fmt.size(); ++k) {
+    char c = fmt[k];
+    if (c != '%') {
+      out += c;
+      continue;
+    }
+    if (++k >= fmt.size()) fail("ValueError", "incomplete format");
+    Value v;
+    bool have = false;
+    if (fmt[k] == '(' && mapping) {
+      size_t e = fmt.find(')', k);
+      if (e == std::string::npos) fail("ValueError", "incomplete format key");
+      const Value* got = mapping->dct().find(std::string_view(fmt).substr(k + 1, e - k - 1));
+      if (!got) fail("KeyError", repr_string(fmt.substr(k + 1, e - k - 1)));
+      v = *got;
+      have = true;
+      k = e + 1;
+    }
+    std::string spec = "%";
+    while (k < fmt.size() && std::string_view("-+ #0").find(fmt[k]) != std::string_view::npos)
+      spec += fmt[k++];
+    while (k < fmt.size() && ((fmt[k] >= '0' && fmt[k] <= '9') || fmt[k] == '.')) spec += fmt[k++];
+    if (k >= fmt.size()) fail("ValueError", "incomplete format");
+    char conv = fmt[k];
+    if (conv == '%') {
+      out += '%';
+      continue;
+    }
+    if (!have) {
+      if (mapping) {
+        v = *mapping;
+      } else {
+        if (next >= vals.size()) fail("TypeError", "not enough arguments for format string");
+        v = vals[next++];
+      }
+    }
+    if (spec.size() > 12) fail("ValueError", "format specification too long");
+    char buf[512];
+    switch (conv) {
+      case 's':
+      case 'r':
+      case 'a': {
+        std::string s = conv == 's' ? to_str(v) : repr(v);
+        ev.charge(s.size());
+        if (spec == "%") {
+          out += s;
+        } else {
+          spec += 's';
+          int w = std::snprintf(nullptr, 0, spec.c_str(), s.c_str());
+          if (w > 0) {
+            ev.charge(size_t(w));
+            std::string tmp(size_t(w) + 1, '\0');
+            std::snprintf(tmp.data(), tmp.size(), spec.c_str(), s.c_str());
+            tmp.resize(size_t(w));
+            out += tmp;
+          }
+        }
+        break;
+      }
+      case 'd':
+      case 'i':
+      case 'x':
+      case 'X':
+      case 'o': {
+        if (!v.is_number())
+          fail("TypeError",
+               std::string("%") + conv + " format: a real number is required, not " + type_name(v));
+        spec += "ll";
+        spec += conv == 'i' ? 'd' : conv;
+        std::snprintf(buf, sizeof buf, spec.c_str(), (long long)v.as_int());
+        out += buf;
+        break;
+      }
+      case 'f':
+      case 'F':
+      case 'e':
+      case 'E':
+      case 'g':
+      case 'G': {
+        if (!v.is_number()) fail("TypeError", "must be real number, not " + type_name(v));
+        spec += conv;
+        std::snprintf(buf, sizeof buf, spec.c_str(), v.as_double());
+        out += buf;
+        break;
+      }
+      default:
+        fail("ValueError", std::string("unsupported format character '") + conv + "'");
+    }
+    ev.charge(out.size());
+  }
+  if (!mapping && next < vals.size())
+    fail("TypeError", "not all arguments converted during string formatting");
+  return out;
+}
+
+}  // namespace geist::jinja
