@@ -40,16 +40,24 @@ def _library(config_settings) -> str:
     cs = config_settings or {}
     path = cs.get("libgeist") or os.environ.get("GEIST_LIBRARY")
     if not path:
-        found = glob.glob(os.path.join(HERE, "..", "build", "*", "lib", "libgeist.so"))
+        # a sanitizer build's library cannot be loaded into a plain interpreter: skip those
+        found = [p for p in glob.glob(os.path.join(HERE, "..", "build", "*", "lib", "libgeist.so"))
+                 if not _sanitized(p)]
         if not found:
             raise RuntimeError(
-                "geist_build: no libgeist.so found: build it first (ninja -C build/<dir> "
-                "geist_shared), or name it with GEIST_LIBRARY=PATH or --config-settings "
-                "libgeist=PATH")
+                "geist_build: no libgeist.so (of a build without sanitizers) found: build it "
+                "first (ninja -C build/<dir> geist_shared), or name it with GEIST_LIBRARY=PATH "
+                "or --config-settings libgeist=PATH")
         path = max(found, key=os.path.getmtime)
     if not os.path.isfile(path):
         raise RuntimeError(f"geist_build: {path} is not a file")
     return os.path.abspath(path)
+
+
+def _sanitized(path: str) -> bool:
+    with open(path, "rb") as f:
+        data = f.read()
+    return b"__asan_init" in data or b"libasan.so" in data or b"__tsan_init" in data
 
 
 def get_requires_for_build_wheel(config_settings=None):

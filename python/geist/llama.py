@@ -476,6 +476,9 @@ class Llama:
         if not isinstance(messages, list):
             raise TypeError("messages must be a list of dicts")
         tmpl = self._chat_template()
+        if tmpl.handle is None and (tools or chat_template_kwargs):
+            raise GeistUnsupported("tools and chat_template_kwargs need geist's chat layer, "
+                                   "which this libgeist lacks")
         prompt = tmpl.render(messages, tools, True, chat_template_kwargs)
         stops = _stops(stop)
         if tmpl.is_fallback:
