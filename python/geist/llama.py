@@ -35,6 +35,15 @@ class LlamaState:
     rng_state: object     # the per-call seed generator's state
     seed: int             # the seed the Llama was created with
 
+    # llama-cpp-python's names for the same things
+    @property
+    def llama_state(self) -> bytes:
+        return self.image
+
+    @property
+    def llama_state_size(self) -> int:
+        return len(self.image)
+
 
 class _StopMatcher:
     """Cuts text at the first stop string, holding back text that may begin one."""

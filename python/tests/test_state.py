@@ -119,6 +119,7 @@ def test_llama_state_low_level_eval_sample(any_model_path):
     llm.eval(llm.tokenize(PROMPT, special=True))
     state = llm.save_state()
     assert state.n_tokens == llm.n_tokens
+    assert state.llama_state == state.image and state.llama_state_size == len(state.image)
     first = [llm.sample(temp=0.9) for _ in range(10)]
     llm.load_state(state)
     assert [llm.sample(temp=0.9) for _ in range(10)] == first
