@@ -525,6 +525,8 @@ class Llama:
                 parser.close()
 
         def openai_delta(d):
+            # the parser's deltas are OpenAI's already; the contract's first draft named a
+            # call {"tool_call": {...}}, mapped here too
             if "tool_call" in d:
                 tc = d["tool_call"]
                 out = {"index": tc.get("index", 0)}
@@ -550,7 +552,7 @@ class Llama:
                                                            "logprobs": None,
                                                            "finish_reason": finish}]}
                         return
-                    saw_tool = saw_tool or "tool_call" in d
+                    saw_tool = saw_tool or "tool_call" in d or "tool_calls" in d
                     yield {"id": cid, "object": "chat.completion.chunk", "created": created,
                            "model": name, "choices": [{"index": 0, "delta": openai_delta(d),
                                                        "logprobs": None, "finish_reason": None}]}
@@ -565,6 +567,8 @@ class Llama:
                 content.append(d["content"])
             elif "reasoning_content" in d:
                 reasoning.append(d["reasoning_content"])
+            elif "tool_call" in d or "tool_calls" in d:
+                finish = "tool_calls"
         if message is None:
             message = {"role": "assistant", "content": "".join(content)}
             if reasoning:
