@@ -10,11 +10,16 @@ bool has(std::string_view s, std::string_view what) { return s.find(what) != s.n
 ChatFormat detect_chat_format(std::string_view src) {
   ChatFormat f;
   f.reasoning = has(src, "<think>");
-  if (has(src, "<function=") && has(src, "<parameter=")) {
-    f.tools = ToolCallFormat::QWEN3_CODER;
-  } else if (has(src, "<tool_call>")) {
-    f.tools = ToolCallFormat::HERMES;
-  } else if (has(src, "<|python_tag|>") || (has(src, "\"parameters\"") && has(src, "<|eot_id|>"))) {
+  if (has(src, "<tool_call>")) {
+    if (has(src, "<function=") && has(src, "<parameter=")) {
+      f.tools = ToolCallFormat::QWEN3_CODER;
+    } else if (has(src, "<arg_key>")) {
+      f.tools = ToolCallFormat::GLM45;
+    } else {
+      f.tools = ToolCallFormat::HERMES;
+    }
+  } else if (!has(src, "<function=") && (has(src, "<|python_tag|>") ||
+                                         (has(src, "\"parameters\"") && has(src, "<|eot_id|>")))) {
     f.tools = ToolCallFormat::LLAMA3_JSON;
   }
   return f;
@@ -30,6 +35,8 @@ const char* tool_call_format_name(ToolCallFormat format) {
       return "qwen3_coder";
     case ToolCallFormat::LLAMA3_JSON:
       return "llama3_json";
+    case ToolCallFormat::GLM45:
+      return "glm45";
   }
   return "none";
 }

@@ -13,6 +13,8 @@ enum class ToolCallFormat {
                 // </function>\n</tool_call> (Qwen3-Coder, Qwen3.5)
   LLAMA3_JSON,  // the reply is {"name": ..., "parameters": {...}}, optionally after
                 // <|python_tag|>; several separated by ';' (Llama 3.1 / 3.2 / 3.3)
+  GLM45,        // <tool_call>NAME\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>\n...
+                // </tool_call> (GLM-4.5 / 4.6, Poolside Laguna)
 };
 
 struct ChatFormat {
@@ -20,10 +22,12 @@ struct ChatFormat {
   bool reasoning = false;  // <think>...</think> goes to reasoning_content
 };
 
-// Detects the format from the template's source text by its markers: "<function=" and
-// "<parameter=" -> QWEN3_CODER; else "<tool_call>" -> HERMES; else "<|python_tag|>", or
-// "\"parameters\"" together with "<|eot_id|>" -> LLAMA3_JSON; else NONE. reasoning: the
-// source contains "<think>". Never fails.
+// Detects the format from the template's source text by its markers: "<tool_call>" with
+// "<function=" and "<parameter=" -> QWEN3_CODER; "<tool_call>" with "<arg_key>" -> GLM45;
+// "<tool_call>" -> HERMES; else "<|python_tag|>", or "\"parameters\"" together with
+// "<|eot_id|>", and no "<function=" (Functionary's syntax) -> LLAMA3_JSON; else NONE (also
+// for syntaxes not parsed yet: Seed-OSS's <seed:tool_call>, Apriel's <tool_calls>[...]).
+// reasoning: the source contains "<think>". Never fails.
 ChatFormat detect_chat_format(std::string_view template_source);
 
 // "none", "hermes", "qwen3_coder", "llama3_json".

@@ -234,7 +234,7 @@ bool ChatParser::step_content(bool final, std::vector<ChatDelta>* deltas) {
     if (!rest.empty()) reply_start_ = false;
   }
   std::vector<std::string_view> markers;
-  if (fmt == ToolCallFormat::HERMES) markers = {kToolCallOpen};
+  if (fmt == ToolCallFormat::HERMES || fmt == ToolCallFormat::GLM45) markers = {kToolCallOpen};
   if (fmt == ToolCallFormat::QWEN3_CODER) markers = {kToolCallOpen, kFunctionOpen};
   if (fmt == ToolCallFormat::LLAMA3_JSON) markers = {kPythonTag};
   size_t which = 0;
@@ -288,11 +288,13 @@ bool ChatParser::step_tool(bool final, std::vector<ChatDelta>* deltas) {
   bool ok = false;
   std::vector<ToolCall> calls;
   if (end != std::string_view::npos) {
-    if (opts_.format.tools == ToolCallFormat::HERMES) {
+    const ToolCallFormat fmt = opts_.format.tools;
+    if (fmt == ToolCallFormat::HERMES || fmt == ToolCallFormat::GLM45) {
       ToolCall call;
       const std::string_view body =
           text.substr(tool_open_.size(), end - close.size() - tool_open_.size());
-      ok = detail::parse_json_call(body, &call);
+      ok = fmt == ToolCallFormat::HERMES ? detail::parse_json_call(body, &call)
+                                         : detail::parse_glm45_call(body, opts_.tools, &call);
       if (ok) calls.push_back(std::move(call));
     } else {
       std::string_view body = text.substr(0, end);

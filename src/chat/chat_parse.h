@@ -32,6 +32,8 @@ struct ToolCall {
 };
 
 struct ChatMsg {
+  // The text outside reasoning and calls. Whitespace after </think> and around calls is
+  // dropped; at the end of the reply it is kept.
   std::string content;
   std::string reasoning_content;  // whitespace-trimmed
   std::vector<ToolCall> tool_calls;
@@ -56,9 +58,10 @@ struct ParserOptions {
   // reasoning_content until </think>.
   bool starts_in_reasoning = false;
   // The request's tools in OpenAI form ([{"type": "function", "function": {"name",
-  // "parameters"}}]); QWEN3_CODER converts each parameter's text by the type its JSON schema gives
-  // (string stays text; number, integer, boolean, object, array, null parse as JSON, falling back
-  // to the text). A parameter without a schema stays a string. Not needed by the other formats.
+  // "parameters"}}]); QWEN3_CODER and GLM45 convert each parameter's text by the type its JSON
+  // schema gives (string stays text; number, integer, boolean, object, array, null parse as JSON,
+  // falling back to the text). A parameter without a schema stays a string. Not needed by the other
+  // formats.
   Json tools = Json::array();
   // Seed for generated tool-call ids; 0 draws one from std::random_device.
   uint64_t id_seed = 0;
@@ -75,14 +78,15 @@ class ChatParser {
   // ignored.
   void finish(std::vector<ChatDelta>* deltas);
 
-  // What was emitted so far; after finish, the final result.
+  // What was emitted so far (held-back text is not in it); after finish, the final result.
   const ChatMsg& message() const { return msg_; }
   bool finished() const { return finished_; }
 
  private:
   enum class State { START, REASONING, CONTENT, TOOL, LLAMA_JSON, LLAMA_AFTER };
 
-  // One step on buf_; false when it needs more text (never when final).
+  // One step on buf_: true when it consumed text or changed state, false when it needs more
+  // text (when final: when nothing is left to decide).
   bool step(bool final, std::vector<ChatDelta>* deltas);
   bool step_start(bool final);
   bool step_reasoning(bool final, std::vector<ChatDelta>* deltas);

@@ -183,4 +183,36 @@ bool parse_qwen3_coder_calls(std::string_view body, const Json& tools, std::vect
   return true;
 }
 
+bool parse_glm45_call(std::string_view body, const Json& tools, ToolCall* out) {
+  size_t pos = 0;
+  skip_space(body, &pos);
+  const size_t name_end = std::min(body.find_first_of("<\n", pos), body.size());
+  const std::string_view name = trim(body.substr(pos, name_end - pos));
+  if (name.empty()) return false;
+  ToolCall call;
+  call.name = std::string(name);
+  const Json* function = find_function(tools, call.name);
+  Json args = Json::object();
+  pos = name_end;
+  for (;;) {
+    skip_space(body, &pos);
+    if (pos == body.size()) break;
+    if (!starts_with(body, pos, "<arg_key>")) return false;
+    const size_t key_end = body.find("</arg_key>", pos);
+    if (key_end == body.npos) return false;
+    const std::string key(trim(body.substr(pos + 9, key_end - pos - 9)));
+    pos = key_end + 10;
+    skip_space(body, &pos);
+    if (key.empty() || !starts_with(body, pos, "<arg_value>")) return false;
+    const size_t value_end = body.find("</arg_value>", pos);
+    if (value_end == body.npos) return false;
+    const std::string value(body.substr(pos + 11, value_end - pos - 11));
+    args[key] = convert_param(value, find_param_schema(function, key));
+    pos = value_end + 12;
+  }
+  call.arguments = dump_json(args);
+  *out = std::move(call);
+  return true;
+}
+
 }  // namespace geist::chat::detail

@@ -29,4 +29,10 @@ bool parse_json_call(std::string_view text, ToolCall* out);
 // malformed (then *out is unchanged).
 bool parse_qwen3_coder_calls(std::string_view body, const Json& tools, std::vector<ToolCall>* out);
 
+// The body of one GLM-4.5 call (between <tool_call> and </tool_call>): the function name up
+// to the first newline or '<', then <arg_key>K</arg_key> <arg_value>V</arg_value> pairs with
+// whitespace between; values are converted by the schema as for Qwen3-Coder (no newline is
+// stripped). False when malformed.
+bool parse_glm45_call(std::string_view body, const Json& tools, ToolCall* out);
+
 }  // namespace geist::chat::detail

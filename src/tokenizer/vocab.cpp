@@ -1,7 +1,6 @@
 #include "tokenizer/vocab.h"
 
 #include <algorithm>
-#include <array>
 #include <string_view>
 
 namespace geist {

@@ -206,6 +206,26 @@ TEST(ParseQwen3Coder, Malformed) {
   EXPECT_TRUE(m.tool_calls.empty());
 }
 
+TEST(ParseGlm45, ArgsTypedAndSeveralCalls) {
+  ParserOptions o = opts_for(ToolCallFormat::GLM45, true);
+  o.tools = weather_tools();
+  const ChatMsg m = check_split_invariance(
+      "<think>plan</think>\nOn it.\n<tool_call>f\n<arg_key>s</arg_key>\n<arg_value>12</arg_value>\n"
+      "<arg_key>n</arg_key>\n<arg_value>12</arg_value>\n<arg_key>o</arg_key>\n<arg_value>{\"k\": "
+      "1}</arg_value>\n</tool_call>\n<tool_call>g\n</tool_call>\n",
+      o);
+  EXPECT_EQ(m.reasoning_content, "plan");
+  EXPECT_EQ(m.content, "On it.");
+  ASSERT_EQ(m.tool_calls.size(), 2u);
+  EXPECT_EQ(args_of(m.tool_calls[0]), Json::parse(R"({"s": "12", "n": 12, "o": {"k": 1}})"));
+  EXPECT_EQ(m.tool_calls[1].name, "g");
+  EXPECT_EQ(args_of(m.tool_calls[1]), Json::object());
+  // Malformed: a key without a value, an empty name.
+  EXPECT_EQ(check_split_invariance("<tool_call>f\n<arg_key>a</arg_key></tool_call>", o).content,
+            "<tool_call>f\n<arg_key>a</arg_key></tool_call>");
+  EXPECT_TRUE(check_split_invariance("<tool_call>\n</tool_call>", o).tool_calls.empty());
+}
+
 TEST(ParseLlama3, BareJson) {
   const ChatMsg m = check_split_invariance(
       "{\"name\": \"get_weather\", \"parameters\": {\"location\": \"Oslo\"}}",
@@ -285,19 +305,26 @@ TEST(ParseFuzz, RandomBytesNeverThrowAndAgree) {
                                           "<|python_tag|>",
                                           "<",
                                           "\xE4\xB8",
-                                          "\x96"};
+                                          "\x96",
+                                          "<arg_key>",
+                                          "</arg_key>",
+                                          "<arg_value>",
+                                          "</arg_value>"};
   for (int iter = 0; iter < 300; ++iter) {
     std::string text;
     const int n = static_cast<int>(rng() % 24);
     for (int i = 0; i < n; ++i) text += atoms[rng() % atoms.size()];
-    for (ToolCallFormat f : {ToolCallFormat::NONE, ToolCallFormat::HERMES,
-                             ToolCallFormat::QWEN3_CODER, ToolCallFormat::LLAMA3_JSON}) {
+    for (ToolCallFormat f :
+         {ToolCallFormat::NONE, ToolCallFormat::HERMES, ToolCallFormat::QWEN3_CODER,
+          ToolCallFormat::LLAMA3_JSON, ToolCallFormat::GLM45}) {
       ParserOptions o = opts_for(f, rng() % 2 == 0, rng() % 3 == 0);
       o.id_seed = 5;
       const ChatMsg whole = parse_chat_output(text, o);
       std::mt19937 split_rng(static_cast<unsigned>(iter));
       const ptest::StreamRun r = ptest::run_pieces(ptest::split_random(text, &split_rng), o);
       EXPECT_TRUE(ptest::same_msg(r.final, whole)) << text;
+      // Calls are emitted whole, so even malformed replies stream what the final result says.
+      EXPECT_TRUE(ptest::same_msg(r.from_deltas, whole)) << text;
     }
   }
 }
@@ -309,6 +336,9 @@ TEST(DetectFormat, Markers) {
   EXPECT_EQ(detect_chat_format("<|python_tag|>").tools, ToolCallFormat::LLAMA3_JSON);
   EXPECT_EQ(detect_chat_format("\"parameters\" <|eot_id|>").tools, ToolCallFormat::LLAMA3_JSON);
   EXPECT_EQ(detect_chat_format("<|eot_id|>").tools, ToolCallFormat::NONE);
+  EXPECT_EQ(detect_chat_format("<tool_call>{{ name }}<arg_key>").tools, ToolCallFormat::GLM45);
+  EXPECT_EQ(detect_chat_format("<seed:tool_call><function=x><parameter=").tools,
+            ToolCallFormat::NONE);
   EXPECT_TRUE(detect_chat_format("<think>").reasoning);
   EXPECT_FALSE(detect_chat_format("<tool_call>").reasoning);
   EXPECT_STREQ(tool_call_format_name(ToolCallFormat::QWEN3_CODER), "qwen3_coder");
