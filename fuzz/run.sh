@@ -4,14 +4,16 @@
 #                 the fixtures' stories260K.gguf when present);
 #   fuzz_restore  seed corpus in build/fuzz/corpus_restore (real snapshot images written by
 #                 fuzz_restore_seed); needs the fixtures' models, skipped loudly without them.
-# TARGETS (default "gguf restore") picks which run. Exits non-zero if a fuzzer finds a crash.
+#   fuzz_jinja    seed corpus in build/fuzz/corpus_jinja (the fixtures' chat templates, copied
+#                 at run time); skipped loudly without the fixtures.
+# TARGETS (default "gguf restore jinja") picks which run. Exits non-zero if a fuzzer finds a crash.
 # Usage: fuzz/run.sh [SECONDS] [TARGETS...]
 set -euo pipefail
 
 seconds="${1:-30}"
 shift || true
 targets=("$@")
-if [[ ${#targets[@]} -eq 0 ]]; then targets=(gguf restore); fi
+if [[ ${#targets[@]} -eq 0 ]]; then targets=(gguf restore jinja); fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build/fuzz"
 fixtures="${GEIST_FIXTURES:-$root/../shared/fixtures}"
@@ -48,8 +50,21 @@ for t in "${targets[@]}"; do
         -max_len=262144 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
         -artifact_prefix="$build/artifacts/restore-" "$corpus"
       ;;
+    jinja)
+      if ! ls "$fixtures"/templates/*.jinja >/dev/null 2>&1; then
+        echo "SKIPPED: fuzz_jinja needs the fixtures' templates (not found at $fixtures/templates)" >&2
+        continue
+      fi
+      ninja -C "$build" -j2 fuzz_jinja
+      corpus="$build/corpus_jinja"
+      mkdir -p "$corpus"
+      cp -f "$fixtures"/templates/*.jinja "$corpus/"
+      "$build/fuzz/fuzz_jinja" -max_total_time="$seconds" -max_len=65536 -timeout=10 \
+        -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$build/artifacts/jinja-" \
+        "$corpus"
+      ;;
     *)
-      echo "unknown fuzz target '$t' (gguf, restore)" >&2
+      echo "unknown fuzz target '$t' (gguf, restore, jinja)" >&2
       exit 2
       ;;
   esac

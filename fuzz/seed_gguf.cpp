@@ -1,5 +1,6 @@
 // Writes a few small valid GGUF files into the directory given as argv[1]: seeds for
-// fuzz_gguf that cover every value type, arrays, several tensor types and alignments.
+// fuzz_gguf that cover every value type, arrays, several tensor types and alignments, and
+// the shards of a split set.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -64,6 +65,12 @@ int main(int argc, char** argv) {
   vocab_only.add_str("tokenizer.ggml.model", "gpt2");
   vocab_only.add_arr_str("tokenizer.ggml.merges", {"a b", "ab c"});
   ok &= write(vocab_only, dir + "/seed_vocab_only.gguf");
+
+  // Shards of a split set (split.* keys; the later shards hold no other metadata).
+  std::vector<std::string> shard_paths;
+  const geist::Status split_st = all_types.write_split(dir + "/seed_split", 2, {}, &shard_paths);
+  if (!split_st.is_ok()) std::fprintf(stderr, "seed_split: %s\n", split_st.message().c_str());
+  ok &= split_st.is_ok();
 
   return ok ? 0 : 1;
 }

@@ -92,6 +92,11 @@ typedef struct geist_model_params {
   /* EXPERIMENTAL (added in 0.2; a struct_size without it means GEIST_BACKEND_AUTO). A backend
    * this build or machine lacks makes geist_model_load fail with GEIST_E_UNSUPPORTED. */
   int32_t backend; /* geist_backend, default GEIST_BACKEND_AUTO */
+  /* EXPERIMENTAL (added after `backend`; a struct_size without it means 0). Non-zero: load
+   * only the tokenizer (and metadata), as llama.cpp's vocab_only. The file may hold no tensors
+   * and name any architecture, even one geist cannot run. Tokenizer calls work; calls that
+   * need the weights (geist_session_create, ...) fail with GEIST_E_INVALID_STATE. */
+  int32_t vocab_only; /* 0 or 1, default 0 */
 } geist_model_params;
 
 /* STABLE. Fills *params with defaults. */
@@ -193,7 +198,8 @@ typedef struct geist_session_params {
 void geist_session_params_default(geist_session_params* params);
 
 /* STABLE. Creates a session on `model` with its own KV cache and state.
- * params may be NULL (defaults). Returns GEIST_OK, GEIST_E_INVALID_ARG, GEIST_E_OOM. */
+ * params may be NULL (defaults). Returns GEIST_OK, GEIST_E_INVALID_ARG, GEIST_E_OOM, and
+ * GEIST_E_INVALID_STATE for a model loaded vocab-only. */
 geist_status geist_session_create(geist_model* model, const geist_session_params* params,
                                   geist_session** out_session);
 

@@ -36,6 +36,12 @@ geist_status geist_chat_template_create(const char* source, size_t source_len,
                                         const char* bos_token, const char* eos_token,
                                         geist_chat_template** out, char* err_buf, size_t err_cap);
 
+/* EXPERIMENTAL. A template from source text that sees the model's bos / eos token texts (what
+ * --chat-template FILE means for a loaded model). Errors as geist_chat_template_from_model. */
+geist_status geist_chat_template_create_for_model(const geist_model* model, const char* source,
+                                                  size_t source_len, geist_chat_template** out,
+                                                  char* err_buf, size_t err_cap);
+
 /* EXPERIMENTAL. NULL is a no-op. */
 void geist_chat_template_free(geist_chat_template* tmpl);
 
@@ -92,10 +98,12 @@ geist_status geist_chat_parser_create(const geist_chat_template* tmpl, const cha
 void geist_chat_parser_free(geist_chat_parser* parser);
 
 /* EXPERIMENTAL. Feeds generated text (any split, also inside a UTF-8 sequence). *out_json
- * receives a JSON array of the deltas that became final (possibly []), each one of
+ * receives a JSON array of the deltas that became final (possibly []), each an OpenAI
+ * chat-completions streaming "delta" object:
  *   {"content": "..."}  {"reasoning_content": "..."}
- *   {"tool_call": {"index": 0, "id": "call_...", "name": "..."}}   (a call begins)
- *   {"tool_call": {"index": 0, "arguments": "..."}}               (a fragment of its JSON)
+ *   {"tool_calls": [{"index": 0, "id": "call_...", "type": "function",
+ *                    "function": {"name": "...", "arguments": ""}}]}     (a call begins)
+ *   {"tool_calls": [{"index": 0, "function": {"arguments": "..."}}]}    (its arguments' JSON)
  * The pointer is owned by the parser and valid until its next call. *out_stopped is set to 1
  * once a stop string matched (feed nothing more: the rest is discarded), else 0.
  * Returns GEIST_OK, GEIST_E_INVALID_ARG (NULL argument), GEIST_E_INVALID_STATE (after

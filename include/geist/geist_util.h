@@ -28,7 +28,8 @@ geist_status geist_model_describe(geist_model* model, char* out, size_t cap, siz
 /* EXPERIMENTAL. Times one copy of n_bytes from host memory into the model's backend memory
  * (*upload_s) and one back (*download_s), through the same path snapshots and restores use,
  * in this process: memcpy on the CPU backend, cudaMemcpy to/from pageable host memory on
- * CUDA. For benchmarks that put snapshot speed next to the raw copy speed. */
+ * CUDA. For benchmarks that put snapshot speed next to the raw copy speed.
+ * GEIST_E_INVALID_STATE for a model loaded vocab-only. */
 geist_status geist_model_time_copies(geist_model* model, size_t n_bytes, double* upload_s,
                                      double* download_s);
 

@@ -86,9 +86,12 @@ geist_status geist_model_load(const char* path, const geist_model_params* params
         geist_model_params p;
         geist_model_params_default(&p);
         if (params != nullptr) {
-          // Callers built against 0.1 pass the struct without `backend` (AUTO then).
+          // Callers built against 0.1 pass the struct without `backend` (AUTO then), those
+          // built against 0.2 without `vocab_only` (0 then).
           const size_t v1 = offsetof(geist_model_params, backend);
-          if (params->struct_size != sizeof(geist_model_params) && params->struct_size != v1) {
+          const size_t v2 = offsetof(geist_model_params, vocab_only);
+          if (params->struct_size != sizeof(geist_model_params) && params->struct_size != v1 &&
+              params->struct_size != v2) {
             return Status::error(GEIST_E_INVALID_ARG,
                                  "geist_model_params.struct_size is %u, expected %zu (initialise "
                                  "with geist_model_params_default)",
@@ -238,6 +241,7 @@ geist_status geist_model_time_copies(geist_model* model, size_t n_bytes, double*
     if (upload_s == nullptr || download_s == nullptr) {
       return Status::error(GEIST_E_INVALID_ARG, "upload_s or download_s is NULL");
     }
+    GEIST_RETURN_IF_ERROR(model->model->require_weights("geist_model_time_copies"));
     std::unique_ptr<geist::Stream> stream;
     GEIST_RETURN_IF_ERROR(model->model->arch().backend().new_stream(&stream));
     std::unique_ptr<geist::Buffer> dev;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "archs/loaders.h"
+#include "archs/tensors.h"
 #include "backends/backend.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
@@ -130,15 +131,39 @@ Status read_f32(const GgufFile& f, const std::string& key, bool required, float*
   return Status::ok();
 }
 
+// A per-layer hyper-parameter (scalar or array) that must be the same in every layer: the
+// forward keeps one head layout. Differing values are refused by key.
+Status read_uniform(const GgufFile& f, const std::string& key, int32_t n_layer, bool required,
+                    int32_t* out) {
+  std::vector<int32_t> per_layer;
+  GEIST_RETURN_IF_ERROR(read_per_layer_i32(f, key, n_layer, &per_layer));
+  if (per_layer.empty()) {
+    return required ? Status::error(GEIST_E_FORMAT, "%s is missing", key.c_str()) : Status::ok();
+  }
+  for (int32_t v : per_layer) {
+    if (v != per_layer[0]) {
+      return Status::error(GEIST_E_UNSUPPORTED, "%s differs between layers (%d and %d)",
+                           key.c_str(), per_layer[0], v);
+    }
+  }
+  if (per_layer[0] <= 0) {
+    return Status::error(GEIST_E_FORMAT, "%s = %d must be positive", key.c_str(), per_layer[0]);
+  }
+  *out = per_layer[0];
+  return Status::ok();
+}
+
 Status read_config(const GgufFile& f, LlamaConfig* c) {
   const std::string p = "llama.";
   GEIST_RETURN_IF_ERROR(read_i32(f, p + "context_length", true, &c->n_ctx_train));
   GEIST_RETURN_IF_ERROR(read_i32(f, p + "embedding_length", true, &c->n_embd));
   GEIST_RETURN_IF_ERROR(read_i32(f, p + "block_count", true, &c->n_layer));
   GEIST_RETURN_IF_ERROR(read_i32(f, p + "feed_forward_length", true, &c->n_ff));
-  GEIST_RETURN_IF_ERROR(read_i32(f, p + "attention.head_count", true, &c->n_head));
+  // Scalars or, as llama.cpp reads them (get_key_or_arr), one value per layer.
+  GEIST_RETURN_IF_ERROR(read_uniform(f, p + "attention.head_count", c->n_layer, true, &c->n_head));
   c->n_head_kv = c->n_head;
-  GEIST_RETURN_IF_ERROR(read_i32(f, p + "attention.head_count_kv", false, &c->n_head_kv));
+  GEIST_RETURN_IF_ERROR(
+      read_uniform(f, p + "attention.head_count_kv", c->n_layer, false, &c->n_head_kv));
   if (c->n_head % c->n_head_kv != 0) {
     return Status::error(GEIST_E_FORMAT,
                          "attention.head_count %d is not a multiple of head_count_kv %d", c->n_head,
@@ -171,7 +196,7 @@ Status read_config(const GgufFile& f, LlamaConfig* c) {
   }
 
   // Like llama.cpp: a missing type means linear; the factor comes from rope.scaling.factor or
-  // the older rope.scale_linear.
+  // the older rope.scale_linear. Llama-3.x's frequency scaling is the rope_freqs tensor.
   std::string_view scaling = "linear";
   st = f.get_str(p + "rope.scaling.type", &scaling);
   if (!st && st.code() != GEIST_E_NOT_FOUND) return st;
@@ -182,76 +207,44 @@ Status read_config(const GgufFile& f, LlamaConfig* c) {
     if (factor < 0) return Status(GEIST_E_FORMAT, "rope scaling factor is negative");
     c->rope_freq_scale = factor == 0 ? 1.0f : 1.0f / factor;
   } else if (scaling != "none") {
-    return Status::error(GEIST_E_UNSUPPORTED, "rope.scaling.type '%.*s' is not supported",
-                         static_cast<int>(scaling.size()), scaling.data());
+    return Status::error(GEIST_E_UNSUPPORTED, "%srope.scaling.type '%.*s' is not supported",
+                         p.c_str(), static_cast<int>(scaling.size()), scaling.data());
+  }
+  // ggml's rope multiplies cos and sin by the attention factor: refused rather than ignored.
+  float attn_factor = 1;
+  GEIST_RETURN_IF_ERROR(read_f32(f, p + "rope.scaling.attn_factor", false, &attn_factor));
+  if (attn_factor != 1.0f) {
+    return Status::error(GEIST_E_UNSUPPORTED, "%srope.scaling.attn_factor %g is not supported",
+                         p.c_str(), static_cast<double>(attn_factor));
   }
   return Status::ok();
 }
 
-// Finds `name` and checks that it is [ne0] (ne1 == 0) or [ne0, ne1] in ggml order.
-Status find_tensor(const GgufFile& f, const std::string& name, int64_t ne0, int64_t ne1,
-                   const GgufTensorInfo** out) {
-  const GgufTensorInfo* t = f.find_tensor(name);
-  if (!t) return Status::error(GEIST_E_FORMAT, "tensor '%s' is missing", name.c_str());
-  const uint32_t want_dims = ne1 == 0 ? 1 : 2;
-  const bool shape_ok = t->ne[0] == ne0 && t->ne[1] == (ne1 == 0 ? 1 : ne1) && t->ne[2] == 1 &&
-                        t->ne[3] == 1 && t->n_dims <= want_dims;
-  if (!shape_ok) {
-    return Status::error(
-        GEIST_E_FORMAT, "tensor '%s' has shape [%lld, %lld, %lld, %lld]; expected [%lld, %lld]",
-        name.c_str(), static_cast<long long>(t->ne[0]), static_cast<long long>(t->ne[1]),
-        static_cast<long long>(t->ne[2]), static_cast<long long>(t->ne[3]),
-        static_cast<long long>(ne0), static_cast<long long>(ne1 == 0 ? 1 : ne1));
+// Tensors llama.cpp reads for llama files when present (create_tensor with TENSOR_NOT_REQUIRED)
+// that the forward does not apply: a file holding one is refused by name, never run without it.
+Status refuse_biases(const TensorChecks& tc, int32_t il) {
+  for (Tn t : {Tn::ATTN_Q, Tn::ATTN_K, Tn::ATTN_V, Tn::ATTN_OUTPUT, Tn::FFN_GATE, Tn::FFN_DOWN,
+               Tn::FFN_UP}) {
+    const std::string name = tn(t, "bias", il);
+    if (tc.has(name)) {
+      return Status::error(GEIST_E_UNSUPPORTED,
+                           "llama: tensor '%s': attention and feed-forward biases are not "
+                           "supported yet",
+                           name.c_str());
+    }
   }
-  *out = t;
-  return Status::ok();
-}
-
-Status load_vector(const GgufFile& f, const std::string& name, int64_t n, const float** out) {
-  const GgufTensorInfo* t = nullptr;
-  GEIST_RETURN_IF_ERROR(find_tensor(f, name, n, 0, &t));
-  if (t->type != GgmlType::F32) {
-    return Status::error(GEIST_E_UNSUPPORTED, "tensor '%s' has type %s; only f32 is supported",
-                         name.c_str(), ggml_type_name(t->type));
-  }
-  if (t->nbytes < static_cast<uint64_t>(n) * sizeof(float) ||
-      reinterpret_cast<uintptr_t>(t->data) % alignof(float) != 0) {
-    return Status::error(GEIST_E_FORMAT, "tensor '%s' data is truncated or misaligned",
-                         name.c_str());
-  }
-  *out = reinterpret_cast<const float*>(t->data);
-  return Status::ok();
-}
-
-Status load_matrix(const GgufFile& f, const std::string& name, int64_t n_in, int64_t n_out,
-                   WeightMatrix* out) {
-  const GgufTensorInfo* t = nullptr;
-  GEIST_RETURN_IF_ERROR(find_tensor(f, name, n_in, n_out, &t));
-  if (!quant_type_supported(t->type)) {
-    return Status::error(GEIST_E_UNSUPPORTED, "tensor '%s' has unsupported type %s", name.c_str(),
-                         ggml_type_name(t->type));
-  }
-  const size_t row_bytes = ggml_row_size(t->type, n_in);
-  if (row_bytes == 0) {
-    return Status::error(GEIST_E_FORMAT, "tensor '%s': row of %lld is not whole %s blocks",
-                         name.c_str(), static_cast<long long>(n_in), ggml_type_name(t->type));
-  }
-  if (t->nbytes < row_bytes * static_cast<uint64_t>(n_out) ||
-      (t->type == GgmlType::F32 && reinterpret_cast<uintptr_t>(t->data) % alignof(float) != 0)) {
-    return Status::error(GEIST_E_FORMAT, "tensor '%s' data is truncated or misaligned",
-                         name.c_str());
-  }
-  *out = WeightMatrix{t->type, t->data, n_in, n_out, row_bytes};
   return Status::ok();
 }
 
 Status load_weights(const GgufFile& f, LlamaModel* m) {
   LlamaConfig& c = m->cfg_;
+  const TensorChecks tc(f, "llama");
   // n_vocab comes from token_embd; llama.vocab_size, when present, must agree.
-  const GgufTensorInfo* te = f.find_tensor("token_embd.weight");
-  if (!te) return Status(GEIST_E_FORMAT, "tensor 'token_embd.weight' is missing");
+  const std::string embd = tn(Tn::TOKEN_EMBD, "weight");
+  const GgufTensorInfo* te = f.find_tensor(embd);
+  if (!te) return Status(GEIST_E_FORMAT, "llama: tensor '" + embd + "' is missing");
   if (te->ne[1] <= 0 || te->ne[1] > INT32_MAX) {
-    return Status(GEIST_E_FORMAT, "tensor 'token_embd.weight' has an invalid vocabulary size");
+    return Status(GEIST_E_FORMAT, "llama: tensor '" + embd + "' has an invalid vocabulary size");
   }
   c.n_vocab = static_cast<int32_t>(te->ne[1]);
   int32_t vocab_key = c.n_vocab;
@@ -260,15 +253,17 @@ Status load_weights(const GgufFile& f, LlamaModel* m) {
     return Status::error(GEIST_E_FORMAT, "llama.vocab_size %d disagrees with token_embd (%d rows)",
                          vocab_key, c.n_vocab);
   }
-  GEIST_RETURN_IF_ERROR(load_matrix(f, "token_embd.weight", c.n_embd, c.n_vocab, &m->tok_embd_));
-  GEIST_RETURN_IF_ERROR(load_vector(f, "output_norm.weight", c.n_embd, &m->output_norm_));
-  if (f.find_tensor("output.weight")) {
-    GEIST_RETURN_IF_ERROR(load_matrix(f, "output.weight", c.n_embd, c.n_vocab, &m->output_));
+  GEIST_RETURN_IF_ERROR(tc.matrix(embd, c.n_embd, c.n_vocab, &m->tok_embd_));
+  GEIST_RETURN_IF_ERROR(tc.f32_view(tn(Tn::OUTPUT_NORM, "weight"), c.n_embd, &m->output_norm_));
+  const std::string output = tn(Tn::OUTPUT, "weight");
+  if (tc.has(output)) {
+    GEIST_RETURN_IF_ERROR(tc.matrix(output, c.n_embd, c.n_vocab, &m->output_));
   } else {
     m->output_ = m->tok_embd_;
   }
-  if (f.find_tensor("rope_freqs.weight")) {
-    GEIST_RETURN_IF_ERROR(load_vector(f, "rope_freqs.weight", c.n_rot / 2, &m->rope_.freq_factors));
+  const std::string rope_freqs = tn(Tn::ROPE_FREQS, "weight");
+  if (tc.has(rope_freqs)) {
+    GEIST_RETURN_IF_ERROR(tc.f32_view(rope_freqs, c.n_rot / 2, &m->rope_.freq_factors));
     m->rope_freq_factors_host_.assign(m->rope_.freq_factors, m->rope_.freq_factors + c.n_rot / 2);
   }
   const int64_t n_q = static_cast<int64_t>(c.n_head) * c.head_dim_k;
@@ -278,16 +273,17 @@ Status load_weights(const GgufFile& f, LlamaModel* m) {
   m->layers_.resize(static_cast<size_t>(c.n_layer));
   for (int32_t il = 0; il < c.n_layer; ++il) {
     LlamaLayer& l = m->layers_[static_cast<size_t>(il)];
-    const std::string b = "blk." + std::to_string(il) + ".";
-    GEIST_RETURN_IF_ERROR(load_vector(f, b + "attn_norm.weight", c.n_embd, &l.attn_norm));
-    GEIST_RETURN_IF_ERROR(load_matrix(f, b + "attn_q.weight", c.n_embd, n_q, &l.wq));
-    GEIST_RETURN_IF_ERROR(load_matrix(f, b + "attn_k.weight", c.n_embd, n_k, &l.wk));
-    GEIST_RETURN_IF_ERROR(load_matrix(f, b + "attn_v.weight", c.n_embd, n_v, &l.wv));
-    GEIST_RETURN_IF_ERROR(load_matrix(f, b + "attn_output.weight", n_o, c.n_embd, &l.wo));
-    GEIST_RETURN_IF_ERROR(load_vector(f, b + "ffn_norm.weight", c.n_embd, &l.ffn_norm));
-    GEIST_RETURN_IF_ERROR(load_matrix(f, b + "ffn_gate.weight", c.n_embd, c.n_ff, &l.w_gate));
-    GEIST_RETURN_IF_ERROR(load_matrix(f, b + "ffn_up.weight", c.n_embd, c.n_ff, &l.w_up));
-    GEIST_RETURN_IF_ERROR(load_matrix(f, b + "ffn_down.weight", c.n_ff, c.n_embd, &l.w_down));
+    auto w = [il](Tn t) { return tn(t, "weight", il); };
+    GEIST_RETURN_IF_ERROR(tc.f32_view(w(Tn::ATTN_NORM), c.n_embd, &l.attn_norm));
+    GEIST_RETURN_IF_ERROR(tc.matrix(w(Tn::ATTN_Q), c.n_embd, n_q, &l.wq));
+    GEIST_RETURN_IF_ERROR(tc.matrix(w(Tn::ATTN_K), c.n_embd, n_k, &l.wk));
+    GEIST_RETURN_IF_ERROR(tc.matrix(w(Tn::ATTN_V), c.n_embd, n_v, &l.wv));
+    GEIST_RETURN_IF_ERROR(tc.matrix(w(Tn::ATTN_OUTPUT), n_o, c.n_embd, &l.wo));
+    GEIST_RETURN_IF_ERROR(tc.f32_view(w(Tn::FFN_NORM), c.n_embd, &l.ffn_norm));
+    GEIST_RETURN_IF_ERROR(tc.matrix(w(Tn::FFN_GATE), c.n_embd, c.n_ff, &l.w_gate));
+    GEIST_RETURN_IF_ERROR(tc.matrix(w(Tn::FFN_UP), c.n_embd, c.n_ff, &l.w_up));
+    GEIST_RETURN_IF_ERROR(tc.matrix(w(Tn::FFN_DOWN), c.n_ff, c.n_embd, &l.w_down));
+    GEIST_RETURN_IF_ERROR(refuse_biases(tc, il));
   }
   return Status::ok();
 }

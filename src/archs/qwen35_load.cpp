@@ -6,7 +6,7 @@
 
 #include "archs/loaders.h"
 #include "archs/qwen35.h"
-#include "kernels/quant.h"
+#include "archs/tensors.h"
 
 namespace geist {
 namespace {
@@ -29,63 +29,63 @@ Status get_dim(const GgufFile& f, const std::string& key, int32_t* out, bool req
   return Status::ok();
 }
 
-Status find_checked(const GgufFile& f, const std::string& name, int64_t ne0, int64_t ne1,
-                    const GgufTensorInfo** out) {
-  const GgufTensorInfo* t = f.find_tensor(name);
-  if (!t) return Status::error(GEIST_E_FORMAT, "qwen35: missing tensor %s", name.c_str());
-  const bool is_2d = ne1 > 1;
-  const bool dims_ok = t->ne[0] == ne0 && t->ne[1] == ne1 && t->ne[2] == 1 && t->ne[3] == 1 &&
-                       (is_2d ? t->n_dims == 2 : t->n_dims <= 2);
-  if (!dims_ok) {
-    return Status::error(GEIST_E_FORMAT,
-                         "qwen35: tensor %s has shape [%lld, %lld, %lld, %lld], expected "
-                         "[%lld, %lld]",
-                         name.c_str(), static_cast<long long>(t->ne[0]),
-                         static_cast<long long>(t->ne[1]), static_cast<long long>(t->ne[2]),
-                         static_cast<long long>(t->ne[3]), static_cast<long long>(ne0),
-                         static_cast<long long>(ne1));
-  }
-  if (!quant_type_supported(t->type)) {
-    return Status::error(GEIST_E_UNSUPPORTED, "qwen35: tensor %s has unsupported type %s",
-                         name.c_str(), ggml_type_name(t->type));
-  }
-  if (ggml_row_size(t->type, ne0) == 0) {
-    return Status::error(GEIST_E_FORMAT, "qwen35: tensor %s: row of %lld is not whole blocks of %s",
-                         name.c_str(), static_cast<long long>(ne0), ggml_type_name(t->type));
-  }
-  *out = t;
-  return Status::ok();
-}
-
-// A matrix mapping n_in -> n_out (GGUF ne = {n_in, n_out}), viewed in place.
-Status load_matrix(const GgufFile& f, const std::string& name, int64_t n_in, int64_t n_out,
-                   WeightMatrix* w) {
-  const GgufTensorInfo* t = nullptr;
-  GEIST_RETURN_IF_ERROR(find_checked(f, name, n_in, n_out, &t));
-  w->type = t->type;
-  w->data = t->data;
-  w->n_in = n_in;
-  w->n_out = n_out;
-  w->row_bytes = ggml_row_size(t->type, n_in);
-  return Status::ok();
-}
-
-// A small tensor of ne0 x ne1 elements, dequantized into an owned f32 copy.
-Status load_f32(const GgufFile& f, const std::string& name, int64_t ne0, int64_t ne1,
-                std::vector<float>* out) {
-  const GgufTensorInfo* t = nullptr;
-  GEIST_RETURN_IF_ERROR(find_checked(f, name, ne0, ne1, &t));
-  out->resize(static_cast<size_t>(ne0 * ne1));
-  const size_t row_bytes = ggml_row_size(t->type, ne0);
-  for (int64_t r = 0; r < ne1; ++r) {
-    dequantize_row(t->type, t->data + static_cast<size_t>(r) * row_bytes, out->data() + r * ne0,
-                   ne0);
-  }
-  for (float x : *out) {
-    if (!std::isfinite(x)) {
-      return Status::error(GEIST_E_FORMAT, "qwen35: tensor %s holds a non-finite value",
-                           name.c_str());
+// attention.<key>: the value of the attention blocks (block_count counts MTP blocks too, as
+// the arrays do), which must agree: geist keeps one head layout for all of them.
+Status read_head_counts(const GgufFile& f, const std::string& a, int32_t block_count,
+                        const Qwen35Config& c, const char* key, int32_t* out) {
+  const std::string full = a + "attention." + key;
+  std::vector<int32_t> per_layer;
+  Status st = read_per_layer_i32(f, full, block_count, &per_layer);
+  if (!st) return Status(GEIST_E_FORMAT, "qwen35: " + st.message());
+  if (per_layer.empty())
+    return Status::error(GEIST_E_FORMAT, "qwen35: %s is missing", full.c_str());
+  *out = -1;
+  for (int32_t il = 0; il < block_count; ++il) {
+    if (c.is_recurrent(il) && il < block_count - c.n_layer_nextn) continue;
+    const int32_t v = per_layer[static_cast<size_t>(il)];
+    if (*out >= 0 && v != *out) {
+      return Status::error(GEIST_E_UNSUPPORTED,
+                           "qwen35: %s differs between attention blocks (%d, then %d at block %d)",
+                           full.c_str(), *out, v, il);
     }
+    *out = v;
+  }
+  if (*out < 0 || *out > kMaxDim) {
+    return Status::error(GEIST_E_FORMAT, "qwen35: %s has no usable value", full.c_str());
+  }
+  return Status::ok();
+}
+
+// The forward runs RoPE unscaled, so any scaling a file asks for is refused by key rather than
+// ignored: YaRN, longrope, a linear factor other than 1, an attention factor other than 1.
+Status check_rope_scaling(const GgufFile& f, const std::string& a) {
+  std::string_view type = "linear";  // llama.cpp's default when the key is absent
+  Status st = f.get_str(a + "rope.scaling.type", &type);
+  if (!st && st.code() != GEIST_E_NOT_FOUND)
+    return Status(GEIST_E_FORMAT, "qwen35: " + st.message());
+  float factor = 0;
+  st = f.get_f32(a + "rope.scaling.factor", &factor);
+  if (!st && st.code() != GEIST_E_NOT_FOUND)
+    return Status(GEIST_E_FORMAT, "qwen35: " + st.message());
+  if (type != "none" && !(factor == 0.0f || factor == 1.0f)) {
+    return Status::error(GEIST_E_UNSUPPORTED,
+                         "qwen35: %srope.scaling.type '%.*s' with %srope.scaling.factor %g is not "
+                         "supported (geist runs qwen35 RoPE unscaled)",
+                         a.c_str(), static_cast<int>(type.size()), type.data(), a.c_str(),
+                         static_cast<double>(factor));
+  }
+  if (type != "none" && type != "linear") {
+    return Status::error(GEIST_E_UNSUPPORTED, "qwen35: %srope.scaling.type '%.*s' is not supported",
+                         a.c_str(), static_cast<int>(type.size()), type.data());
+  }
+  float attn_factor = 1;
+  st = f.get_f32(a + "rope.scaling.attn_factor", &attn_factor);
+  if (!st && st.code() != GEIST_E_NOT_FOUND)
+    return Status(GEIST_E_FORMAT, "qwen35: " + st.message());
+  if (attn_factor != 1.0f) {
+    return Status::error(GEIST_E_UNSUPPORTED,
+                         "qwen35: %srope.scaling.attn_factor %g is not supported", a.c_str(),
+                         static_cast<double>(attn_factor));
   }
   return Status::ok();
 }
@@ -98,14 +98,19 @@ Status read_config(const GgufFile& f, Qwen35Config* c) {
   GEIST_RETURN_IF_ERROR(get_dim(f, a + "context_length", &c->n_ctx_train, false, 0));
   GEIST_RETURN_IF_ERROR(get_dim(f, a + "embedding_length", &c->n_embd));
   GEIST_RETURN_IF_ERROR(get_dim(f, a + "feed_forward_length", &c->n_ff));
-  GEIST_RETURN_IF_ERROR(get_dim(f, a + "attention.head_count", &c->n_head));
-  GEIST_RETURN_IF_ERROR(get_dim(f, a + "attention.head_count_kv", &c->n_head_kv));
   int32_t key_length = 0, value_length = 0;
   GEIST_RETURN_IF_ERROR(get_dim(f, a + "attention.key_length", &key_length));
   GEIST_RETURN_IF_ERROR(get_dim(f, a + "attention.value_length", &value_length));
   GEIST_RETURN_IF_ERROR(get_dim(f, a + "rope.dimension_count", &c->n_rot, false, key_length));
   GEIST_RETURN_IF_ERROR(
       get_dim(f, a + "full_attention_interval", &c->full_attention_interval, false, 4));
+  if (c->full_attention_interval <= 0) {
+    return Status(GEIST_E_FORMAT, "qwen35: full_attention_interval must be positive");
+  }
+  // Scalars or, as llama.cpp reads them (get_key_or_arr), one value per block; the DeltaNet
+  // blocks' entries (often 0) are not used.
+  GEIST_RETURN_IF_ERROR(read_head_counts(f, a, block_count, *c, "head_count", &c->n_head));
+  GEIST_RETURN_IF_ERROR(read_head_counts(f, a, block_count, *c, "head_count_kv", &c->n_head_kv));
   GEIST_RETURN_IF_ERROR(get_dim(f, a + "ssm.conv_kernel", &c->conv_kernel));
   GEIST_RETURN_IF_ERROR(get_dim(f, a + "ssm.state_size", &c->d_k));
   GEIST_RETURN_IF_ERROR(get_dim(f, a + "ssm.group_count", &c->n_k_heads));
@@ -121,6 +126,8 @@ Status read_config(const GgufFile& f, Qwen35Config* c) {
   } else if (!st) {
     return Status(GEIST_E_FORMAT, "qwen35: " + st.message());
   }
+
+  GEIST_RETURN_IF_ERROR(check_rope_scaling(f, a));
 
   auto bad = [](const char* what) {
     return Status::error(GEIST_E_FORMAT, "qwen35: invalid hyper-parameters: %s", what);
@@ -138,7 +145,6 @@ Status read_config(const GgufFile& f, Qwen35Config* c) {
   if (c->n_rot <= 0 || c->n_rot % 2 != 0 || c->n_rot > c->head_dim) {
     return bad("rope.dimension_count must be even, positive and <= key_length");
   }
-  if (c->full_attention_interval <= 0) return bad("full_attention_interval must be positive");
   if (c->conv_kernel <= 0) return bad("ssm.conv_kernel must be positive");
   if (c->n_k_heads <= 0 || c->n_v_heads <= 0 || c->n_v_heads % c->n_k_heads != 0) {
     return bad("ssm.time_step_rank must be a positive multiple of ssm.group_count");
@@ -152,35 +158,38 @@ Status read_config(const GgufFile& f, Qwen35Config* c) {
   return Status::ok();
 }
 
-Status load_layer(const GgufFile& f, const Qwen35Config& c, int32_t il, Qwen35Layer* L) {
-  const std::string p = "blk." + std::to_string(il) + ".";
+Status load_layer(const TensorChecks& tc, const Qwen35Config& c, int32_t il, Qwen35Layer* L) {
   const int64_t e = c.n_embd;
+  auto w = [il](Tn t) { return tn(t, "weight", il); };
   L->recurrent = c.is_recurrent(il);
-  GEIST_RETURN_IF_ERROR(load_f32(f, p + "attn_norm.weight", e, 1, &L->attn_norm));
-  GEIST_RETURN_IF_ERROR(load_f32(f, p + "post_attention_norm.weight", e, 1, &L->post_norm));
-  GEIST_RETURN_IF_ERROR(load_matrix(f, p + "ffn_gate.weight", e, c.n_ff, &L->ffn_gate));
-  GEIST_RETURN_IF_ERROR(load_matrix(f, p + "ffn_up.weight", e, c.n_ff, &L->ffn_up));
-  GEIST_RETURN_IF_ERROR(load_matrix(f, p + "ffn_down.weight", c.n_ff, e, &L->ffn_down));
+  GEIST_RETURN_IF_ERROR(tc.f32_copy(w(Tn::ATTN_NORM), e, 0, &L->attn_norm));
+  GEIST_RETURN_IF_ERROR(tc.f32_copy(w(Tn::ATTN_POST_NORM), e, 0, &L->post_norm));
+  GEIST_RETURN_IF_ERROR(tc.matrix(w(Tn::FFN_GATE), e, c.n_ff, &L->ffn_gate));
+  GEIST_RETURN_IF_ERROR(tc.matrix(w(Tn::FFN_UP), e, c.n_ff, &L->ffn_up));
+  GEIST_RETURN_IF_ERROR(tc.matrix(w(Tn::FFN_DOWN), c.n_ff, e, &L->ffn_down));
   if (!L->recurrent) {
     const int64_t hd = c.head_dim;
-    GEIST_RETURN_IF_ERROR(load_matrix(f, p + "attn_q.weight", e, 2 * c.n_head * hd, &L->wq));
-    GEIST_RETURN_IF_ERROR(load_matrix(f, p + "attn_k.weight", e, c.n_head_kv * hd, &L->wk));
-    GEIST_RETURN_IF_ERROR(load_matrix(f, p + "attn_v.weight", e, c.n_head_kv * hd, &L->wv));
-    GEIST_RETURN_IF_ERROR(load_matrix(f, p + "attn_output.weight", c.n_head * hd, e, &L->wo));
-    GEIST_RETURN_IF_ERROR(load_f32(f, p + "attn_q_norm.weight", hd, 1, &L->q_norm));
-    GEIST_RETURN_IF_ERROR(load_f32(f, p + "attn_k_norm.weight", hd, 1, &L->k_norm));
+    GEIST_RETURN_IF_ERROR(tc.matrix(w(Tn::ATTN_Q), e, 2 * c.n_head * hd, &L->wq));
+    GEIST_RETURN_IF_ERROR(tc.matrix(w(Tn::ATTN_K), e, c.n_head_kv * hd, &L->wk));
+    GEIST_RETURN_IF_ERROR(tc.matrix(w(Tn::ATTN_V), e, c.n_head_kv * hd, &L->wv));
+    GEIST_RETURN_IF_ERROR(tc.matrix(w(Tn::ATTN_OUTPUT), c.n_head * hd, e, &L->wo));
+    GEIST_RETURN_IF_ERROR(tc.f32_copy(w(Tn::ATTN_Q_NORM), hd, 0, &L->q_norm));
+    GEIST_RETURN_IF_ERROR(tc.f32_copy(w(Tn::ATTN_K_NORM), hd, 0, &L->k_norm));
     return Status::ok();
   }
-  GEIST_RETURN_IF_ERROR(load_matrix(f, p + "attn_qkv.weight", e, c.conv_dim(), &L->wqkv));
-  GEIST_RETURN_IF_ERROR(load_matrix(f, p + "attn_gate.weight", e, c.value_dim(), &L->wz));
-  GEIST_RETURN_IF_ERROR(load_matrix(f, p + "ssm_alpha.weight", e, c.n_v_heads, &L->w_alpha));
-  GEIST_RETURN_IF_ERROR(load_matrix(f, p + "ssm_beta.weight", e, c.n_v_heads, &L->w_beta));
-  GEIST_RETURN_IF_ERROR(load_matrix(f, p + "ssm_out.weight", c.value_dim(), e, &L->ssm_out));
+  GEIST_RETURN_IF_ERROR(tc.matrix(w(Tn::ATTN_QKV), e, c.conv_dim(), &L->wqkv));
+  GEIST_RETURN_IF_ERROR(tc.matrix(w(Tn::ATTN_GATE), e, c.value_dim(), &L->wz));
+  GEIST_RETURN_IF_ERROR(tc.matrix(w(Tn::SSM_ALPHA), e, c.n_v_heads, &L->w_alpha));
+  GEIST_RETURN_IF_ERROR(tc.matrix(w(Tn::SSM_BETA), e, c.n_v_heads, &L->w_beta));
+  GEIST_RETURN_IF_ERROR(tc.matrix(w(Tn::SSM_OUT), c.value_dim(), e, &L->ssm_out));
+  GEIST_RETURN_IF_ERROR(tc.f32_copy(w(Tn::SSM_CONV1D), c.conv_kernel, c.conv_dim(), &L->conv1d));
+  // llama.cpp's converter writes ssm_dt.bias; Ollama's exports name the same vector ssm_dt.
+  const std::string dt = tn(Tn::SSM_DT, "bias", il);
+  const std::string dt_bare = tn(Tn::SSM_DT, "", il);
   GEIST_RETURN_IF_ERROR(
-      load_f32(f, p + "ssm_conv1d.weight", c.conv_kernel, c.conv_dim(), &L->conv1d));
-  GEIST_RETURN_IF_ERROR(load_f32(f, p + "ssm_dt.bias", c.n_v_heads, 1, &L->dt_bias));
-  GEIST_RETURN_IF_ERROR(load_f32(f, p + "ssm_a", c.n_v_heads, 1, &L->ssm_a));
-  GEIST_RETURN_IF_ERROR(load_f32(f, p + "ssm_norm.weight", c.d_v, 1, &L->ssm_norm));
+      tc.f32_copy(tc.has(dt) || !tc.has(dt_bare) ? dt : dt_bare, c.n_v_heads, 0, &L->dt_bias));
+  GEIST_RETURN_IF_ERROR(tc.f32_copy(tn(Tn::SSM_A, "", il), c.n_v_heads, 0, &L->ssm_a));
+  GEIST_RETURN_IF_ERROR(tc.f32_copy(w(Tn::SSM_NORM), c.d_v, 0, &L->ssm_norm));
   return Status::ok();
 }
 
@@ -194,24 +203,27 @@ Status load_qwen35(const GgufFile& file, std::unique_ptr<Backend> backend, const
   Qwen35Config& c = m->cfg_;
   GEIST_RETURN_IF_ERROR(read_config(file, &c));
 
-  const GgufTensorInfo* emb = file.find_tensor("token_embd.weight");
-  if (!emb) return Status(GEIST_E_FORMAT, "qwen35: missing tensor token_embd.weight");
+  const TensorChecks tc(file, "qwen35");
+  const std::string embd = tn(Tn::TOKEN_EMBD, "weight");
+  const GgufTensorInfo* emb = file.find_tensor(embd);
+  if (!emb) return Status(GEIST_E_FORMAT, "qwen35: tensor '" + embd + "' is missing");
   if (emb->ne[1] <= 0 || emb->ne[1] > (int64_t{1} << 24)) {
-    return Status(GEIST_E_FORMAT, "qwen35: token_embd.weight has an invalid vocabulary size");
+    return Status(GEIST_E_FORMAT, "qwen35: " + embd + " has an invalid vocabulary size");
   }
   c.n_vocab = static_cast<int32_t>(emb->ne[1]);
-  GEIST_RETURN_IF_ERROR(load_matrix(file, "token_embd.weight", c.n_embd, c.n_vocab, &m->tok_embd_));
-  if (file.find_tensor("output.weight")) {
-    GEIST_RETURN_IF_ERROR(load_matrix(file, "output.weight", c.n_embd, c.n_vocab, &m->output_));
+  GEIST_RETURN_IF_ERROR(tc.matrix(embd, c.n_embd, c.n_vocab, &m->tok_embd_));
+  const std::string output = tn(Tn::OUTPUT, "weight");
+  if (tc.has(output)) {
+    GEIST_RETURN_IF_ERROR(tc.matrix(output, c.n_embd, c.n_vocab, &m->output_));
   } else {
     m->output_ = m->tok_embd_;  // tied embeddings
   }
-  GEIST_RETURN_IF_ERROR(load_f32(file, "output_norm.weight", c.n_embd, 1, &m->output_norm_));
+  GEIST_RETURN_IF_ERROR(tc.f32_copy(tn(Tn::OUTPUT_NORM, "weight"), c.n_embd, 0, &m->output_norm_));
 
   m->layers_.resize(static_cast<size_t>(c.n_layer));
   m->rec_slot_.assign(static_cast<size_t>(c.n_layer), -1);
   for (int32_t il = 0; il < c.n_layer; ++il) {
-    GEIST_RETURN_IF_ERROR(load_layer(file, c, il, &m->layers_[static_cast<size_t>(il)]));
+    GEIST_RETURN_IF_ERROR(load_layer(tc, c, il, &m->layers_[static_cast<size_t>(il)]));
     if (c.is_recurrent(il)) m->rec_slot_[static_cast<size_t>(il)] = m->n_rec_++;
   }
 

@@ -107,6 +107,8 @@ void Evaluator::assign_target(const Node& target, const Value& v) {
     Value ns = eval(*target.a[0]);
     if (ns.kind != Kind::Dict || !ns.dct().is_namespace)
       fail("TemplateRuntimeError", "cannot assign attribute on non-namespace object");
+    // A namespace holding itself would be a reference cycle (unbounded str(), a leak).
+    if (reaches(v, ns.obj.get())) fail("RecursionError", "cannot assign a namespace into itself");
     ns.dct().set(Value::string(target.name), v);
     return;
   }
@@ -240,44 +242,49 @@ void Evaluator::exec_set(const Node& n) {
   assign_target(*n.a[0], v);
 }
 
-static Value make_loop(const std::vector<Value>& items, size_t k,
-                       const std::shared_ptr<Value>& cyc) {
-  Value loop = Value::dict();
-  DictObj& d = loop.dct();
-  d.is_loop = true;
-  int64_t len = int64_t(items.size());
-  int64_t i = int64_t(k);
-  auto put = [&](const char* key, Value v) {
-    d.items.emplace_back(Value::string(key), std::move(v));
-  };
-  put("index0", Value::integer(i));
-  put("index", Value::integer(i + 1));
-  put("revindex", Value::integer(len - i));
-  put("revindex0", Value::integer(len - i - 1));
-  put("first", Value::boolean(i == 0));
-  put("last", Value::boolean(i == len - 1));
-  put("length", Value::integer(len));
-  put("depth", Value::integer(1));
-  put("depth0", Value::integer(0));
-  put("previtem", k > 0 ? items[k - 1] : Value::undefined("there is no previous item"));
-  put("nextitem", k + 1 < items.size() ? items[k + 1] : Value::undefined("there is no next item"));
-  put("cycle", Value::func("cycle", [i](Evaluator&, Args& a) -> Value {
-        if (a.pos.empty()) fail("TypeError", "no items for cycling given");
-        return a.pos[size_t(i) % a.pos.size()];
-      }));
-  std::shared_ptr<Value> last = cyc;
-  put("changed", Value::func("changed", [last](Evaluator&, Args& a) -> Value {
-        Value cur = Value::list(a.pos);
-        if (!last->is_undefined() && equals(*last, cur)) return Value::boolean(false);
-        *last = cur;
-        return Value::boolean(true);
-      }));
+static Value make_loop(const std::shared_ptr<const std::vector<Value>>& seq, size_t k,
+                       const Object& shape) {
+  Value loop;
+  loop.kind = Kind::Dict;
+  auto o = std::make_shared<LoopObj>();
+  o->is_loop = true;
+  o->seq = seq;
+  o->index = k;
+  o->depth = shape.depth;
+  o->has_ns = shape.has_ns;
+  loop.obj = std::move(o);
   return loop;
 }
 
+// loop.<name>, computed from the loop's position (Jinja2's LoopContext).
+static Value loop_attr(const LoopObj& l, const std::string& name) {
+  const auto& items = *l.seq;
+  int64_t len = int64_t(items.size());
+  int64_t i = int64_t(l.index);
+  if (name == "index0") return Value::integer(i);
+  if (name == "index") return Value::integer(i + 1);
+  if (name == "revindex") return Value::integer(len - i);
+  if (name == "revindex0") return Value::integer(len - i - 1);
+  if (name == "first") return Value::boolean(i == 0);
+  if (name == "last") return Value::boolean(i == len - 1);
+  if (name == "length") return Value::integer(len);
+  if (name == "depth") return Value::integer(1);
+  if (name == "depth0") return Value::integer(0);
+  if (name == "previtem")
+    return i > 0 ? items[size_t(i - 1)] : Value::undefined("there is no previous item");
+  if (name == "nextitem")
+    return i + 1 < len ? items[size_t(i + 1)] : Value::undefined("there is no next item");
+  if (name == "cycle")
+    return Value::func("cycle", [i](Evaluator&, Args& a) -> Value {
+      if (a.pos.empty()) fail("TypeError", "no items for cycling given");
+      return a.pos[size_t(i) % a.pos.size()];
+    });
+  return Value::undefined("'jinja2.runtime.LoopContext object' has no attribute '" + name + "'");
+}
+
 void Evaluator::exec_for(const Node& n) {
-  Value seq = eval(*n.a[1]);
-  std::vector<Value> all = iterate(seq);
+  Value iterable = eval(*n.a[1]);
+  std::vector<Value> all = iterate(iterable);
   std::vector<Value> items;
   if (n.a[2]) {
     for (auto& v : all) {
@@ -297,13 +304,15 @@ void Evaluator::exec_for(const Node& n) {
   } else {
     items = std::move(all);
   }
-  auto changed = std::make_shared<Value>();
-  for (size_t k = 0; k < items.size(); ++k) {
+  auto seq = std::make_shared<const std::vector<Value>>(std::move(items));
+  Object shape;  // depth and has_ns of every `loop` of this loop, computed once
+  for (const auto& x : *seq) note_child(shape, x);
+  for (size_t k = 0; k < seq->size(); ++k) {
     step();
     frames_.emplace_back();
     try {
-      frames_.back().vars.emplace_back("loop", make_loop(items, k, changed));
-      assign_target(*n.a[0], items[k]);
+      frames_.back().vars.emplace_back("loop", make_loop(seq, k, shape));
+      assign_target(*n.a[0], (*seq)[k]);
       exec(n.body);
     } catch (...) {
       frames_.pop_back();
@@ -316,7 +325,7 @@ void Evaluator::exec_for(const Node& n) {
       break;
     }
   }
-  if (items.empty()) exec(n.else_body);
+  if (seq->empty()) exec(n.else_body);
 }
 
 Value Evaluator::make_macro(const Node& def, bool is_caller) {
@@ -368,7 +377,7 @@ Value Evaluator::make_macro(const Node& def, bool is_caller) {
               ev.assign(d->params[k],
                         Value::undefined("parameter '" + d->params[k] + "' was not provided"));
           }
-          ev.assign("varargs", Value::list(std::move(extra)));
+          ev.assign("varargs", Value::list(std::move(extra), true));
           ev.assign("kwargs", kwargs);
           if (!caller.is_undefined()) ev.assign("caller", caller);
           result = ev.capture(d->body);
@@ -398,7 +407,8 @@ Value Evaluator::getattr(const Value& obj, const std::string& name) {
       fail_undefined(obj);
     case Kind::Dict: {
       const DictObj& d = obj.dct();
-      if (d.is_namespace || d.is_loop) {
+      if (d.is_loop) return loop_attr(static_cast<const LoopObj&>(d), name);
+      if (d.is_namespace) {
         if (const Value* v = d.find(name)) return *v;
         break;
       }

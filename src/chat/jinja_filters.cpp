@@ -36,32 +36,6 @@ Value get_attr_path(Evaluator& ev, Value item, const Value& attr) {
   }
 }
 
-std::string html_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&#34;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 Value lowered(const Value& v, bool case_sensitive) {
   if (!case_sensitive && v.kind == Kind::String) return Value::string(to_lower(v.str()));
   return v;
@@ -219,7 +193,8 @@ Value tojson(Evaluator& ev, const Value& v, Args& a) {
 }
 
 Value map_filter(Evaluator& ev, const Value& v, Args& a) {
-  std::vector<Value> items = iterate(v);
+  std::vector<Value> items =
+      truthy(v) ? iterate(v) : std::vector<Value>{};  // as Jinja2: `if value:`
   std::vector<Value> out;
   if (a.has(99, "attribute")) {
     Value attr = a.get(99, "attribute");
@@ -246,7 +221,8 @@ Value map_filter(Evaluator& ev, const Value& v, Args& a) {
 }
 
 Value select_filter(Evaluator& ev, const Value& v, Args& a, bool attr_mode, bool keep_if) {
-  std::vector<Value> items = iterate(v);
+  std::vector<Value> items =
+      truthy(v) ? iterate(v) : std::vector<Value>{};  // as Jinja2: `if value:`
   size_t off = 0;
   Value attr;
   if (attr_mode) {
@@ -291,22 +267,23 @@ Value Evaluator::filter(const std::string& name, const Value& v, Args& a) {
   }
   if (n == "length" || n == "count") return Value::integer(length(v));
   if (n == "string") return v.is_string() ? v : Value::string(to_str(v));
-  if (n == "safe") return v.is_string() ? v : Value::string(to_str(v));
+  if (n == "safe") return Value::markup(to_str(v));
   if (n == "trim") {
     Value chars = a.get(0, "chars", Value::none());
     Args r;
     r.pos.push_back(chars);
-    return call(getattr(Value::string(to_str(v)), "strip"), r);
+    return call(getattr(string_like(v, to_str(v)), "strip"), r);
   }
-  if (n == "upper") return Value::string(to_upper(to_str(v)));
-  if (n == "lower") return Value::string(to_lower(to_str(v)));
+  if (n == "upper") return string_like(v, to_upper(to_str(v)));
+  if (n == "lower") return string_like(v, to_lower(to_str(v)));
   if (n == "capitalize") {
     std::string t = to_lower(to_str(v));
     if (!t.empty() && t[0] >= 'a' && t[0] <= 'z') t[0] = char(t[0] - 32);
     return Value::string(t);
   }
   if (n == "title") return Value::string(jinja_title(to_str(v)));
-  if (n == "escape" || n == "e" || n == "forceescape") return Value::string(html_escape(to_str(v)));
+  if ((n == "escape" || n == "e") && v.is_markup()) return v;
+  if (n == "escape" || n == "e" || n == "forceescape") return Value::markup(html_escape(to_str(v)));
   if (n == "replace") {
     Value s = Value::string(to_str(v));
     Args r;
@@ -483,7 +460,7 @@ Value Evaluator::filter(const std::string& name, const Value& v, Args& a) {
     Value width = a.get(0, "width", Value::integer(4));
     bool first = truthy(a.get(1, "first", Value::boolean(false)));
     bool blank = truthy(a.get(2, "blank", Value::boolean(false)));
-    return Value::string(indent_str(*this, to_str(v), width, first, blank));
+    return string_like(v, indent_str(*this, to_str(v), width, first, blank));
   }
   if (n == "wordcount") {
     const std::string s = to_str(v);

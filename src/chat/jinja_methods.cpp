@@ -199,7 +199,10 @@ std::string str_format(Evaluator& ev, const std::string& fmt, Args& args) {
 
 Value bind(const Value& self, const char* name,
            std::function<Value(Evaluator&, const Value&, Args&)> f) {
-  return Value::func(name, [self, f](Evaluator& ev, Args& a) { return f(ev, self, a); });
+  Value m = Value::func(name, [self, f](Evaluator& ev, Args& a) { return f(ev, self, a); });
+  m.fn().bound = self.obj;
+  m.fn().bound_kind = self.kind;
+  return m;
 }
 
 Value unsafe(const Value& obj, const std::string& name) {
@@ -246,7 +249,7 @@ Value str_method(Evaluator& ev, const Value& obj, const std::string& name) {
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     bool l = name != "rstrip", r = name != "lstrip";
     return bind(obj, "strip", [l, r](Evaluator&, const Value& self, A& a) {
-      return Value::string(strip_chars(self.str(), a.get(0, "chars", Value::none()), l, r));
+      return string_like(self, strip_chars(self.str(), a.get(0, "chars", Value::none()), l, r));
     });
   }
   if (name == "replace") {
@@ -290,8 +293,8 @@ Value str_method(Evaluator& ev, const Value& obj, const std::string& name) {
     std::string n = name;
     return bind(obj, "case", [n](Evaluator&, const Value& self, A&) {
       const std::string& s = self.str();
-      if (n == "upper") return Value::string(to_upper(s));
-      if (n == "lower") return Value::string(to_lower(s));
+      if (n == "upper") return string_like(self, to_upper(s));
+      if (n == "lower") return string_like(self, to_lower(s));
       if (n == "title") return Value::string(py_title(s));
       if (n == "capitalize") {
         std::string t = to_lower(s);
@@ -425,7 +428,7 @@ Value method(Evaluator& ev, const Value& obj, const std::string& name) {
     if (name == "copy")
       return bind(obj, "copy", [](Evaluator&, const Value& self, A&) {
         Value d = Value::dict();
-        d.dct().items = self.dct().items;
+        for (const auto& kv : self.dct().items) d.dct().push(kv.first, kv.second);
         return d;
       });
     if (name == "pop" || name == "popitem" || name == "setdefault" || name == "update" ||

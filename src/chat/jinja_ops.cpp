@@ -1,6 +1,7 @@
 // Python's arithmetic and sequence operators on Jinja values, `in`, and printf-style `%`.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "chat/jinja_eval.h"
 
@@ -38,8 +39,10 @@ Value repeat(Evaluator& ev, const Value& seq, int64_t n) {
     ev.charge(total);
     std::string out;
     out.reserve(total);
-    for (int64_t k = 0; k < n; ++k) out += s;
-    return Value::string(std::move(out));
+    if (n > 0) out = s;
+    while (out.size() * 2 <= total) out += out;  // doubling: O(total) copies
+    out.append(out.data(), total - out.size());
+    return string_like(seq, std::move(out));
   }
   const auto& items = seq.lst().items;
   if (!items.empty() && uint64_t(n) > ev.limits().max_output_bytes / (16 * items.size()) + 1)
@@ -75,7 +78,10 @@ Value binary_op(Evaluator& ev, const std::string& op, const Value& a, const Valu
       if (b.kind != Kind::String)
         fail("TypeError", "can only concatenate str (not \"" + type_name(b) + "\") to str");
       ev.charge(a.str().size() + b.str().size());
-      return Value::string(a.str() + b.str());
+      // Markup + str and str + Markup escape the plain side (markupsafe's __add__/__radd__).
+      if (a.is_markup() && !b.is_markup()) return Value::markup(a.str() + html_escape(b.str()));
+      if (b.is_markup() && !a.is_markup()) return Value::markup(html_escape(a.str()) + b.str());
+      return string_like(a, a.str() + b.str());
     }
     if (a.kind == Kind::List && !a.lst().generator) {
       if (b.kind != Kind::List || b.lst().tuple != a.lst().tuple || b.lst().generator)
@@ -243,6 +249,14 @@ std::string percent_format(Evaluator& ev, const std::string& fmt, const Value& a
       }
     }
     if (spec.size() > 12) fail("ValueError", "format specification too long");
+    {
+      // The width and precision are bytes the result will have: bound them before formatting.
+      size_t k2 = 1;
+      while (k2 < spec.size() && !(spec[k2] >= '1' && spec[k2] <= '9')) ++k2;
+      ev.charge(size_t(std::atoll(spec.c_str() + k2)));
+      size_t dot = spec.find('.');
+      if (dot != std::string::npos) ev.charge(size_t(std::atoll(spec.c_str() + dot + 1)));
+    }
     char buf[512];
     switch (conv) {
       case 's':

@@ -239,7 +239,7 @@ class Parser {
     if (skip_op("=")) {
       auto n = make(NK::Set, line);
       n->a.push_back(std::move(target));
-      n->a.push_back(parse_tuple(false, false));
+      n->a.push_back(parse_tuple(true, false));
       return n;
     }
     auto n = make(NK::SetBlock, line);
@@ -298,7 +298,7 @@ class Parser {
   }
 
   // Comma-separated expressions: one alone is itself, more (or a trailing comma) a tuple.
-  NodeP parse_tuple(bool with_condexpr_unused, bool explicit_parens,
+  NodeP parse_tuple(bool with_condexpr, bool explicit_parens,
                     const std::vector<std::string>& extra_ends = {}) {
     int line = peek().line;
     std::vector<NodeP> items;
@@ -318,7 +318,7 @@ class Parser {
         if (explicit_parens) break;
         error("Expected an expression, got " + describe(tok));
       }
-      items.push_back(parse_expression(true));
+      items.push_back(parse_expression(with_condexpr));
     }
     if (items.size() == 1 && !comma) return std::move(items[0]);
     auto n = make(NK::TupleLit, line);

@@ -31,7 +31,49 @@ const Value* DictObj::find(const Value& key) const {
     if (equals(kv.first, key)) return &kv.second;
   return nullptr;
 }
+void note_child(Object& parent, const Value& child) {
+  if (child.kind != Kind::List && child.kind != Kind::Dict) return;
+  const Object& c = *child.obj;
+  parent.depth = std::max(parent.depth, c.depth + 1);
+  parent.has_ns =
+      parent.has_ns || c.has_ns || (child.kind == Kind::Dict && child.dct().is_namespace);
+  if (parent.depth > kMaxNesting)
+    fail("RecursionError", "values nested deeper than " + std::to_string(kMaxNesting) + " levels");
+}
+
+bool reaches(const Value& v, const Object* target) {
+  if (v.kind == Kind::Func && v.fn().bound) {
+    Value self;
+    self.kind = v.fn().bound_kind;
+    self.obj = v.fn().bound;
+    return reaches(self, target);
+  }
+  if (v.kind != Kind::List && v.kind != Kind::Dict) return false;
+  if (v.obj.get() == target) return true;
+  if (v.kind == Kind::Dict && v.dct().is_loop) {
+    for (const auto& x : *static_cast<const LoopObj*>(v.obj.get())->seq)
+      if (reaches(x, target)) return true;
+    return false;
+  }
+  bool ns = v.kind == Kind::Dict && v.dct().is_namespace;
+  if (!ns && !v.obj->has_ns) return false;
+  if (v.kind == Kind::List) {
+    for (const auto& x : v.lst().items)
+      if (reaches(x, target)) return true;
+    return false;
+  }
+  for (const auto& kv : v.dct().items)
+    if (reaches(kv.second, target)) return true;
+  return false;
+}
+
+void DictObj::push(Value key, Value v) {
+  note_child(*this, v);
+  items.emplace_back(std::move(key), std::move(v));
+}
+
 void DictObj::set(const Value& key, Value v) {
+  note_child(*this, v);
   for (auto& kv : items) {
     if (equals(kv.first, key)) {
       kv.second = std::move(v);
@@ -47,12 +89,50 @@ Value Value::string(std::string s) {
   v.obj = std::make_shared<StrObj>(std::move(s));
   return v;
 }
+Value Value::markup(std::string s) {
+  Value v;
+  v.kind = Kind::String;
+  v.obj = std::make_shared<StrObj>(std::move(s), true);
+  return v;
+}
+Value string_like(const Value& like, std::string s) {
+  return like.is_markup() ? Value::markup(std::move(s)) : Value::string(std::move(s));
+}
+
+std::string html_escape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
 Value Value::list(std::vector<Value> items, bool tuple) {
   Value v;
   v.kind = Kind::List;
   auto o = std::make_shared<ListObj>();
   o->items = std::move(items);
   o->tuple = tuple;
+  for (const auto& x : o->items) note_child(*o, x);
   v.obj = std::move(o);
   return v;
 }
@@ -309,7 +389,13 @@ std::string repr(const Value& v) {
   return to_str(v);
 }
 
-Value from_json(const Json& j) {
+static Value from_json_at(const Json& j, int depth);
+Value from_json(const Json& j) { return from_json_at(j, 0); }
+
+static Value from_json_at(const Json& j, int depth) {
+  if (depth > int(kMaxNesting))
+    fail("RecursionError",
+         "context JSON nested deeper than " + std::to_string(kMaxNesting) + " levels");
   switch (j.type()) {
     case Json::value_t::null:
       return Value::none();
@@ -329,152 +415,18 @@ Value from_json(const Json& j) {
     case Json::value_t::array: {
       std::vector<Value> items;
       items.reserve(j.size());
-      for (const auto& e : j) items.push_back(from_json(e));
+      for (const auto& e : j) items.push_back(from_json_at(e, depth + 1));
       return Value::list(std::move(items));
     }
     case Json::value_t::object: {
       Value d = Value::dict();
       for (auto it = j.begin(); it != j.end(); ++it)
-        d.dct().items.emplace_back(Value::string(it.key()), from_json(it.value()));
+        d.dct().push(Value::string(it.key()), from_json_at(it.value(), depth + 1));
       return d;
     }
     default:
       return Value::none();
   }
-}
-
-static void json_string(std::string& out, std::string_view s) {
-  out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      default:
-        if (c < 0x20) {
-          char b[8];
-          std::snprintf(b, sizeof b, "\\u%04x", c);
-          out += b;
-        } else {
-          out += char(c);
-        }
-    }
-  }
-  out += '"';
-}
-
-static std::string json_float(double x) {
-  if (std::isnan(x)) return "NaN";
-  if (std::isinf(x)) return x < 0 ? "-Infinity" : "Infinity";
-  return float_repr(x);
-}
-
-static void dump(std::string& out, const Value& v, const DumpOptions& o, int level, int depth) {
-  if (depth > 512) fail("RecursionError", "maximum recursion depth exceeded while encoding");
-  auto newline = [&](int lvl) {
-    out += '\n';
-    for (int k = 0; k < lvl; ++k) out += o.indent;
-  };
-  switch (v.kind) {
-    case Kind::None:
-      out += "null";
-      return;
-    case Kind::Bool:
-      out += v.b ? "true" : "false";
-      return;
-    case Kind::Int:
-      out += std::to_string(v.i);
-      return;
-    case Kind::Float:
-      out += json_float(v.f);
-      return;
-    case Kind::String:
-      json_string(out, v.str());
-      return;
-    case Kind::List: {
-      if (v.lst().generator) break;
-      const auto& items = v.lst().items;
-      if (items.empty()) {
-        out += "[]";
-        return;
-      }
-      out += '[';
-      for (size_t k = 0; k < items.size(); ++k) {
-        if (k) out += o.item_sep;
-        if (o.has_indent) newline(level + 1);
-        dump(out, items[k], o, level + 1, depth + 1);
-      }
-      if (o.has_indent) newline(level);
-      out += ']';
-      return;
-    }
-    case Kind::Dict: {
-      if (v.dct().is_namespace || v.dct().is_loop) break;
-      std::vector<std::pair<std::string, const Value*>> items;
-      for (const auto& kv : v.dct().items) {
-        const Value& k = kv.first;
-        std::string key;
-        if (k.kind == Kind::String)
-          key = k.str();
-        else if (k.kind == Kind::Int)
-          key = std::to_string(k.i);
-        else if (k.kind == Kind::Float)
-          key = json_float(k.f);
-        else if (k.kind == Kind::Bool)
-          key = k.b ? "true" : "false";
-        else if (k.kind == Kind::None)
-          key = "null";
-        else
-          fail("TypeError", "keys must be str, int, float, bool or None, not " + type_name(k));
-        items.emplace_back(std::move(key), &kv.second);
-      }
-      if (items.empty()) {
-        out += "{}";
-        return;
-      }
-      if (o.sort_keys)
-        std::stable_sort(items.begin(), items.end(),
-                         [](const auto& a, const auto& b) { return a.first < b.first; });
-      out += '{';
-      for (size_t k = 0; k < items.size(); ++k) {
-        if (k) out += o.item_sep;
-        if (o.has_indent) newline(level + 1);
-        json_string(out, items[k].first);
-        out += o.key_sep;
-        dump(out, *items[k].second, o, level + 1, depth + 1);
-      }
-      if (o.has_indent) newline(level);
-      out += '}';
-      return;
-    }
-    default:
-      break;
-  }
-  fail("TypeError", "Object of type " + type_name(v) + " is not JSON serializable");
-}
-
-std::string json_dumps(const Value& v, const DumpOptions& opt) {
-  std::string out;
-  dump(out, v, opt, 0, 0);
-  return out;
 }
 
 std::vector<size_t> code_points(std::string_view s) {

@@ -36,38 +36,21 @@ enum class Kind : uint8_t { Undefined, None, Bool, Int, Float, String, List, Dic
 struct Value;
 class Evaluator;
 struct Args;
+struct StrObj;
+struct ListObj;
+struct DictObj;
+struct FuncObj;
+using NativeFn = std::function<Value(Evaluator&, Args&)>;
+
+// Lists and dicts nest at most this deep, so that every recursive walk (str(), ==, json.dumps,
+// the destructors) is bounded; deeper is a RecursionError, as Python's limit would give.
+constexpr uint32_t kMaxNesting = 400;
 
 struct Object {
   virtual ~Object() = default;
+  uint32_t depth = 0;   // containers: 1 + the deepest container inside
+  bool has_ns = false;  // containers: a namespace() is reachable inside (cycle check)
 };
-struct StrObj : Object {
-  std::string s;
-  explicit StrObj(std::string v) : s(std::move(v)) {}
-};
-struct ListObj : Object {
-  std::vector<Value> items;
-  bool tuple = false;
-  bool generator = false;  // the result of map/select/...: Python shows a generator
-};
-struct DictObj : Object {
-  std::vector<std::pair<Value, Value>> items;  // insertion order, as Python 3.7+ dicts
-  bool is_namespace = false;                   // namespace(): attributes may be assigned
-  bool is_loop = false;                        // a for loop's `loop`
-  const Value* find(std::string_view key) const;
-  Value* find_mut(std::string_view key);
-  const Value* find(const Value& key) const;
-  void set(const Value& key, Value v);
-};
-using NativeFn = std::function<Value(Evaluator&, Args&)>;
-struct FuncObj : Object {
-  std::string name;
-  NativeFn fn;
-};
-struct UndefObj : Object {
-  std::string hint;                    // the error's message, when it is used
-  std::string exc = "UndefinedError";  // "SecurityError" for the sandbox's unsafe attributes
-};
-
 struct Value {
   Kind kind = Kind::Undefined;
   union {
@@ -102,6 +85,7 @@ struct Value {
     return v;
   }
   static Value string(std::string s);
+  static Value markup(std::string s);  // a Markup string
   static Value list(std::vector<Value> items, bool tuple = false);
   static Value dict();
   static Value func(std::string name, NativeFn fn);
@@ -110,21 +94,72 @@ struct Value {
   bool is_undefined() const { return kind == Kind::Undefined; }
   bool is_none() const { return kind == Kind::None; }
   bool is_string() const { return kind == Kind::String; }
+  bool is_markup() const;
   bool is_list() const { return kind == Kind::List; }
   bool is_dict() const { return kind == Kind::Dict; }
   bool is_number() const { return kind == Kind::Int || kind == Kind::Float || kind == Kind::Bool; }
 
-  const std::string& str() const { return static_cast<StrObj*>(obj.get())->s; }
-  ListObj& lst() const { return *static_cast<ListObj*>(obj.get()); }
-  DictObj& dct() const { return *static_cast<DictObj*>(obj.get()); }
-  FuncObj& fn() const { return *static_cast<FuncObj*>(obj.get()); }
-  const std::string& undef_hint() const {
-    static const std::string unknown = "value is undefined";
-    return obj ? static_cast<UndefObj*>(obj.get())->hint : unknown;
-  }
+  const std::string& str() const;
+  ListObj& lst() const;
+  DictObj& dct() const;
+  FuncObj& fn() const;
+  const std::string& undef_hint() const;
   double as_double() const { return kind == Kind::Float ? f : kind == Kind::Int ? double(i) : b; }
   int64_t as_int() const { return kind == Kind::Int ? i : kind == Kind::Bool ? b : int64_t(f); }
 };
+
+struct StrObj : Object {
+  std::string s;
+  bool safe = false;  // markupsafe.Markup (from |safe, |escape): `+` HTML-escapes the other side
+  explicit StrObj(std::string v, bool markup = false) : s(std::move(v)), safe(markup) {}
+};
+struct ListObj : Object {
+  std::vector<Value> items;
+  bool tuple = false;
+  bool generator = false;  // the result of map/select/...: Python shows a generator
+};
+struct DictObj : Object {
+  std::vector<std::pair<Value, Value>> items;  // insertion order, as Python 3.7+ dicts
+  bool is_namespace = false;                   // namespace(): attributes may be assigned
+  bool is_loop = false;                        // a for loop's `loop`
+  const Value* find(std::string_view key) const;
+  Value* find_mut(std::string_view key);
+  const Value* find(const Value& key) const;
+  void set(const Value& key, Value v);
+  void push(Value key, Value v);  // appends (the key must be new)
+};
+// A for loop's `loop`: attributes computed on access from the shared item list.
+struct LoopObj : DictObj {
+  std::shared_ptr<const std::vector<Value>> seq;
+  size_t index = 0;
+};
+struct FuncObj : Object {
+  std::string name;
+  NativeFn fn;
+  std::shared_ptr<Object> bound;  // the str/list/dict a method is bound to (cycle check)
+  Kind bound_kind{};
+};
+struct UndefObj : Object {
+  std::string hint;                    // the error's message, when it is used
+  std::string exc = "UndefinedError";  // "SecurityError" for the sandbox's unsafe attributes
+};
+
+inline bool Value::is_markup() const {
+  return kind == Kind::String && static_cast<StrObj*>(obj.get())->safe;
+}
+inline const std::string& Value::str() const { return static_cast<StrObj*>(obj.get())->s; }
+inline ListObj& Value::lst() const { return *static_cast<ListObj*>(obj.get()); }
+inline DictObj& Value::dct() const { return *static_cast<DictObj*>(obj.get()); }
+inline FuncObj& Value::fn() const { return *static_cast<FuncObj*>(obj.get()); }
+inline const std::string& Value::undef_hint() const {
+  static const std::string unknown = "value is undefined";
+  return obj ? static_cast<UndefObj*>(obj.get())->hint : unknown;
+}
+
+// Records `child` as held by container `parent` (depth, has_ns); RecursionError past kMaxNesting.
+void note_child(Object& parent, const Value& child);
+// Whether `target` is reachable from v (through namespaces and containers holding them).
+bool reaches(const Value& v, const Object* target);
 
 // Raises UndefinedError with the value's hint (for operations Jinja's Undefined refuses).
 [[noreturn]] void fail_undefined(const Value& v);
@@ -142,6 +177,10 @@ std::string to_str(const Value& v);
 std::string repr(const Value& v);
 std::string repr_string(std::string_view s);
 std::string float_repr(double x);
+// markupsafe.escape of a plain string: & < > " ' as entities.
+std::string html_escape(std::string_view s);
+// `like` a Markup string: the result of a str operation on it is Markup too.
+Value string_like(const Value& like, std::string s);
 
 // Conversion from and to the JSON handed in. Strings must be UTF-8.
 Value from_json(const Json& j);

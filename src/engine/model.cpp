@@ -9,6 +9,37 @@
 #include "engine/snapshot.h"
 
 namespace geist {
+void Model::read_chat_metadata() {
+  constexpr std::string_view kKey = "tokenizer.chat_template";
+  for (const GgufKv& kv : gguf_->kvs()) {
+    const std::string_view key = kv.key;
+    if (key.substr(0, kKey.size()) != kKey) continue;
+    std::string_view src;
+    if (!gguf_->get_str(key, &src).is_ok()) continue;  // not a string: not a template
+    if (key.size() == kKey.size()) {
+      chat_templates_.emplace_back("", std::string(src));
+    } else if (key[kKey.size()] == '.' && key.size() > kKey.size() + 1) {
+      chat_templates_.emplace_back(std::string(key.substr(kKey.size() + 1)), std::string(src));
+    }
+  }
+  const std::vector<std::string_view>* texts = nullptr;
+  if (gguf_->get_arr_str("tokenizer.ggml.tokens", &texts).is_ok()) {
+    const auto text_of = [&](int32_t id) {
+      return id >= 0 && static_cast<size_t>(id) < texts->size() ? std::string((*texts)[id])
+                                                                : std::string();
+    };
+    bos_text_ = text_of(tokenizer_->bos());
+    eos_text_ = text_of(tokenizer_->eos());
+  }
+}
+
+const std::string* Model::chat_template(std::string_view name) const {
+  for (const auto& [n, src] : chat_templates_) {
+    if (n == name) return &src;
+  }
+  return nullptr;
+}
+
 namespace {
 
 // Calls the user's progress callback; a non-zero answer cancels the load.
@@ -25,6 +56,14 @@ Status report_progress(const geist_model_params& params, float fraction) {
 
 Model::~Model() = default;
 
+Status Model::require_weights(const char* what) const {
+  if (arch_) return Status::ok();
+  return Status::error(GEIST_E_INVALID_STATE,
+                       "%s needs the weights, but the model was loaded vocab-only "
+                       "(geist_model_params.vocab_only)",
+                       what);
+}
+
 Status Model::load(const std::string& path, const geist_model_params& params,
                    std::unique_ptr<Model>* out) {
   out->reset();
@@ -38,15 +77,30 @@ Status Model::load(const std::string& path, const geist_model_params& params,
   GEIST_RETURN_IF_ERROR(
       Tokenizer::load(*m->gguf_, m->logger_, &m->tokenizer_).with_prefix(path + ": tokenizer"));
   GEIST_RETURN_IF_ERROR(report_progress(params, 0.5f));
+  m->read_chat_metadata();
 
-  // Before the weights are uploaded: the id samples tensor bytes, whose pages the backend may
-  // release once it holds its own copy.
-  m->snapshot_id_ = compute_snapshot_id(*m->gguf_);
-  GEIST_RETURN_IF_ERROR(
-      load_arch_model(*m->gguf_, static_cast<BackendKind>(params.backend), m->logger_, &m->arch_)
-          .with_prefix(path));
+  if (params.vocab_only != 0) {
+    // Any architecture will do: nothing of it is read but names and lengths for info().
+    ModelInfo& vi = m->vocab_info_;
+    std::string_view arch;
+    if (m->gguf_->get_str("general.architecture", &arch).is_ok()) {
+      vi.architecture = std::string(arch);
+      int32_t n_ctx = 0;
+      if (m->gguf_->get_i32(vi.architecture + ".context_length", &n_ctx).is_ok() && n_ctx > 0) {
+        vi.n_ctx_train = n_ctx;
+      }
+    }
+    vi.n_vocab = m->tokenizer_->n_vocab();
+  } else {
+    // Before the weights are uploaded: the id samples tensor bytes, whose pages the backend
+    // may release once it holds its own copy.
+    m->snapshot_id_ = compute_snapshot_id(*m->gguf_);
+    GEIST_RETURN_IF_ERROR(
+        load_arch_model(*m->gguf_, static_cast<BackendKind>(params.backend), m->logger_, &m->arch_)
+            .with_prefix(path));
+  }
   m->gguf_->release_string_arrays();  // the tokenizer and the id hold what they need
-  const ModelInfo& info = m->arch_->info();
+  const ModelInfo& info = m->info();
   if (info.n_vocab <= 0 || info.n_vocab != m->tokenizer_->n_vocab()) {
     return Status::error(GEIST_E_FORMAT,
                          "%s: the tokenizer has %d tokens but the weights have %d logits",
@@ -58,9 +112,10 @@ Status Model::load(const std::string& path, const geist_model_params& params,
   m->adds_bos_ = !empty.empty() && m->tokenizer_->bos() >= 0 && empty[0] == m->tokenizer_->bos();
 
   m->logger_.log(GEIST_LOG_INFO,
-                 "loaded %s: %s, %d layers, n_embd %d, n_vocab %d, %zu tensors, tokenizer %.*s",
-                 path.c_str(), info.architecture.c_str(), info.n_layer, info.n_embd, info.n_vocab,
-                 m->gguf_->tensors().size(), static_cast<int>(m->tokenizer_->model_name().size()),
+                 "loaded %s%s: %s, %d layers, n_embd %d, n_vocab %d, %zu tensors, tokenizer %.*s",
+                 path.c_str(), m->vocab_only() ? " (vocab only)" : "", info.architecture.c_str(),
+                 info.n_layer, info.n_embd, info.n_vocab, m->gguf_->tensors().size(),
+                 static_cast<int>(m->tokenizer_->model_name().size()),
                  m->tokenizer_->model_name().data());
   GEIST_RETURN_IF_ERROR(report_progress(params, 1.0f));
   *out = std::move(m);
@@ -122,8 +177,10 @@ std::string Model::describe() const {
   const ModelInfo& i = info();
   std::ostringstream os;
   os << "architecture: " << i.architecture << "\n";
-  os << "gguf: version " << gguf_->version() << ", " << gguf_->file_size() << " bytes, "
-     << gguf_->kvs().size() << " metadata keys, " << gguf_->tensors().size() << " tensors\n";
+  os << "gguf: version " << gguf_->version() << ", " << gguf_->file_size() << " bytes"
+     << (gguf_->n_files() > 1 ? " in " + std::to_string(gguf_->n_files()) + " split files" : "")
+     << ", " << gguf_->kvs().size() << " metadata keys, " << gguf_->tensors().size()
+     << " tensors\n";
   os << "n_vocab: " << i.n_vocab << "\n";
   os << "n_ctx_train: " << i.n_ctx_train << "\n";
   os << "n_embd: " << i.n_embd << "\n";
@@ -132,8 +189,12 @@ std::string Model::describe() const {
   os << "n_head_kv: " << i.n_head_kv << "\n";
   os << "n_ff: " << i.n_ff << "\n";
   os << "head_dim: " << i.head_dim << "\n";
-  os << "backend: " << arch_->backend().description() << "\n";
-  describe_state(*arch_, os);
+  if (arch_) {
+    os << "backend: " << arch_->backend().description() << "\n";
+    describe_state(*arch_, os);
+  } else {
+    os << "weights: not loaded (vocab only)\n";
+  }
 
   // Ordered by type id so the output is stable.
   std::map<uint32_t, std::pair<size_t, uint64_t>> by_type;  // type -> (count, bytes)

@@ -52,6 +52,7 @@ Status Session::create(const Model& model, const geist_session_params& params,
                          "kivi2 5)",
                          params.kv_mode);
   }
+  GEIST_RETURN_IF_ERROR(model.require_weights("a session"));
   int32_t max_seq_len = params.max_seq_len;
   if (max_seq_len == 0) {
     const int32_t n_ctx_train = model.info().n_ctx_train;

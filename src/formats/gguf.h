@@ -64,6 +64,23 @@ struct GgufTensorInfo {
   int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
 };
 
+// The split layout of llama-gguf-split (tools/gguf-split): shard i (0-based) of n is
+// "<prefix>-<i+1, 5 digits>-of-<n, 5 digits>.gguf"; the first shard holds all metadata, every
+// shard holds split.no (u16, 0-based), split.count (u16) and split.tensors.count (i32, the
+// tensors of all shards), and each tensor lies whole in one shard.
+inline constexpr char kSplitNoKey[] = "split.no";
+inline constexpr char kSplitCountKey[] = "split.count";
+inline constexpr char kSplitTensorsCountKey[] = "split.tensors.count";
+// The path of shard split_no (0-based) of split_count.
+std::string gguf_split_path(const std::string& prefix, uint32_t split_no, uint32_t split_count);
+
+class GgufFile;
+// Writes `in` (one file or a whole split set) again in the split layout, at most max_tensors
+// tensors a shard (> 0): what `llama-gguf-split --split --split-max-tensors N` makes of it.
+// Paths as GgufWriter::write_split. GEIST_E_IO.
+Status gguf_write_split(const GgufFile& in, const std::string& prefix, size_t max_tensors,
+                        std::vector<std::string>* paths);
+
 class GgufFile {
  public:
   ~GgufFile();
@@ -71,13 +88,20 @@ class GgufFile {
   GgufFile& operator=(const GgufFile&) = delete;
 
   // Maps and parses `path`. GEIST_E_FILE_NOT_FOUND, GEIST_E_IO, GEIST_E_FORMAT.
+  // When `path` is the first shard of a split set (split.count > 1), every shard is mapped and
+  // the GgufFile is the whole model: tensors() holds the tensors of all shards (in shard order),
+  // kvs() the first shard's metadata without the split.* keys. A shard other than the first,
+  // a missing shard (GEIST_E_FILE_NOT_FOUND naming it), a shard whose split.no / split.count
+  // disagree, a tensor in two shards or a total that is not split.tensors.count is an error.
   static Status open(const std::string& path, std::unique_ptr<GgufFile>* out);
-  // Parses a caller-owned buffer that must outlive the GgufFile (fuzzing, tests).
+  // Parses a caller-owned buffer that must outlive the GgufFile (fuzzing, tests). One file
+  // only: a shard's split.* keys are kept as they are.
   static Status open_memory(const uint8_t* data, size_t size, std::unique_ptr<GgufFile>* out);
 
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
-  size_t file_size() const { return size_; }
+  size_t file_size() const;  // bytes of every file mapped (all shards of a split set)
+  size_t n_files() const { return 1 + shards_.size(); }
   const std::vector<GgufKv>& kvs() const { return kvs_; }
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
 
@@ -109,7 +133,10 @@ class GgufFile {
 
  private:
   GgufFile() = default;
+  static Status open_one(const std::string& path, std::unique_ptr<GgufFile>* out);
+  void release_own_pages(const void* p, size_t n) const;
   Status parse();
+  Status open_shards(const std::string& path);
 
   const uint8_t* base_ = nullptr;
   size_t size_ = 0;
@@ -120,6 +147,8 @@ class GgufFile {
   std::vector<GgufTensorInfo> tensors_;
   std::unordered_map<std::string_view, size_t> kv_index_;      // key -> index into kvs_
   std::unordered_map<std::string_view, size_t> tensor_index_;  // name -> index into tensors_
+  // The other shards of a split set ([split.count - 1], shard order); tensors_ views into them.
+  std::vector<std::unique_ptr<GgufFile>> shards_;
 };
 
 // Builds GGUF v3 files (mkmodel, tests). Values are copied in.
@@ -164,6 +193,15 @@ class GgufWriter {
   // GEIST_E_IO on failure (the temp file is removed).
   Status write_file(const std::string& path, const TensorFill& fill = {},
                     const std::function<void(float)>& progress = {}) const;
+  // Writes the split layout (kSplitNoKey above) as llama-gguf-split --split-max-tensors does:
+  // gguf_split_path(prefix, i, n) for i < n, at most max_tensors tensors a shard (> 0), in
+  // order; the first shard also holds every key added. The paths go to *paths. The keys
+  // split.* must not have been added. GEIST_E_IO as write_file (shards written before a
+  // failure stay).
+  Status write_split(const std::string& prefix, size_t max_tensors, const TensorFill& fill,
+                     std::vector<std::string>* paths) const;
+  // Adds a key/value as GgufFile read it (copying a file's metadata).
+  void add_kv(const GgufKv& kv);
 
  private:
   struct Impl;

@@ -303,7 +303,13 @@ GgufFile::~GgufFile() {
   if (mapped_) munmap(const_cast<uint8_t*>(base_), size_);
 }
 
-void GgufFile::release_pages(const void* p, size_t n) const {
+size_t GgufFile::file_size() const {
+  size_t n = size_;
+  for (const auto& s : shards_) n += s->size_;
+  return n;
+}
+
+void GgufFile::release_own_pages(const void* p, size_t n) const {
   const uintptr_t b = reinterpret_cast<uintptr_t>(p);
   const uintptr_t base = reinterpret_cast<uintptr_t>(base_);
   if (!mapped_ || b < base || n > size_ || b - base > size_ - n) return;
@@ -315,7 +321,21 @@ void GgufFile::release_pages(const void* p, size_t n) const {
   if (hi > lo) (void)madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
 
+void GgufFile::release_pages(const void* p, size_t n) const {
+  release_own_pages(p, n);
+  for (const auto& s : shards_) s->release_own_pages(p, n);
+}
+
 Status GgufFile::open(const std::string& path, std::unique_ptr<GgufFile>* out) {
+  out->reset();
+  std::unique_ptr<GgufFile> f;
+  GEIST_RETURN_IF_ERROR(open_one(path, &f));
+  GEIST_RETURN_IF_ERROR(f->open_shards(path));
+  *out = std::move(f);
+  return Status::ok();
+}
+
+Status GgufFile::open_one(const std::string& path, std::unique_ptr<GgufFile>* out) {
   out->reset();
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {

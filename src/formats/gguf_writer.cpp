@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
@@ -309,6 +310,96 @@ Status GgufWriter::write_file(const std::string& path, const TensorFill& fill,
     ::close(dfd);
   }
   if (progress) progress(1.0f);
+  return Status::ok();
+}
+
+}  // namespace geist
+
+namespace geist {
+
+void GgufWriter::add_kv(const GgufKv& kv) {
+  std::string key(kv.key);
+  switch (kv.type) {
+    case GgufValueType::UINT8:
+      return add_u8(std::move(key), static_cast<uint8_t>(kv.u64));
+    case GgufValueType::INT8:
+      return add_i8(std::move(key), static_cast<int8_t>(kv.i64));
+    case GgufValueType::UINT16:
+      return add_u16(std::move(key), static_cast<uint16_t>(kv.u64));
+    case GgufValueType::INT16:
+      return add_i16(std::move(key), static_cast<int16_t>(kv.i64));
+    case GgufValueType::UINT32:
+      return add_u32(std::move(key), static_cast<uint32_t>(kv.u64));
+    case GgufValueType::INT32:
+      return add_i32(std::move(key), static_cast<int32_t>(kv.i64));
+    case GgufValueType::UINT64:
+      return add_u64(std::move(key), kv.u64);
+    case GgufValueType::INT64:
+      return add_i64(std::move(key), kv.i64);
+    case GgufValueType::FLOAT32:
+      // f64 holds the float widened, so narrowing gives back the same bits.
+      return add_f32(std::move(key), static_cast<float>(kv.f64));
+    case GgufValueType::FLOAT64:
+      return add_f64(std::move(key), kv.f64);
+    case GgufValueType::BOOL:
+      return add_bool(std::move(key), kv.u64 != 0);
+    case GgufValueType::STRING:
+      return add_str(std::move(key), std::string(kv.str));
+    case GgufValueType::ARRAY:
+      break;
+  }
+  GEIST_CHECK(kv.type == GgufValueType::ARRAY, "add_kv: unknown value type from the reader");
+  if (kv.arr_type == GgufValueType::STRING) {
+    GEIST_CHECK(!kv.arr_strs_released, "add_kv: the string array was released");
+    return add_arr_str(std::move(key),
+                       std::vector<std::string>(kv.arr_strs.begin(), kv.arr_strs.end()));
+  }
+  const uint64_t elem = gguf_value_size(kv.arr_type);
+  GEIST_CHECK(elem > 0, "add_kv: an array of non-scalar elements");
+  // The reader bounds-checked arr_len * elem against the file.
+  std::vector<uint8_t> raw(kv.arr_len * elem);  // [arr_len * elem] little-endian elements
+  if (!raw.empty()) std::memcpy(raw.data(), kv.arr_data, raw.size());
+  add_arr_raw(std::move(key), kv.arr_type, kv.arr_len, std::move(raw));
+}
+
+Status GgufWriter::write_split(const std::string& prefix, size_t max_tensors,
+                               const TensorFill& fill, std::vector<std::string>* paths) const {
+  GEIST_CHECK(max_tensors > 0, "write_split: max_tensors must be positive");
+  for (const Impl::Kv& kv : impl_->kvs) {
+    GEIST_CHECK(
+        kv.key != kSplitNoKey && kv.key != kSplitCountKey && kv.key != kSplitTensorsCountKey,
+        "write_split: the split.* keys are written by write_split");
+  }
+  const size_t n_tensors = impl_->tensors.size();
+  GEIST_CHECK(n_tensors <= static_cast<size_t>(INT32_MAX), "write_split: too many tensors");
+  const size_t n_split = std::max<size_t>(1, (n_tensors + max_tensors - 1) / max_tensors);
+  GEIST_CHECK(n_split <= UINT16_MAX, "write_split: more than 65535 shards");
+  paths->clear();
+  for (size_t s = 0; s < n_split; ++s) {
+    GgufWriter shard;
+    Impl& si = *shard.impl_;
+    // As llama-gguf-split: the metadata (and its alignment) in the first shard only.
+    if (s == 0) {
+      si.alignment = impl_->alignment;
+      si.kvs = impl_->kvs;
+    }
+    shard.add_u16(kSplitNoKey, static_cast<uint16_t>(s));
+    shard.add_u16(kSplitCountKey, static_cast<uint16_t>(n_split));
+    shard.add_i32(kSplitTensorsCountKey, static_cast<int32_t>(n_tensors));
+    const size_t first = s * max_tensors;
+    const size_t end = std::min(n_tensors, first + max_tensors);
+    si.tensors.assign(impl_->tensors.begin() + static_cast<std::ptrdiff_t>(first),
+                      impl_->tensors.begin() + static_cast<std::ptrdiff_t>(end));
+    TensorFill shard_fill;
+    if (fill) {
+      shard_fill = [&fill, first](size_t i, uint8_t* dst, size_t n) {
+        return fill(first + i, dst, n);
+      };
+    }
+    paths->push_back(
+        gguf_split_path(prefix, static_cast<uint32_t>(s), static_cast<uint32_t>(n_split)));
+    GEIST_RETURN_IF_ERROR(shard.write_file(paths->back(), shard_fill));
+  }
   return Status::ok();
 }
 

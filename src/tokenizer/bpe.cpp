@@ -208,12 +208,12 @@ Status make_bpe_tokenizer(Vocab vocab, const Logger& log, std::unique_ptr<Tokeni
     return Status::error(GEIST_E_FORMAT, "%d tokens and %d merges are too many", vocab.n_vocab(),
                          vocab.merges.size());
   }
-  const PreTokenizerInfo pre = pre_tokenizer_from_name(vocab.pre);
-  if (!pre.known) {
+  PreTokenizerInfo pre;
+  GEIST_RETURN_IF_ERROR(pre_tokenizer_from_name(vocab.pre, &pre));
+  if (vocab.pre.empty()) {
     log.log(GEIST_LOG_WARN,
-            "tokenizer.ggml.pre '%s' is not a known pre-tokenizer; using the default splits, "
-            "so tokenization may differ from the model's own",
-            vocab.pre.c_str());
+            "tokenizer.ggml.pre is missing: using the default pre-tokenizer, as llama.cpp does "
+            "(generation quality may degrade; consider regenerating the GGUF)");
   }
   *out = std::make_unique<BpeTokenizer>(std::move(vocab), log, pre);
   return Status::ok();

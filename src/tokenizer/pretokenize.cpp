@@ -111,6 +111,15 @@ size_t match_ws_tail(const View& v, size_t p) {
   return (k > 1 && p + k < v.n) ? k - 1 : k;
 }
 
+// \s*[\r\n]+|\s+(?!\S)|\s+ : \s* backtracks to the last CR/LF of the whitespace run.
+size_t match_ws_newlines(const View& v, size_t p) {
+  const size_t k = v.run(p, [&](size_t i) { return v.ws(i); });
+  for (size_t i = p + k; i > p; --i) {
+    if (v.crlf(i - 1)) return i - p;
+  }
+  return match_ws_tail(v, p);
+}
+
 // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 size_t match_gpt2(const View& v, size_t p) {
   if (size_t k = match_contraction(v, p, false)) return k;
@@ -148,12 +157,46 @@ size_t match_llama3(const View& v, size_t p) {
     if (kPunctNewlines) e += v.run(e, [&](size_t i) { return v.crlf(i); });
     return e - p;
   }
-  // \s*[\r\n]+ : \s* backtracks to the last CR/LF of the whitespace run.
-  const size_t k = v.run(p, [&](size_t i) { return v.ws(i); });
-  for (size_t i = p + k; i > p; --i) {
-    if (v.crlf(i - 1)) return i - p;
+  return match_ws_newlines(v, p);
+}
+
+// Tekken (Mistral Nemo / Small 3) and GPT-4o, as llama.cpp adapts them:
+// [^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+C?|
+// [^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*C?|
+// \p{N}{1,D}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// with D = kMaxDigits and the contraction C (case-insensitive) only when kContractions. An
+// "upper" letter is any letter but a-z, a "lower" one any but A-Z: non-ASCII letters are both
+// (llama.cpp's adaptation; the tokenizer.json regex uses Lu/Lt/Lm/Lo/M and Ll/Lm/Lo/M).
+template <size_t kMaxDigits, bool kContractions>
+size_t match_cased_words(const View& v, size_t p) {
+  auto upper = [&](size_t i) { return v.has(i, kL) && !(v.c[i] >= 'a' && v.c[i] <= 'z'); };
+  auto lower = [&](size_t i) { return v.has(i, kL) && !(v.c[i] >= 'A' && v.c[i] <= 'Z'); };
+  // The two letter alternatives at q: U*L+ backtracks its U* until a lower letter follows;
+  // failing that U+L* is the upper run alone (a lower letter after it would have matched).
+  auto letters = [&](size_t q) -> size_t {
+    const size_t n_upper = v.run(q, upper);
+    for (size_t k = n_upper + 1; k-- > 0;) {
+      if (lower(q + k)) return k + v.run(q + k, lower);
+    }
+    return n_upper;
+  };
+  // The optional prefix only matters before letters: without it a non-letter cannot start them.
+  const bool prefix = !v.crlf(p) && !v.has(p, kL | kN);
+  const size_t q = p + (prefix ? 1 : 0);
+  if (const size_t w = letters(q); w > 0) {
+    const size_t e = q + w;
+    return e - p + (kContractions ? match_contraction(v, e, true) : 0);
   }
-  return match_ws_tail(v, p);
+  if (v.has(p, kN)) {
+    return std::min(kMaxDigits, v.run(p, [&](size_t i) { return v.has(i, kN); }));
+  }
+  auto punct = [&](size_t i) { return i < v.n && !v.has(i, kWs | kL | kN); };
+  const size_t r = p + (v.c[p] == ' ' ? 1 : 0);
+  if (punct(r)) {
+    const size_t e = r + v.run(r, punct);
+    return e - p + v.run(e, [&](size_t i) { return v.crlf(i) || v.is(i, '/'); });
+  }
+  return match_ws_newlines(v, p);
 }
 
 // [\p{P}\$\+<=>\^~\|]+ (default) and the same with a backtick (falcon).
@@ -306,6 +349,8 @@ std::span<const Splitter> passes_of(PreTokenizer type) {
   static constexpr Splitter kPoro[] = {split_leftmost<match_poro>};
   static constexpr Splitter kViking[] = {split_leftmost<match_poro>,
                                          split_leftmost<match_number_one>};
+  static constexpr Splitter kTekken[] = {split_leftmost<match_cased_words<1, false>>};
+  static constexpr Splitter kGpt4o[] = {split_leftmost<match_cased_words<3, true>>};
   switch (type) {
     case PreTokenizer::DEFAULT:
       return kDefault;
@@ -331,6 +376,10 @@ std::span<const Splitter> passes_of(PreTokenizer type) {
       return kPoro;
     case PreTokenizer::VIKING:
       return kViking;
+    case PreTokenizer::TEKKEN:
+      return kTekken;
+    case PreTokenizer::GPT4O:
+      return kGpt4o;
   }
   return kDefault;
 }
@@ -341,37 +390,72 @@ bool name_in(std::string_view name, std::initializer_list<std::string_view> name
 
 }  // namespace
 
-PreTokenizerInfo pre_tokenizer_from_name(std::string_view name) {
+Status pre_tokenizer_from_name(std::string_view name, PreTokenizerInfo* out) {
   using P = PreTokenizer;
-  if (name.empty() || name == "default") return {P::DEFAULT, false, true};
+  auto set = [out](P type, bool ignore_merges = false) {
+    *out = PreTokenizerInfo{type, ignore_merges};
+    return Status::ok();
+  };
+  if (name.empty() || name == "default") return set(P::DEFAULT);
   if (name_in(name, {"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral",
-                     "midm-2.0", "lfm2"})) {
-    return {P::LLAMA3, true, true};
+                     "midm-2.0", "lfm2", "jina-v5-nano"})) {
+    return set(P::LLAMA3, true);
   }
-  if (name_in(name, {"dbrx", "smaug-bpe", "glm4", "chatglm-bpe"})) return {P::LLAMA3, false, true};
+  if (name_in(name, {"dbrx", "smaug-bpe", "glm4", "chatglm-bpe"})) return set(P::LLAMA3);
   if (name_in(name,
               {"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de",
                "a.x-4.0", "mellum", "modern-bert", "jina-v1-en", "jina-v2-code", "roberta-bpe",
                "mpt", "olmo", "jais", "trillion", "granite-docling", "exaone4"})) {
-    return {P::GPT2, false, true};
+    return set(P::GPT2);
   }
   // bailingmoe and grok-2 spell their regexes differently but split like qwen2.
   if (name_in(name, {"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "stablelm2", "hunyuan",
                      "solar-open", "megrez", "grok-2", "bailingmoe", "bailingmoe2", "llada-moe"})) {
-    return {P::QWEN2, false, true};
+    return set(P::QWEN2);
   }
-  if (name == "qwen35") return {P::QWEN35, false, true};
-  if (name == "seed-coder") return {P::SEED_CODER, false, true};
+  if (name == "qwen35") return set(P::QWEN35);
+  if (name == "seed-coder") return set(P::SEED_CODER);
   if (name_in(name, {"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone",
                      "minerva-7b", "mellum2"})) {
-    return {P::STARCODER, false, true};
+    return set(P::STARCODER);
   }
-  if (name == "falcon") return {P::FALCON, false, true};
-  if (name == "deepseek-llm") return {P::DEEPSEEK_LLM, false, true};
-  if (name == "deepseek-coder") return {P::DEEPSEEK_CODER, false, true};
-  if (name_in(name, {"poro-chat", "bloom", "gpt3-finnish"})) return {P::PORO, false, true};
-  if (name == "viking") return {P::VIKING, false, true};
-  return {P::DEFAULT, false, false};
+  if (name == "falcon") return set(P::FALCON);
+  if (name == "deepseek-llm") return set(P::DEEPSEEK_LLM);
+  if (name == "deepseek-coder") return set(P::DEEPSEEK_CODER);
+  if (name_in(name, {"poro-chat", "bloom", "gpt3-finnish"})) return set(P::PORO);
+  if (name == "viking") return set(P::VIKING);
+  if (name == "tekken") return set(P::TEKKEN, true);
+  if (name_in(name, {"gpt-4o", "llama4", "kanana2", "talkie"})) return set(P::GPT4O, true);
+  const int len = static_cast<int>(name.size());
+  // Names llama.cpp maps to regexes (or custom splitters) geist does not have: none of them
+  // belongs to a model family of the architectures geist runs.
+  if (name_in(name, {"deepseek-v3",
+                     "youtu",
+                     "jais-2",
+                     "gemma4",
+                     "granite-embed-multi-311m",
+                     "granite-embed-multi-97m",
+                     "sarvam-moe",
+                     "whitespace",
+                     "minicpm5",
+                     "exaone-moe",
+                     "chameleon",
+                     "tiny_aya",
+                     "cohere2moe",
+                     "superbpe",
+                     "hunyuan-dense",
+                     "joyai-llm",
+                     "kimi-k2",
+                     "afmoe",
+                     "laguna",
+                     "minimax-m2"})) {
+    return Status::error(GEIST_E_UNSUPPORTED,
+                         "tokenizer.ggml.pre '%.*s' (a pre-tokenizer llama.cpp knows) is not "
+                         "supported by geist",
+                         len, name.data());
+  }
+  return Status::error(GEIST_E_UNSUPPORTED, "tokenizer.ggml.pre '%.*s' is an unknown pre-tokenizer",
+                       len, name.data());
 }
 
 std::vector<std::string_view> pre_tokenize(PreTokenizer type, std::string_view text) {

@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/status.h"
+
 namespace geist {
 
 enum class PreTokenizer {
@@ -30,17 +32,20 @@ enum class PreTokenizer {
   DEEPSEEK_CODER,  // DeepSeek Coder's five passes
   PORO,            // " ?[^(\s|.,!?…。，、।۔،)]+" (poro-chat, bloom, gpt3-finnish)
   VIKING,          // PORO, then single digits
+  TEKKEN,          // cased words, single digits, "/" after punctuation (Mistral Nemo, Small 3)
+  GPT4O,           // TEKKEN with contractions and \p{N}{1,3} (gpt-4o, llama4, kanana2)
 };
 
 struct PreTokenizerInfo {
   PreTokenizer type = PreTokenizer::DEFAULT;
   bool ignore_merges = false;  // a piece that is a whole token skips BPE (Llama 3 style)
-  bool known = true;           // false: name not recognised, DEFAULT used as fallback
 };
 
-// Maps a tokenizer.ggml.pre value. "" (key absent) and "default" give DEFAULT, as in llama.cpp;
-// an unrecognised name gives DEFAULT with known == false so the caller can warn.
-PreTokenizerInfo pre_tokenizer_from_name(std::string_view name);
+// Maps a tokenizer.ggml.pre value as llama.cpp does: "" (key absent; the caller warns) and
+// "default" give DEFAULT. A name llama.cpp does not know is GEIST_E_UNSUPPORTED naming it (as
+// llama.cpp refuses it), and so is a name llama.cpp knows whose splits geist lacks: the file
+// would otherwise tokenize differently from the model's own tokenizer.
+Status pre_tokenizer_from_name(std::string_view name, PreTokenizerInfo* out);
 
 // Splits `text` into pre-tokens, views into `text` in order, covering it exactly.
 std::vector<std::string_view> pre_tokenize(PreTokenizer type, std::string_view text);

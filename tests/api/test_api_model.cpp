@@ -1,6 +1,7 @@
 // C API: library functions, model load errors, tokenizer entry points, describe.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -110,6 +111,50 @@ TEST(ApiModel, LoadArgumentErrors) {
   p.struct_size = 3;
   EXPECT_EQ(geist_model_load("x.gguf", &p, &m, err, sizeof err), GEIST_E_INVALID_ARG);
   EXPECT_NE(std::string(err).find("struct_size"), std::string::npos) << err;
+}
+
+// A vocab-only load (llama.cpp's vocab_only): a file without tensors of an architecture geist
+// cannot run gives a working tokenizer; calls that need the weights are INVALID_STATE.
+TEST(ApiModel, VocabOnlyLoad) {
+  GEIST_REQUIRE_FIXTURES();
+  const std::string path = fixture_path("tokenizer/ggml-vocab-bert-bge.gguf");
+  geist_model* m = nullptr;
+  char err[512] = "";
+  // Without vocab_only the architecture is refused by name.
+  EXPECT_EQ(geist_model_load(path.c_str(), nullptr, &m, err, sizeof err), GEIST_E_UNSUPPORTED);
+  EXPECT_NE(std::string(err).find("'bert'"), std::string::npos) << err;
+  geist_model_params p;
+  geist_model_params_default(&p);
+  p.vocab_only = 1;
+  ASSERT_EQ(geist_model_load(path.c_str(), &p, &m, err, sizeof err), GEIST_OK) << err;
+  EXPECT_GT(geist_model_n_vocab(m), 30000);
+  // llama.cpp's vector for "Hello world" (without [CLS]/[SEP]).
+  const std::string text = "Hello world";
+  geist_token ids[16];
+  size_t n = 0;
+  ASSERT_EQ(geist_tokenize(m, text.data(), text.size(), 0, 0, ids, 16, &n), GEIST_OK);
+  ASSERT_EQ(n, 2u);
+  EXPECT_EQ(ids[0], 7592);
+  EXPECT_EQ(ids[1], 2088);
+  geist_session* s = nullptr;
+  EXPECT_EQ(geist_session_create(m, nullptr, &s), GEIST_E_INVALID_STATE);
+  EXPECT_EQ(s, nullptr);
+  EXPECT_NE(std::string(geist_model_last_error(m)).find("vocab-only"), std::string::npos)
+      << geist_model_last_error(m);
+  double up = 0, down = 0;
+  EXPECT_EQ(geist_model_time_copies(m, 64, &up, &down), GEIST_E_INVALID_STATE);
+  size_t dn = 0;
+  std::string d(4096, '\0');
+  ASSERT_EQ(geist_model_describe(m, d.data(), d.size(), &dn), GEIST_OK);
+  d.resize(dn);
+  EXPECT_NE(d.find("architecture: bert"), std::string::npos) << d;
+  EXPECT_NE(d.find("vocab only"), std::string::npos) << d;
+  geist_model_free(m);
+
+  // A 0.2 caller's struct (without vocab_only) still loads with weights.
+  p.struct_size = static_cast<uint32_t>(offsetof(geist_model_params, vocab_only));
+  m = nullptr;
+  EXPECT_EQ(geist_model_load(path.c_str(), &p, &m, err, sizeof err), GEIST_E_UNSUPPORTED);
 }
 
 struct LoadLog {

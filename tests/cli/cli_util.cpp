@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -31,19 +32,39 @@ std::string shell_quote(const std::string& s) {
 
 }  // namespace
 
-CliResult run_geist(const std::vector<std::string>& args, const std::string& work_dir) {
+namespace {
+
+CliResult run_with_stdin(const std::vector<std::string>& args, const std::string& stdin_path,
+                         const std::string& work_dir) {
   std::string cmd = shell_quote(std::string(GEIST_BINARY_DIR) + "/bin/geist");
   for (const std::string& a : args) cmd.append(" ").append(shell_quote(a));
   const std::string out_path = work_dir + "/cli_stdout.txt";
   const std::string err_path = work_dir + "/cli_stderr.txt";
   cmd.append(" >").append(shell_quote(out_path));
-  cmd.append(" 2>").append(shell_quote(err_path)).append(" </dev/null");
+  cmd.append(" 2>").append(shell_quote(err_path)).append(" <").append(shell_quote(stdin_path));
   const int status = std::system(cmd.c_str());
   CliResult r;
   r.exit_code = (status != -1 && WIFEXITED(status)) ? WEXITSTATUS(status) : -1;
   r.out = read_text_file(out_path);
   r.err = read_text_file(err_path);
   return r;
+}
+
+}  // namespace
+
+CliResult run_geist(const std::vector<std::string>& args, const std::string& work_dir) {
+  return run_with_stdin(args, "/dev/null", work_dir);
+}
+
+CliResult run_geist_input(const std::vector<std::string>& args, const std::string& input,
+                          const std::string& work_dir) {
+  const std::string in_path = work_dir + "/cli_stdin.txt";
+  FILE* f = std::fopen(in_path.c_str(), "wb");
+  EXPECT_NE(f, nullptr) << in_path;
+  if (f == nullptr) return CliResult{};
+  std::fwrite(input.data(), 1, input.size(), f);
+  std::fclose(f);
+  return run_with_stdin(args, in_path, work_dir);
 }
 
 TempDir::TempDir() {

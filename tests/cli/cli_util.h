@@ -17,6 +17,9 @@ struct CliResult {
 // Runs GEIST_BINARY_DIR/bin/geist with `args` (no shell interpretation of the arguments);
 // stdout and stderr are captured through files in `work_dir`.
 CliResult run_geist(const std::vector<std::string>& args, const std::string& work_dir);
+// The same with `input` as standard input (through a file in work_dir).
+CliResult run_geist_input(const std::vector<std::string>& args, const std::string& input,
+                          const std::string& work_dir);
 
 // A fresh directory removed by the destructor.
 class TempDir {

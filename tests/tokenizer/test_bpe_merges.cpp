@@ -128,25 +128,38 @@ TEST(BpeMerges, MalformedMergeIsAFormatError) {
   EXPECT_EQ(make_bpe_tokenizer(std::move(v), Logger{}, &tok).code(), GEIST_E_FORMAT);
 }
 
-TEST(BpeMerges, UnknownPreWarnsAndFallsBackToDefault) {
+// As llama.cpp: a missing tokenizer.ggml.pre is the default splits with a warning; a name it
+// does not know is refused, naming it (never a silent fallback that tokenizes differently).
+TEST(BpeMerges, MissingPreWarnsUnknownPreIsRefused) {
   int warnings = 0;
   Logger log;
   log.user = &warnings;
   log.fn = [](void* user, geist_log_level level, const char*) {
     if (level == GEIST_LOG_WARN) ++*static_cast<int*>(user);
   };
-  Vocab v;
-  v.model = "gpt2";
-  v.pre = "no-such-pre";
-  for (int b = 0; b < 256; ++b) {
-    ASSERT_TRUE(v.tokens.push_back(unicode::utf8_encode(unicode::byte_to_cpt(b))));
-  }
-  v.types.assign(256, TokenAttr::NORMAL);
-  v.scores.assign(256, 0.0f);
+  auto byte_vocab = [](const char* pre) {
+    Vocab v;
+    v.model = "gpt2";
+    v.pre = pre;
+    for (int b = 0; b < 256; ++b) {
+      EXPECT_TRUE(v.tokens.push_back(unicode::utf8_encode(unicode::byte_to_cpt(b))));
+    }
+    v.types.assign(256, TokenAttr::NORMAL);
+    v.scores.assign(256, 0.0f);
+    return v;
+  };
   std::unique_ptr<Tokenizer> tok;
-  ASSERT_TRUE(make_bpe_tokenizer(std::move(v), log, &tok).is_ok());
+  ASSERT_TRUE(make_bpe_tokenizer(byte_vocab(""), log, &tok).is_ok());
   EXPECT_EQ(warnings, 1);
   EXPECT_EQ(static_cast<const BpeTokenizer*>(tok.get())->pre_tokenizer(), PreTokenizer::DEFAULT);
+  ASSERT_TRUE(make_bpe_tokenizer(byte_vocab("tekken"), log, &tok).is_ok());
+  EXPECT_EQ(static_cast<const BpeTokenizer*>(tok.get())->pre_tokenizer(), PreTokenizer::TEKKEN);
+  EXPECT_EQ(warnings, 1);
+  tok.reset();
+  const Status st = make_bpe_tokenizer(byte_vocab("no-such-pre"), log, &tok);
+  EXPECT_EQ(st.code(), GEIST_E_UNSUPPORTED);
+  EXPECT_NE(st.message().find("'no-such-pre'"), std::string::npos) << st.message();
+  EXPECT_EQ(tok, nullptr);
 }
 
 }  // namespace

@@ -97,20 +97,122 @@ TEST(PreTokenize, InvalidUtf8StaysAsItsBytes) {
             (Pieces{"a", "\xFF", "b"}));
 }
 
+// Tekken and GPT-4o: the splits Python's `regex` module (2026.5.9) makes with llama.cpp's
+// regexes for them (src/llama-vocab.cpp, LLAMA_VOCAB_PRE_TYPE_TEKKEN / _GPT4O; the pieces
+// between matches included), on texts where that adaptation and tokenizer.json's regex agree.
+struct SplitCase {
+  std::string text;
+  Pieces pieces;
+};
+
+const SplitCase kTekkenCases[] = {
+    {"Hello World", {"Hello", " World"}},
+    {"HelloWorld", {"Hello", "World"}},
+    {"HTTPServer", {"HTTPServer"}},
+    {"ABC def", {"ABC", " def"}},
+    {"iPhone XR", {"i", "Phone", " XR"}},
+    {"McDonald's", {"Mc", "Donald", "'s"}},
+    {"I'M HERE'S we'll", {"I", "'M", " HERE", "'S", " we", "'ll"}},
+    {"path/to/file.txt", {"path", "/to", "/file", ".txt"}},
+    {"a.b/c//\x0A\x0Ax", {"a", ".b", "/c", "//\x0A\x0A", "x"}},
+    {"12345 and 3.14", {"1", "2", "3", "4", "5", " and", " ", "3", ".", "1", "4"}},
+    {"  leading  spaces  ", {" ", " leading", " ", " spaces", "  "}},
+    {"tab\x09here\x0D\x0Anew\x0A\x0A  line",
+     {"tab", "\x09here", "\x0D\x0A", "new", "\x0A\x0A", " ", " line"}},
+    {"\xC3\x89"
+     "cole \xC3\xA9t\xC3\xA9 \xC3\x9C"
+     "BER",
+     {"\xC3\x89"
+      "cole",
+      " \xC3\xA9t\xC3\xA9", " \xC3\x9C", "BER"}},
+    {"\xE4\xB8\xAD\xE6\x96\x87"
+     "ABC",
+     {"\xE4\xB8\xAD\xE6\x96\x87", "ABC"}},
+    {"CamelCaseWORDSHere", {"Camel", "Case", "WORDSHere"}},
+    {"x--/y", {"x", "--/", "y"}},
+    {" ?!/ ok", {" ?!/", " ok"}},
+    {"don't DON'T", {"don", "'t", " DON", "'T"}},
+    {"'s 'S", {"'s", " '", "S"}},
+};
+
+const SplitCase kGpt4oCases[] = {
+    {"Hello World", {"Hello", " World"}},
+    {"HelloWorld", {"Hello", "World"}},
+    {"HTTPServer", {"HTTPServer"}},
+    {"ABC def", {"ABC", " def"}},
+    {"iPhone XR", {"i", "Phone", " XR"}},
+    {"McDonald's", {"Mc", "Donald's"}},
+    {"I'M HERE'S we'll", {"I'M", " HERE'S", " we'll"}},
+    {"path/to/file.txt", {"path", "/to", "/file", ".txt"}},
+    {"a.b/c//\x0A\x0Ax", {"a", ".b", "/c", "//\x0A\x0A", "x"}},
+    {"12345 and 3.14", {"123", "45", " and", " ", "3", ".", "14"}},
+    {"  leading  spaces  ", {" ", " leading", " ", " spaces", "  "}},
+    {"tab\x09here\x0D\x0Anew\x0A\x0A  line",
+     {"tab", "\x09here", "\x0D\x0A", "new", "\x0A\x0A", " ", " line"}},
+    {"\xC3\x89"
+     "cole \xC3\xA9t\xC3\xA9 \xC3\x9C"
+     "BER",
+     {"\xC3\x89"
+      "cole",
+      " \xC3\xA9t\xC3\xA9", " \xC3\x9C", "BER"}},
+    {"\xE4\xB8\xAD\xE6\x96\x87"
+     "ABC",
+     {"\xE4\xB8\xAD\xE6\x96\x87", "ABC"}},
+    {"CamelCaseWORDSHere", {"Camel", "Case", "WORDSHere"}},
+    {"x--/y", {"x", "--/", "y"}},
+    {" ?!/ ok", {" ?!/", " ok"}},
+    {"don't DON'T", {"don't", " DON'T"}},
+    {"'s 'S", {"'s", " '", "S"}},
+};
+
+TEST(PreTokenize, TekkenAsPythonRegex) {
+  for (const SplitCase& c : kTekkenCases) {
+    EXPECT_EQ(split(PreTokenizer::TEKKEN, c.text), c.pieces) << c.text;
+  }
+}
+
+TEST(PreTokenize, Gpt4oAsPythonRegex) {
+  for (const SplitCase& c : kGpt4oCases) {
+    EXPECT_EQ(split(PreTokenizer::GPT4O, c.text), c.pieces) << c.text;
+  }
+}
+
+PreTokenizerInfo info_of(std::string_view name) {
+  PreTokenizerInfo info;
+  EXPECT_TRUE(pre_tokenizer_from_name(name, &info).is_ok()) << name;
+  return info;
+}
+
 TEST(PreTokenize, NamesMapAsLlamaCpp) {
-  EXPECT_EQ(pre_tokenizer_from_name("").type, PreTokenizer::DEFAULT);
-  EXPECT_TRUE(pre_tokenizer_from_name("").known);
-  EXPECT_EQ(pre_tokenizer_from_name("gpt-2").type, PreTokenizer::GPT2);
-  EXPECT_EQ(pre_tokenizer_from_name("mpt").type, PreTokenizer::GPT2);
-  EXPECT_EQ(pre_tokenizer_from_name("qwen2").type, PreTokenizer::QWEN2);
-  EXPECT_EQ(pre_tokenizer_from_name("qwen35").type, PreTokenizer::QWEN35);
-  EXPECT_EQ(pre_tokenizer_from_name("refact").type, PreTokenizer::STARCODER);
-  const PreTokenizerInfo l3 = pre_tokenizer_from_name("llama-bpe");
+  EXPECT_EQ(info_of("").type, PreTokenizer::DEFAULT);
+  EXPECT_EQ(info_of("default").type, PreTokenizer::DEFAULT);
+  EXPECT_EQ(info_of("gpt-2").type, PreTokenizer::GPT2);
+  EXPECT_EQ(info_of("mpt").type, PreTokenizer::GPT2);
+  EXPECT_EQ(info_of("qwen2").type, PreTokenizer::QWEN2);
+  EXPECT_EQ(info_of("qwen35").type, PreTokenizer::QWEN35);
+  EXPECT_EQ(info_of("refact").type, PreTokenizer::STARCODER);
+  EXPECT_EQ(info_of("smollm").type, PreTokenizer::STARCODER);
+  EXPECT_EQ(info_of("llama4").type, PreTokenizer::GPT4O);
+  const PreTokenizerInfo l3 = info_of("llama-bpe");
   EXPECT_EQ(l3.type, PreTokenizer::LLAMA3);
   EXPECT_TRUE(l3.ignore_merges);
-  const PreTokenizerInfo unk = pre_tokenizer_from_name("made-up");
-  EXPECT_FALSE(unk.known);
-  EXPECT_EQ(unk.type, PreTokenizer::DEFAULT);
+  const PreTokenizerInfo tekken = info_of("tekken");
+  EXPECT_EQ(tekken.type, PreTokenizer::TEKKEN);
+  EXPECT_TRUE(tekken.ignore_merges);
+}
+
+// Names llama.cpp refuses, and names it knows that geist cannot split, are errors that name
+// the value; never a silent fallback to the default splits.
+TEST(PreTokenize, UnknownAndUnsupportedNamesAreRefused) {
+  PreTokenizerInfo info;
+  Status st = pre_tokenizer_from_name("made-up", &info);
+  EXPECT_EQ(st.code(), GEIST_E_UNSUPPORTED);
+  EXPECT_NE(st.message().find("'made-up' is an unknown pre-tokenizer"), std::string::npos)
+      << st.message();
+  st = pre_tokenizer_from_name("kimi-k2", &info);
+  EXPECT_EQ(st.code(), GEIST_E_UNSUPPORTED);
+  EXPECT_NE(st.message().find("'kimi-k2'"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("not supported"), std::string::npos) << st.message();
 }
 
 // Every pre-tokenizer partitions its input: the pieces are non-empty and concatenate back to
@@ -142,7 +244,7 @@ TEST(PreTokenize, PiecesCoverArbitraryBytes) {
     std::string s;
     const int len = static_cast<int>(rng() % 40);
     for (int i = 0; i < len; ++i) s += alphabet[rng() % std::size(alphabet)];
-    for (int t = 0; t <= static_cast<int>(PreTokenizer::VIKING); ++t) {
+    for (int t = 0; t <= static_cast<int>(PreTokenizer::GPT4O); ++t) {
       std::string joined;
       for (std::string_view p : pre_tokenize(static_cast<PreTokenizer>(t), s)) {
         EXPECT_FALSE(p.empty());

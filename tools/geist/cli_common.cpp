@@ -43,10 +43,11 @@ double now_seconds() {
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
 }
 
-bool load_model(const Args& args, const std::string& path, ModelHandle* out) {
+bool load_model(const Args& args, const std::string& path, ModelHandle* out, bool vocab_only) {
   const std::string& verb = args.verb;
   geist_model_params params;
   geist_model_params_default(&params);
+  params.vocab_only = vocab_only ? 1 : 0;
   if (args.has("--backend")) {
     const std::string& b = args.str("--backend");  // validated by parse_args
     params.backend = b == "cpu"            ? GEIST_BACKEND_CPU

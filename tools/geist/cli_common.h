@@ -31,7 +31,10 @@ struct SessionHandle {
 // Loads `path` on the backend named by args' --backend (default auto); shows progress on
 // stderr only when stderr is a terminal. Prints "geist VERB: cannot load model 'path':
 // <reason>" and returns false on failure.
-bool load_model(const Args& args, const std::string& path, ModelHandle* out);
+// vocab_only: load only the tokenizer (geist_model_params.vocab_only), for verbs that never
+// run the weights; any architecture and a file without tensors then load.
+bool load_model(const Args& args, const std::string& path, ModelHandle* out,
+                bool vocab_only = false);
 
 // Parses "1,2,3" (commas and/or spaces). Prints the offending item and returns false on error.
 bool parse_token_list(const std::string& verb, const std::string& text,

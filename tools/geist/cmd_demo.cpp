@@ -88,6 +88,17 @@ int print_mkmodel_progress(void* /*user*/, float fraction) {
 
 // Finds or generates the built-in model. Generation happens once; geist_mkmodel writes a temp
 // file and renames it, so an interrupted first run leaves no half-written cache entry.
+// How the user reached this binary, for the closing hint: the path it runs from.
+std::string argv0_hint() {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "geist";
+  const std::filesystem::path rel =
+      std::filesystem::relative(self, std::filesystem::current_path(), ec);
+  if (ec || rel.empty()) return self.string();
+  return rel.has_parent_path() ? rel.string() : "./" + rel.string();
+}
+
 bool default_model(std::string* path) {
   const std::string dir = cache_dir();
   std::error_code ec;
@@ -320,6 +331,11 @@ int cmd_demo(int argc, char** argv) {
       "%d sampled tokens\n",
       std::filesystem::path(path).filename().string().c_str(), o.n_threads,
       kv_mode_label(sp.kv_mode), context.size(), o.n_requests, o.n_predict);
+  if (!args.has("--model")) {
+    std::printf(
+        "note: the built-in model has random weights, so its replies are noise. This demo is\n"
+        "about time to first token and bit-identity, not about what the model says.\n");
+  }
   std::fflush(stdout);
 
   // 1. The constant context, once.
@@ -401,6 +417,10 @@ int cmd_demo(int argc, char** argv) {
     cli_error(kVerb, "%d of %d replies differ from the uninterrupted run", failures, o.n_requests);
     return kExitFailure;
   }
+  std::printf(
+      "\nTo chat with a real model, download a GGUF (e.g. Qwen3.5-0.8B-Q4_K_M.gguf) and run:\n"
+      "  %s chat -m Qwen3.5-0.8B-Q4_K_M.gguf\n",
+      argv0_hint().c_str());
   return 0;
 }
 

@@ -14,7 +14,8 @@ const VerbSpec& tokenize_spec() {
   static const VerbSpec spec = {
       "tokenize",
       "-m FILE (-p TEXT | -f FILE) [--no-special]",
-      "Prints the token ids of the text, space separated, on one line.",
+      "Prints the token ids of the text, space separated, on one line. Only the tokenizer is\n"
+      "loaded: vocab-only GGUFs of any architecture work.",
       {
           {"-m", "--model", "FILE", "GGUF model (required)"},
           {"-p", "--prompt", "TEXT", "text to tokenize"},
@@ -74,7 +75,7 @@ int cmd_tokenize(int argc, char** argv) {
     return kExitFailure;
   }
   ModelHandle m;
-  if (!load_model(args, args.str("--model"), &m)) return kExitFailure;
+  if (!load_model(args, args.str("--model"), &m, /*vocab_only=*/true)) return kExitFailure;
   const bool special = !args.has("--no-special");
   std::vector<geist_token> ids;
   if (!tokenize_text(spec.name, m.model, text, special, special, &ids)) return kExitFailure;

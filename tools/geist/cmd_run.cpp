@@ -1,14 +1,34 @@
 // geist run: prefill a prompt, then sample and stream the continuation.
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "chat_common.h"
 #include "cli_args.h"
 #include "cli_common.h"
 #include "commands.h"
 #include "geist/geist_util.h"
 
 namespace geist_cli {
+
+namespace {
+
+// --chat: -p TEXT (after -s SYSTEM) through the chat template, tokenized.
+bool chat_prompt(const std::string& verb, const Args& args, geist_model* model,
+                 std::vector<geist_token>* out) {
+  TemplateHandle t;
+  if (!load_chat_template(verb, args, model, &t)) return false;
+  nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
+  if (args.has("--system")) msgs.push_back({{"role", "system"}, {"content", args.str("--system")}});
+  msgs.push_back({{"role", "user"}, {"content", args.str("--prompt")}});
+  nlohmann::ordered_json req = {{"messages", msgs}, {"add_generation_prompt", true}};
+  if (args.has("--no-think")) req["chat_template_kwargs"] = {{"enable_thinking", false}};
+  std::string text;
+  return render_chat(verb, t.tmpl, req.dump(), &text) && tokenize_prompt(verb, model, text, out);
+}
+
+}  // namespace
 
 const VerbSpec& run_spec() {
   static const VerbSpec spec = {
@@ -39,6 +59,12 @@ const VerbSpec& run_spec() {
           {nullptr, "--kv-mode", "M",
            "KV cache: f32, f16 (default), q8, q4, kivi4, kivi2 (f32 is exact)"},
           {nullptr, "--ids", nullptr, "print the generated token ids instead of text"},
+          {nullptr, "--chat", nullptr,
+           "-p TEXT is one user message, rendered through the model's chat template"},
+          {"-s", "--system", "TEXT", "with --chat: a system message first"},
+          {nullptr, "--no-think", nullptr, "with --chat: render with enable_thinking=false"},
+          {nullptr, "--chat-template", "FILE",
+           "with --chat: a Jinja template instead of the model's"},
           {nullptr, "--load-state", "FILE", "restore a session snapshot before anything else"},
           {nullptr, "--save-state", "FILE", "after the run, save the session snapshot to FILE"},
       }};
@@ -90,8 +116,14 @@ int cmd_run(int argc, char** argv) {
   }
   ModelHandle m;
   if (!load_model(args, args.str("--model"), &m)) return kExitFailure;
-  if (args.has("--prompt") &&
-      !tokenize_text(spec.name, m.model, args.str("--prompt"), true, true, &prompt)) {
+  if (args.has("--chat")) {
+    if (!args.has("--prompt")) {
+      cli_error(spec.name, "--chat needs -p TEXT (the user message)");
+      return kExitUsage;
+    }
+    if (!chat_prompt(spec.name, args, m.model, &prompt)) return kExitFailure;
+  } else if (args.has("--prompt") &&
+             !tokenize_text(spec.name, m.model, args.str("--prompt"), true, true, &prompt)) {
     return kExitFailure;
   }
   if (prompt.empty() && !load_state) {

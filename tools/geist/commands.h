@@ -14,6 +14,9 @@ const VerbSpec& quantize_spec();
 const VerbSpec& bench_spec();
 const VerbSpec& demo_spec();
 const VerbSpec& bench_snapshot_spec();
+const VerbSpec& template_spec();
+const VerbSpec& chat_spec();
+const VerbSpec& serve_spec();
 
 int cmd_run(int argc, char** argv);
 int cmd_logits(int argc, char** argv);
@@ -24,5 +27,8 @@ int cmd_quantize(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_demo(int argc, char** argv);
 int cmd_bench_snapshot(int argc, char** argv);
+int cmd_template(int argc, char** argv);
+int cmd_chat(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
 
 }  // namespace geist_cli

@@ -16,6 +16,8 @@ struct Verb {
 
 const Verb kVerbs[] = {
     {geist_cli::run_spec, geist_cli::cmd_run},
+    {geist_cli::chat_spec, geist_cli::cmd_chat},
+    {geist_cli::template_spec, geist_cli::cmd_template},
     {geist_cli::logits_spec, geist_cli::cmd_logits},
     {geist_cli::tokenize_spec, geist_cli::cmd_tokenize},
     {geist_cli::info_spec, geist_cli::cmd_info},
@@ -24,6 +26,7 @@ const Verb kVerbs[] = {
     {geist_cli::demo_spec, geist_cli::cmd_demo},
     {geist_cli::bench_spec, geist_cli::cmd_bench},
     {geist_cli::bench_snapshot_spec, geist_cli::cmd_bench_snapshot},
+    {geist_cli::serve_spec, geist_cli::cmd_serve},
 };
 
 void print_usage(FILE* f) {

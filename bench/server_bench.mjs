@@ -1,0 +1,129 @@
+// Benchmark of geist serve against llama-server (docs/BENCHMARKS.md; a benchmark, not a test):
+// the same GGUF, the same threads, 4 sequences each (--parallel 4 / -np 4); workload: N chat
+// requests sharing a long system prompt with distinct short questions, a fixed number of
+// generated tokens each, at concurrency 1 and 4. Prints mean / p99 TTFT, aggregate tok/s and
+// the cached tokens each server reports, and the ratios.
+//   node bench/server_bench.mjs -m FILE [-t 2] [--requests 64] [--system-tokens 2048]
+//        [--gen 64] [--concurrency 1,4]
+// llama-server: $LLAMA_CPP_DIR/bin/llama-server (or $LLAMA_SERVER), only when it exists; the
+// script never fetches or builds it. Node 20, no npm packages needed.
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+
+const arg = (k, d) => { const i = process.argv.indexOf(k); return i > 0 ? process.argv[i + 1] : d; };
+const model = arg('-m', null);
+if (!model) { console.error('usage: node bench/server_bench.mjs -m FILE [options]'); process.exit(2); }
+const threads = arg('-t', '2');
+const nReq = Number(arg('--requests', 64));
+const sysTokens = Number(arg('--system-tokens', 2048));
+const gen = Number(arg('--gen', 64));
+const concs = arg('--concurrency', '1,4').split(',').map(Number);
+const geistBin = process.env.GEIST_BIN || path.resolve(import.meta.dirname, '../build/dev/bin/geist');
+const llamaBin = process.env.LLAMA_SERVER ||
+  (process.env.LLAMA_CPP_DIR ? path.join(process.env.LLAMA_CPP_DIR, 'bin/llama-server') : '/tmp/llama.cpp/build/bin/llama-server');
+
+const freePort = () => new Promise((res) => { const s = net.createServer(); s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => res(p)); }); });
+
+async function start(bin, args, port) {
+  const proc = spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  let log = '';
+  proc.stderr.on('data', (d) => { log += d; });
+  const base = `http://127.0.0.1:${port}`;
+  for (let i = 0; ; i++) {
+    if (proc.exitCode !== null) throw new Error(`${bin} exited: ${log.slice(-2000)}`);
+    try { if ((await fetch(base + '/health')).status === 200) break; } catch { /* starting */ }
+    if (i > 6000) throw new Error(`${bin} did not get ready`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return { base, proc, stop: () => new Promise((r) => { proc.once('exit', r); proc.kill('SIGTERM'); }) };
+}
+
+async function tokenCount(base, text) {
+  const r = await fetch(base + '/tokenize', { method: 'POST', body: JSON.stringify({ content: text }) });
+  return (await r.json()).tokens.length;
+}
+
+async function one(base, messages) {
+  const t0 = performance.now();
+  const r = await fetch(base + '/v1/chat/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ messages, max_tokens: gen, temperature: 0, stream: true, stream_options: { include_usage: true },
+                           ignore_eos: true, cache_prompt: true }) });
+  const reader = r.body.getReader();
+  const dec = new TextDecoder();
+  let buf = '', ttft = null, usage = null, timings = null;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += dec.decode(value, { stream: true });
+    let i;
+    while ((i = buf.indexOf('\n\n')) >= 0) {
+      const f = buf.slice(0, i); buf = buf.slice(i + 2);
+      if (!f.startsWith('data: ') || f === 'data: [DONE]') continue;
+      const c = JSON.parse(f.slice(6));
+      if (c.usage) usage = c.usage;
+      if (c.timings) timings = c.timings;
+      if (ttft === null && c.choices?.[0]?.delta?.content) ttft = performance.now() - t0;
+    }
+  }
+  const cached = usage?.prompt_tokens_details?.cached_tokens ?? timings?.cache_n ?? 0;
+  return { ttft: ttft ?? performance.now() - t0, tokens: usage?.completion_tokens ?? timings?.predicted_n ?? 0, cached };
+}
+
+async function workload(base) {
+  // A system prompt of about sysTokens tokens, measured with the server's own tokenizer.
+  const unit = 'The assistant answers questions about the history of rivers, bridges and the towns built on them. ';
+  const per = await tokenCount(base, unit);
+  const system = unit.repeat(Math.max(1, Math.round(sysTokens / per)));
+  const qs = Array.from({ length: nReq }, (_, i) => `Question ${i}: ` + 'why did the town by the old bridge grow so fast? '.repeat(3));
+  const rows = [];
+  for (const c of concs) {
+    let next = 0;
+    const res = [];
+    const t0 = performance.now();
+    await Promise.all(Array.from({ length: c }, async () => {
+      while (next < qs.length) {
+        const q = qs[next++];
+        res.push(await one(base, [{ role: 'system', content: system }, { role: 'user', content: q }]));
+      }
+    }));
+    const wall = (performance.now() - t0) / 1000;
+    const tt = res.map((r) => r.ttft).sort((a, b) => a - b);
+    rows.push({ concurrency: c, mean_ttft_ms: tt.reduce((a, b) => a + b, 0) / tt.length,
+                p99_ttft_ms: tt[Math.min(tt.length - 1, Math.floor(0.99 * tt.length))],
+                tok_s: res.reduce((a, r) => a + r.tokens, 0) / wall,
+                cached_tokens: res.reduce((a, r) => a + r.cached, 0) });
+  }
+  return rows;
+}
+
+const out = {};
+{
+  const port = await freePort();
+  const s = await start(geistBin, ['serve', '-m', model, '--port', String(port), '-t', threads, '--parallel', '4', '--ctx', String(sysTokens + 512)], port);
+  out.geist = await workload(s.base);
+  await s.stop();
+}
+if (existsSync(llamaBin)) {
+  const port = await freePort();
+  const s = await start(llamaBin, ['-m', model, '--port', String(port), '-t', threads, '-np', '4', '-c', String(4 * (sysTokens + 512)), '--no-webui'], port);
+  out['llama-server'] = await workload(s.base);
+  await s.stop();
+} else {
+  console.error(`llama-server not found at ${llamaBin} (set LLAMA_CPP_DIR): geist only`);
+}
+console.log(`model ${model}, ${threads} threads, ${nReq} requests, system prompt ~${sysTokens} tokens, ${gen} generated`);
+console.log('server        conc  mean TTFT ms  p99 TTFT ms   tok/s  cached tokens');
+for (const [name, rows] of Object.entries(out)) {
+  for (const r of rows) {
+    console.log(`${name.padEnd(13)} ${String(r.concurrency).padStart(4)}  ${r.mean_ttft_ms.toFixed(1).padStart(12)}  ${r.p99_ttft_ms.toFixed(1).padStart(11)}  ${r.tok_s.toFixed(1).padStart(6)}  ${String(r.cached_tokens).padStart(13)}`);
+  }
+}
+if (out['llama-server']) {
+  for (let i = 0; i < out.geist.length; i++) {
+    const g = out.geist[i], l = out['llama-server'][i];
+    console.log(`concurrency ${g.concurrency}: TTFT ${(g.mean_ttft_ms / l.mean_ttft_ms).toFixed(2)}x llama-server's, throughput ${(g.tok_s / l.tok_s).toFixed(2)}x`);
+  }
+}
+console.log(JSON.stringify(out));

@@ -1,0 +1,399 @@
+#include "serving/scheduler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "geist/geist_util.h"
+
+namespace geist_serving {
+
+const std::vector<double> kTtftBoundsMs = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000};
+
+double now_ms() {
+  using namespace std::chrono;
+  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+}
+
+namespace {
+// Long prompts are also checkpointed every this many tokens (a multiple of kGrid).
+constexpr int32_t kLongPromptEvery = 2048;
+}  // namespace
+
+struct Scheduler::Slot {
+  geist_session* sess = nullptr;
+  std::shared_ptr<Request> req;  // null: free
+  bool waiting = false;          // admitted, waiting for another sequence's checkpoint
+  bool decoding = false;
+  int32_t pos = 0;            // prompt tokens in the session
+  std::vector<int32_t> cuts;  // ascending prefix lengths to checkpoint (> pos)
+  std::string ns;             // cache namespace of the request
+  Result res;
+  double t_admit = 0, t_prefill_done = 0, t_first = 0;
+  uint64_t order = 0;         // admission order (FIFO among prefilling sequences)
+  std::vector<float> logits;  // copy of the pending logits when logprobs are asked
+};
+
+Scheduler::Scheduler(geist_model* model, const SchedulerConfig& cfg) : model_(model), cfg_(cfg) {
+  stats_.ttft_bucket.assign(kTtftBoundsMs.size() + 1, 0);
+}
+
+Scheduler::~Scheduler() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  for (auto& s : slots_) {
+    if (s->req) s->req->on_done(Result{"cancelled", "server shutting down"});
+    geist_session_destroy(s->sess);
+  }
+  for (auto& r : queue_) r->on_done(Result{"cancelled", "server shutting down"});
+}
+
+bool Scheduler::start(std::string* err) {
+  for (int32_t i = 0; i < cfg_.n_parallel; ++i) {
+    geist_session_params sp;
+    geist_session_params_default(&sp);
+    sp.max_seq_len = cfg_.n_ctx;
+    sp.n_threads = cfg_.n_threads;
+    sp.kv_mode = cfg_.kv_mode;
+    auto slot = std::make_unique<Slot>();
+    if (geist_session_create(model_, &sp, &slot->sess) != GEIST_OK) {
+      *err = std::string("cannot create a session: ") + geist_model_last_error(model_);
+      return false;
+    }
+    n_ctx_ = geist_session_max_seq_len(slot->sess);
+    slots_.push_back(std::move(slot));
+  }
+  if (cfg_.cache_bytes > 0) cache_ = std::make_unique<geist_cache::PrefixCache>(cfg_.cache_bytes);
+  thread_ = std::thread([this] { worker(); });
+  return true;
+}
+
+bool Scheduler::submit(std::shared_ptr<Request> req) {
+  req->t_submit = now_ms();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (static_cast<int32_t>(queue_.size()) >= cfg_.queue_max) return false;
+    queue_.push_back(std::move(req));
+  }
+  cv_.notify_all();
+  return true;
+}
+
+SchedulerStats Scheduler::stats() const {
+  SchedulerStats s;
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    s = stats_;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s.queue_depth = static_cast<int32_t>(queue_.size());
+  }
+  if (cache_) s.cache = cache_->stats();
+  s.active = active_.load();
+  return s;
+}
+
+void Scheduler::worker() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] {
+        if (stop_ || !queue_.empty()) return true;
+        for (auto& s : slots_) {
+          if (s->req) return true;
+        }
+        return false;
+      });
+      if (stop_) return;
+    }
+    step();
+  }
+}
+
+void Scheduler::admit(Slot& slot, std::shared_ptr<Request> req) {
+  static uint64_t order = 0;
+  slot.req = std::move(req);
+  ++active_;
+  slot.res = Result{};
+  slot.res.prompt_tokens = static_cast<int32_t>(slot.req->prompt.size());
+  slot.t_admit = now_ms();
+  slot.t_first = slot.t_prefill_done = 0;
+  slot.order = ++order;
+  slot.decoding = false;
+  slot.pos = 0;
+  slot.ns = "kv" + std::to_string(cfg_.kv_mode) + "/ctx" + std::to_string(n_ctx_) + "/grid" +
+            std::to_string(kGrid) + "/salt:" + slot.req->cache_namespace;
+  const int32_t n = slot.res.prompt_tokens;
+  slot.cuts.clear();
+  if (cache_) {
+    for (int32_t c : slot.req->checkpoints) slot.cuts.push_back(c / kGrid * kGrid);
+    for (int32_t c = kLongPromptEvery; c < n; c += kLongPromptEvery) slot.cuts.push_back(c);
+    slot.cuts.push_back(n / kGrid * kGrid);
+    slot.cuts.push_back(n);  // the prompt end, with its logits: an identical request reuses it
+    std::sort(slot.cuts.begin(), slot.cuts.end());
+    slot.cuts.erase(std::unique(slot.cuts.begin(), slot.cuts.end()), slot.cuts.end());
+    slot.cuts.erase(std::remove_if(slot.cuts.begin(), slot.cuts.end(),
+                                   [&](int32_t c) { return c <= 0 || c > n; }),
+                    slot.cuts.end());
+  }
+  slot.waiting = true;  // the first step looks the cache up (or waits for a sibling's state)
+}
+
+// Starts a waiting sequence unless another one is about to checkpoint a deeper prefix of its
+// prompt than the cache holds now (then it waits, so a shared prefix is computed once).
+static size_t common_prefix(const std::vector<geist_token>& a, const std::vector<geist_token>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  size_t i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return i;
+}
+
+bool Scheduler::prefill_chunk(Slot& s, int32_t budget, int32_t* used) {
+  const auto& prompt = s.req->prompt;
+  const int32_t n = static_cast<int32_t>(prompt.size());
+  int32_t end = std::min(n, s.pos + std::max(budget, 1));
+  if (end < n) {
+    end = end / kGrid * kGrid;  // never end a call off the grid, except at the prompt end
+    if (end <= s.pos) end = std::min(n, (s.pos / kGrid + 1) * kGrid);
+  }
+  for (int32_t c : s.cuts) {
+    if (c > s.pos && c < end) {
+      end = c;
+      break;
+    }
+  }
+  const geist_status st = geist_session_prefill(s.sess, prompt.data() + s.pos, end - s.pos);
+  if (st != GEIST_OK) {
+    finish(s, "error", geist_session_last_error(s.sess));
+    return false;
+  }
+  *used += end - s.pos;
+  s.pos = end;
+  if (cache_ && std::find(s.cuts.begin(), s.cuts.end(), end) != s.cuts.end() &&
+      !cache_->contains(s.ns, prompt.data(), end)) {
+    size_t size = 0, written = 0;
+    if (geist_session_snapshot_size(s.sess, &size) == GEIST_OK) {
+      std::vector<uint8_t> img(size);
+      if (geist_session_snapshot(s.sess, img.data(), img.size(), &written) == GEIST_OK) {
+        img.resize(written);
+        cache_->insert(s.ns, prompt.data(), end, std::move(img));
+      }
+    }
+  }
+  if (s.pos == n) prompt_done(s);
+  return true;
+}
+
+void Scheduler::prompt_done(Slot& s) {
+  s.decoding = true;
+  s.t_prefill_done = now_ms();
+  if (s.req->on_prompt_state) {
+    size_t size = 0, written = 0;
+    std::vector<uint8_t> img;
+    if (geist_session_snapshot_size(s.sess, &size) == GEIST_OK) {
+      img.resize(size);
+      if (geist_session_snapshot(s.sess, img.data(), img.size(), &written) == GEIST_OK) {
+        img.resize(written);
+      } else {
+        img.clear();
+      }
+    }
+    s.req->on_prompt_state(std::move(img));
+  }
+  if (s.req->prefill_only) finish(s, "stop");
+}
+
+void Scheduler::decode_one(Slot& s) {
+  Request& r = *s.req;
+  TokenEvent ev;
+  if (r.logprobs) {
+    const float* lg = nullptr;
+    int32_t nv = 0;
+    if (geist_session_logits(s.sess, &lg, &nv) != GEIST_OK) {
+      finish(s, "error", geist_session_last_error(s.sess));
+      return;
+    }
+    s.logits.assign(lg, lg + nv);
+  }
+  geist_token tok = 0;
+  const geist_status st = geist_session_decode(s.sess, &tok);
+  if (st == GEIST_E_TOO_MANY_TOKENS) {
+    finish(s, "length");
+    return;
+  }
+  if (st != GEIST_OK) {
+    finish(s, "error", geist_session_last_error(s.sess));
+    return;
+  }
+  if (s.t_first == 0) s.t_first = now_ms();
+  ++s.res.completion_tokens;
+  if (geist_model_token_is_eog(model_, tok)) {
+    finish(s, "stop");
+    return;
+  }
+  ev.token = tok;
+  if (r.logprobs && !s.logits.empty()) {
+    float mx = -INFINITY;
+    for (float v : s.logits) mx = std::max(mx, v);
+    double sum = 0;
+    for (float v : s.logits) sum += std::exp(static_cast<double>(v - mx));
+    const float lse = mx + static_cast<float>(std::log(sum));
+    ev.logprob = s.logits[tok] - lse;
+    const int32_t k = std::min<int32_t>(r.top_logprobs, static_cast<int32_t>(s.logits.size()));
+    std::vector<int32_t> idx(s.logits.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int32_t>(i);
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
+      return s.logits[a] > s.logits[b] || (s.logits[a] == s.logits[b] && a < b);
+    });
+    for (int32_t i = 0; i < k; ++i) ev.top.push_back({idx[i], s.logits[idx[i]] - lse});
+  }
+  if (!r.on_token(ev)) {
+    finish(s, "stop");
+    return;
+  }
+  if ((r.max_tokens >= 0 && s.res.completion_tokens >= r.max_tokens) ||
+      geist_session_position(s.sess) >= n_ctx_) {
+    finish(s, "length");
+  }
+}
+
+void Scheduler::finish(Slot& s, const char* reason, const std::string& error) {
+  const double t = now_ms();
+  Result& res = s.res;
+  res.finish_reason = reason;
+  res.error = error;
+  res.queue_ms = s.t_admit - s.req->t_submit;
+  res.prompt_ms = (s.t_prefill_done > 0 ? s.t_prefill_done : t) - s.t_admit;
+  res.predicted_ms = s.t_prefill_done > 0 ? t - s.t_prefill_done : 0;
+  res.ttft_ms = s.t_first > 0 ? s.t_first - s.req->t_submit : 0;
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    if (res.finish_reason == "cancelled") {
+      ++stats_.requests_cancelled;
+    } else if (res.finish_reason == "error") {
+      ++stats_.requests_error;
+    } else {
+      ++stats_.requests_done;
+    }
+    stats_.prompt_tokens += res.prompt_tokens;
+    stats_.cached_tokens += res.cached_tokens;
+    stats_.generated_tokens += res.completion_tokens;
+    if (s.t_first > 0) {
+      size_t b = 0;
+      while (b < kTtftBoundsMs.size() && res.ttft_ms > kTtftBoundsMs[b]) ++b;
+      ++stats_.ttft_bucket[b];
+      stats_.ttft_sum_ms += res.ttft_ms;
+      ++stats_.ttft_count;
+    }
+  }
+  std::shared_ptr<Request> req = std::move(s.req);
+  s.req.reset();
+  --active_;
+  s.waiting = s.decoding = false;
+  req->on_done(res);
+}
+
+void Scheduler::step() {
+  // 1. Admission, FIFO: free sequences take the oldest queued requests.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& s : slots_) {
+      while (!s->req && !queue_.empty()) {
+        std::shared_ptr<Request> r = std::move(queue_.front());
+        queue_.pop_front();
+        if (r->cancelled.load()) {
+          Result res;
+          res.finish_reason = "cancelled";
+          res.prompt_tokens = static_cast<int32_t>(r->prompt.size());
+          res.queue_ms = now_ms() - r->t_submit;
+          {
+            std::lock_guard<std::mutex> sl(stats_mu_);
+            ++stats_.requests_cancelled;
+          }
+          r->on_done(res);
+          continue;
+        }
+        admit(*s, std::move(r));
+      }
+    }
+  }
+  // 2. Cancellations end here, before any work of this step.
+  for (auto& s : slots_) {
+    if (s->req && s->req->cancelled.load()) finish(*s, "cancelled");
+  }
+  // 3. Waiting sequences start from the deepest cached prefix, unless a sibling is about to
+  //    store a deeper one.
+  for (auto& s : slots_) {
+    if (!s->req || !s->waiting) continue;
+    const auto& prompt = s->req->prompt;
+    geist_cache::PrefixCache::Hit hit;
+    if (s->req->start_image) {
+      hit.n_tokens = s->req->start_len;
+      hit.image = s->req->start_image;
+    } else if (cache_) {
+      bool wait = false;
+      for (auto& o : slots_) {
+        if (o.get() == s.get() || !o->req || o->waiting || o->decoding || o->ns != s->ns) continue;
+        const size_t common = common_prefix(o->req->prompt, prompt);
+        for (int32_t c : o->cuts) {
+          // Only a grid point, or the sibling's whole prompt when it is ours too, is reusable.
+          const bool usable = c % kGrid == 0 || (static_cast<size_t>(c) == prompt.size() &&
+                                                 o->req->prompt.size() == prompt.size());
+          if (c > o->pos && static_cast<size_t>(c) <= common && usable) wait = true;
+        }
+      }
+      if (wait) continue;
+      hit = cache_->lookup(s->ns, prompt.data(), prompt.size(), kGrid);
+    }
+    s->waiting = false;
+    bool restored = false;
+    if (hit.n_tokens > 0) {
+      restored = geist_session_restore(s->sess, hit.image->data(), hit.image->size()) == GEIST_OK;
+    }
+    if (!restored && s->req->start_image) {
+      finish(
+          *s, "error",
+          std::string("cannot restore the session's state: ") + geist_session_last_error(s->sess));
+      continue;
+    }
+    if (!restored) geist_session_reset(s->sess);
+    if (geist_session_set_sampler(s->sess, &s->req->sampler) != GEIST_OK) {
+      finish(*s, "error", geist_session_last_error(s->sess));
+      continue;
+    }
+    s->pos = restored ? hit.n_tokens : 0;
+    s->res.cached_tokens = s->pos;
+    if (s->pos == static_cast<int32_t>(prompt.size())) prompt_done(*s);
+  }
+  // 4. The step's work: one decode token per decoding sequence, then prefill chunks in
+  //    admission order within the token budget. This loop is the one place where the batched
+  //    forward (include/geist/geist_batch.h) replaces per-session calls.
+  std::vector<Slot*> decoders, prefillers;
+  for (auto& s : slots_) {
+    if (!s->req || s->waiting) continue;
+    (s->decoding ? decoders : prefillers).push_back(s.get());
+  }
+  std::sort(prefillers.begin(), prefillers.end(),
+            [](const Slot* a, const Slot* b) { return a->order < b->order; });
+  for (Slot* s : decoders) decode_one(*s);
+  int32_t budget =
+      std::max<int32_t>(kGrid, cfg_.step_tokens - static_cast<int32_t>(decoders.size()));
+  for (Slot* s : prefillers) {
+    if (budget <= 0) break;
+    int32_t used = 0;
+    if (!prefill_chunk(*s, budget, &used)) continue;
+    budget -= used;
+  }
+  // All sequences waiting on one another cannot happen (a sibling that others wait on is
+  // prefilling); a step with only waiting sequences just loops to the next step.
+  bool busy = false;
+  for (auto& s : slots_) busy = busy || (s->req && !s->waiting);
+  if (!busy) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+}  // namespace geist_serving

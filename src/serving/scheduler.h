@@ -1,0 +1,150 @@
+// The serving scheduler: a fixed set of sequences (one geist_session each), a bounded FIFO
+// queue of requests, and one worker thread that advances every active sequence step by step.
+// A step gives each decoding sequence one token and spends the rest of its token budget on
+// prefill chunks of the sequences still reading their prompts (in admission order), so a long
+// prompt never stalls users that are already decoding.
+//
+// Determinism: a request's tokens depend only on its prompt, its sampler settings and its seed.
+// Prefill chunks end only at absolute positions that are multiples of kGrid (or at the prompt
+// end), where the engine's results do not depend on how the prompt was split; sampling is per
+// session; the prefix cache only restores states that a prefill produced at such a point.
+//
+// Uses only the public C ABI (include/geist). Threading: submit / cancel / stats from any
+// thread; the callbacks of a request run on the worker thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cache/prefix_cache.h"
+#include "geist/geist.h"
+
+namespace geist_serving {
+
+// Absolute positions where prefill calls may end (Qwen3.5's delta-rule chunk; see
+// docs/SERVER.md "Prefix cache").
+constexpr int32_t kGrid = 64;
+
+struct TopLogprob {
+  geist_token token;
+  float logprob;
+};
+
+// One generated token as the request's callback sees it.
+struct TokenEvent {
+  geist_token token = 0;
+  float logprob = 0.0f;         // log-softmax of the raw logits (when logprobs were asked)
+  std::vector<TopLogprob> top;  // the n most likely tokens, best first
+};
+
+struct Result {
+  std::string finish_reason;  // "stop", "length", "cancelled", "error"
+  std::string error;          // for "error"
+  int32_t prompt_tokens = 0;
+  int32_t cached_tokens = 0;  // prompt tokens restored from the prefix cache
+  int32_t completion_tokens = 0;
+  double queue_ms = 0, prompt_ms = 0, predicted_ms = 0;  // waiting, prefill, generation
+  double ttft_ms = 0;                                    // from submission to the first token
+};
+
+struct Request {
+  std::vector<geist_token> prompt;  // non-empty
+  geist_sampler_params sampler{};
+  int32_t max_tokens = -1;  // -1: until the context is full
+  bool logprobs = false;
+  int32_t top_logprobs = 0;
+  std::string cache_namespace;       // cache_salt etc.; "" is the default namespace
+  std::vector<int32_t> checkpoints;  // extra prefix lengths worth caching (message ends)
+  // Called on the worker for each token that is not end-of-generation; return false to end
+  // the request with finish_reason "stop" (a stop string matched).
+  std::function<bool(const TokenEvent&)> on_token;
+  std::function<void(const Result&)> on_done;  // called exactly once, last
+  std::atomic<bool> cancelled{false};          // set by anyone: ends within one step
+  // Sessions (docs/SERVER.md "Sessions"): start from this image (holding prompt[0, start_len))
+  // instead of the prefix cache; prefill_only ends the request once the prompt is in; and
+  // on_prompt_state receives the snapshot taken when the whole prompt is in (before decoding).
+  geist_cache::Image start_image;
+  int32_t start_len = 0;
+  bool prefill_only = false;
+  std::function<void(std::vector<uint8_t>)> on_prompt_state;
+  // Filled by the scheduler.
+  double t_submit = 0;
+};
+
+struct SchedulerConfig {
+  int32_t n_parallel = 1;
+  int32_t n_ctx = 0;  // per sequence; 0: the engine default
+  int32_t n_threads = 0;
+  int32_t kv_mode = 1;        // GEIST_KV_F16
+  int32_t queue_max = 64;     // requests waiting for a sequence
+  int32_t step_tokens = 512;  // token budget of one step (decode tokens + prefill chunks)
+  size_t cache_bytes = 0;     // prefix cache RAM budget; 0: no cache
+};
+
+struct SchedulerStats {
+  int64_t requests_done = 0, requests_cancelled = 0, requests_error = 0;
+  int64_t prompt_tokens = 0, cached_tokens = 0, generated_tokens = 0;
+  int32_t queue_depth = 0, active = 0;
+  geist_cache::CacheStats cache;
+  // Time to first token of requests that produced one: Prometheus-style buckets (cumulative
+  // at print time) over kTtftBoundsMs, their sum and count.
+  std::vector<int64_t> ttft_bucket;
+  double ttft_sum_ms = 0;
+  int64_t ttft_count = 0;
+};
+
+extern const std::vector<double> kTtftBoundsMs;
+
+class Scheduler {
+ public:
+  Scheduler(geist_model* model, const SchedulerConfig& cfg);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Creates the sessions; on failure *err says why.
+  bool start(std::string* err);
+  // Queues a request; false when the queue is full (the caller answers 503).
+  bool submit(std::shared_ptr<Request> req);
+  SchedulerStats stats() const;
+  const SchedulerConfig& config() const { return cfg_; }
+  int32_t n_ctx() const { return n_ctx_; }
+
+ private:
+  struct Slot;
+  void worker();
+  void step();
+  void admit(Slot& slot, std::shared_ptr<Request> req);
+  bool prefill_chunk(Slot& slot, int32_t budget, int32_t* used);
+  void decode_one(Slot& slot);
+  void prompt_done(Slot& slot);
+  void finish(Slot& slot, const char* reason, const std::string& error = "");
+
+  geist_model* model_;
+  SchedulerConfig cfg_;
+  int32_t n_ctx_ = 0;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::unique_ptr<geist_cache::PrefixCache> cache_;
+  std::atomic<int32_t> active_{0};  // sequences holding a request
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Request>> queue_;
+  bool stop_ = false;
+  std::thread thread_;
+
+  mutable std::mutex stats_mu_;
+  SchedulerStats stats_;
+};
+
+double now_ms();
+
+}  // namespace geist_serving

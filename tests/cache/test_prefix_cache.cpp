@@ -1,0 +1,87 @@
+// The prefix cache on its own: deepest-prefix lookup at the prompt length or grid points,
+// namespaces, byte-exact accounting, eviction by value, images held by a reader survive
+// eviction.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+#include "cache/prefix_cache.h"
+
+namespace {
+
+using geist_cache::PrefixCache;
+
+std::vector<geist_token> seq(size_t n, int start = 1) {
+  std::vector<geist_token> t(n);
+  std::iota(t.begin(), t.end(), start);
+  return t;
+}
+
+std::vector<uint8_t> img(size_t bytes, uint8_t fill) { return std::vector<uint8_t>(bytes, fill); }
+
+TEST(PrefixCache, DeepestUsablePrefix) {
+  PrefixCache c(1 << 20);
+  const auto t = seq(300);
+  c.insert("ns", t.data(), 64, img(100, 1));
+  c.insert("ns", t.data(), 128, img(100, 2));
+  c.insert("ns", t.data(), 100, img(100, 3));  // off the grid: only the identical prompt
+  auto h = c.lookup("ns", t.data(), 300, 64);
+  EXPECT_EQ(h.n_tokens, 128);
+  EXPECT_EQ((*h.image)[0], 2);
+  h = c.lookup("ns", t.data(), 100, 64);
+  EXPECT_EQ(h.n_tokens, 100);
+  h = c.lookup("ns", t.data(), 127, 64);
+  EXPECT_EQ(h.n_tokens, 64);
+  h = c.lookup("ns", t.data(), 63, 64);
+  EXPECT_EQ(h.n_tokens, 0);
+  auto other = t;
+  other[10] = 999;  // differs before every entry's end
+  EXPECT_EQ(c.lookup("ns", other.data(), 300, 64).n_tokens, 0);
+  other = t;
+  other[100] = 999;  // differs after 64, before 128
+  EXPECT_EQ(c.lookup("ns", other.data(), 300, 64).n_tokens, 64);
+}
+
+TEST(PrefixCache, NamespacesAreSeparate) {
+  PrefixCache c(1 << 20);
+  const auto t = seq(64);
+  c.insert("a", t.data(), 64, img(10, 1));
+  EXPECT_EQ(c.lookup("b", t.data(), 64, 64).n_tokens, 0);
+  EXPECT_EQ(c.lookup("a", t.data(), 64, 64).n_tokens, 64);
+  EXPECT_TRUE(c.contains("a", t.data(), 64));
+  EXPECT_FALSE(c.contains("b", t.data(), 64));
+}
+
+TEST(PrefixCache, ByteExactBudgetAndEvictionByValue) {
+  PrefixCache c(1000);
+  const auto t = seq(512);
+  c.insert("ns", t.data(), 64, img(400, 1));
+  c.insert("ns", t.data(), 128, img(400, 2));
+  EXPECT_EQ(c.stats().bytes, 800);
+  for (int i = 0; i < 5; ++i) c.lookup("ns", t.data(), 64, 64);  // 64 is valuable now
+  c.insert("ns", t.data(), 192, img(400, 3));                    // must evict one: 128
+  const auto s = c.stats();
+  EXPECT_EQ(s.bytes, 800);
+  EXPECT_EQ(s.entries, 2);
+  EXPECT_EQ(s.evictions, 1);
+  EXPECT_TRUE(c.contains("ns", t.data(), 64));
+  EXPECT_FALSE(c.contains("ns", t.data(), 128));
+  c.insert("ns", t.data(), 256, img(5000, 4));  // larger than the budget: not stored
+  EXPECT_FALSE(c.contains("ns", t.data(), 256));
+  EXPECT_LE(c.stats().bytes, 1000);
+}
+
+TEST(PrefixCache, AnImageInUseOutlivesItsEviction) {
+  PrefixCache c(500);
+  const auto t = seq(256);
+  c.insert("ns", t.data(), 64, img(400, 7));
+  auto held = c.lookup("ns", t.data(), 64, 64);
+  ASSERT_EQ(held.n_tokens, 64);
+  c.insert("ns", t.data(), 128, img(400, 8));  // evicts the held entry from the map
+  EXPECT_FALSE(c.contains("ns", t.data(), 64));
+  ASSERT_EQ(held.image->size(), 400u);
+  EXPECT_EQ((*held.image)[399], 7);
+}
+
+}  // namespace

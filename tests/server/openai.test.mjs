@@ -1,0 +1,163 @@
+// geist serve against the official openai client: streaming vs whole, usage, logprobs, the
+// prefix cache's cached_tokens, stop strings.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import OpenAI from 'openai';
+
+import { MODELS, modelPath, post, startServer } from './harness.mjs';
+
+const SYSTEM = 'You are a storyteller. ' + 'Tell short, happy stories about animals. '.repeat(12);
+
+for (const name of MODELS) {
+  const model = modelPath(name);
+  describe(`openai client on ${name}`, { skip: model ? false : `SKIPPED: fixture ${name} missing` }, () => {
+    let srv;
+    let client;
+    before(async () => {
+      srv = await startServer(model, ['--parallel', '2', '--ctx', '1024']);
+      client = new OpenAI({ baseURL: `${srv.base}/v1`, apiKey: 'none', maxRetries: 0 });
+    });
+    after(async () => { await srv?.stop(); });
+
+    test('models lists the alias', async () => {
+      const list = await client.models.list();
+      assert.equal(list.data.length, 1);
+      assert.equal(list.data[0].id, name);
+    });
+
+    test('chat: streaming and non-streaming give the same text at temperature 0', async () => {
+      const req = { model: name, messages: [{ role: 'user', content: 'Once upon a time' }],
+                    temperature: 0, max_tokens: 24 };
+      const whole = await client.chat.completions.create(req);
+      assert.equal(whole.object, 'chat.completion');
+      assert.equal(whole.choices.length, 1);
+      assert.equal(whole.choices[0].message.role, 'assistant');
+      const text = whole.choices[0].message.content;
+      assert.ok(text.length > 0);
+      const stream = await client.chat.completions.create({ ...req, stream: true });
+      let streamed = '';
+      let roles = 0;
+      const finishes = [];
+      let first = true;
+      for await (const chunk of stream) {
+        assert.equal(chunk.object, 'chat.completion.chunk');
+        const c = chunk.choices[0];
+        if (first) { assert.equal(c.delta.role, 'assistant'); first = false; }
+        if (c.delta.role) roles += 1;
+        if (c.delta.content) streamed += c.delta.content;
+        if (c.finish_reason) finishes.push(c.finish_reason);
+      }
+      assert.equal(roles, 1);
+      assert.deepEqual(finishes, [whole.choices[0].finish_reason]);
+      assert.equal(streamed, text);
+    });
+
+    test('completions: prompt as text and as token ids, stream and whole agree', async () => {
+      const tok = await post(srv.base, '/tokenize', { content: 'Once upon a time', add_special: true });
+      assert.equal(tok.status, 200);
+      const ids = tok.json.tokens;
+      const a = await client.completions.create({ model: name, prompt: 'Once upon a time', temperature: 0, max_tokens: 16 });
+      const b = await client.completions.create({ model: name, prompt: ids, temperature: 0, max_tokens: 16 });
+      assert.equal(a.object, 'text_completion');
+      assert.equal(a.choices[0].text, b.choices[0].text);
+      assert.equal(a.usage.prompt_tokens, ids.length);
+      let streamed = '';
+      for await (const ch of await client.completions.create({ model: name, prompt: ids, temperature: 0, max_tokens: 16, stream: true })) {
+        streamed += ch.choices[0]?.text ?? '';
+      }
+      assert.equal(streamed, a.choices[0].text);
+      const detok = await post(srv.base, '/detokenize', { tokens: ids });
+      assert.equal(detok.status, 200);
+      assert.match(detok.json.content, /Once upon a time/);
+    });
+
+    test('include_usage: every chunk has usage null, then one usage chunk with choices []', async () => {
+      const stream = await client.chat.completions.create({
+        model: name, messages: [{ role: 'user', content: 'Hello' }], temperature: 0, max_tokens: 8,
+        stream: true, stream_options: { include_usage: true } });
+      const chunks = [];
+      for await (const c of stream) chunks.push(c);
+      const last = chunks.at(-1);
+      assert.deepEqual(last.choices, []);
+      assert.equal(last.usage.completion_tokens, 8);
+      assert.equal(last.usage.total_tokens, last.usage.prompt_tokens + 8);
+      assert.equal(typeof last.usage.prompt_tokens_details.cached_tokens, 'number');
+      for (const c of chunks.slice(0, -1)) assert.equal(c.usage, null);
+      assert.equal(chunks.filter((c) => c.choices[0]?.finish_reason).length, 1);
+    });
+
+    test('usage and timings on a whole response', async () => {
+      const r = await post(srv.base, '/v1/chat/completions', {
+        messages: [{ role: 'user', content: 'Tell me' }], max_tokens: 4, temperature: 0 });
+      assert.equal(r.status, 200);
+      assert.equal(r.json.usage.completion_tokens, 4);
+      assert.equal(typeof r.json.usage.prompt_tokens_details.cached_tokens, 'number');
+      for (const k of ['cache_n', 'prompt_n', 'prompt_ms', 'predicted_n', 'predicted_ms', 'predicted_per_second']) {
+        assert.equal(typeof r.json.timings[k], 'number', k);
+      }
+    });
+
+    test('logprobs: greedy token is the top one, values are log-probabilities', async () => {
+      const r = await client.chat.completions.create({
+        model: name, messages: [{ role: 'user', content: 'A cat' }], temperature: 0, max_tokens: 6,
+        logprobs: true, top_logprobs: 3 });
+      const lp = r.choices[0].logprobs.content;
+      assert.equal(lp.length, 6);
+      let text = '';
+      for (const e of lp) {
+        assert.ok(e.logprob <= 0);
+        assert.equal(e.top_logprobs.length, 3);
+        assert.equal(e.top_logprobs[0].token, e.token);
+        assert.ok(e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob);
+        assert.ok(Math.abs(e.top_logprobs[0].logprob - e.logprob) < 1e-6);
+        text += e.token;
+      }
+      assert.equal(text, r.choices[0].message.content);
+      const c = await client.completions.create({ model: name, prompt: 'A cat', temperature: 0, max_tokens: 4, logprobs: 2 });
+      assert.equal(c.choices[0].logprobs.tokens.length, 4);
+      assert.equal(c.choices[0].logprobs.token_logprobs.length, 4);
+    });
+
+    test('stop strings end the text before the stop string', async () => {
+      const base = await client.completions.create({ model: name, prompt: 'Once upon a time', temperature: 0, max_tokens: 30 });
+      const full = base.choices[0].text;
+      const word = full.trim().split(/\s+/)[2];
+      const cut = full.indexOf(word);
+      const r = await client.completions.create({ model: name, prompt: 'Once upon a time', temperature: 0, max_tokens: 30, stop: [word] });
+      assert.equal(r.choices[0].text, full.slice(0, cut));
+      assert.equal(r.choices[0].finish_reason, 'stop');
+    });
+
+    test('cached_tokens: an identical request and the next turn reuse the prefix', async () => {
+      const messages = [{ role: 'system', content: SYSTEM }, { role: 'user', content: 'A story about a fox.' }];
+      const t1 = await client.chat.completions.create({ model: name, messages, temperature: 0, max_tokens: 12 });
+      assert.equal(t1.usage.prompt_tokens_details.cached_tokens, 0);
+      const again = await client.chat.completions.create({ model: name, messages, temperature: 0, max_tokens: 12 });
+      assert.equal(again.usage.prompt_tokens_details.cached_tokens, again.usage.prompt_tokens);
+      assert.equal(again.choices[0].message.content, t1.choices[0].message.content);
+      const turn2 = [...messages, t1.choices[0].message, { role: 'user', content: 'And then?' }];
+      const t2 = await client.chat.completions.create({ model: name, messages: turn2, temperature: 0, max_tokens: 12 });
+      assert.ok(t2.usage.prompt_tokens_details.cached_tokens >= 64, JSON.stringify(t2.usage));
+      assert.equal(t2.usage.prompt_tokens_details.cached_tokens % 64, 0);
+      const other = [{ role: 'system', content: SYSTEM }, { role: 'user', content: 'A story about a bear.' }];
+      const t3 = await client.chat.completions.create({ model: name, messages: other, temperature: 0, max_tokens: 4 });
+      assert.ok(t3.usage.prompt_tokens_details.cached_tokens >= 64, JSON.stringify(t3.usage));
+    });
+
+    test('tokenize / apply-template / props / metrics', async () => {
+      const props = await (await fetch(`${srv.base}/props`)).json();
+      assert.equal(props.total_slots, 2);
+      assert.equal(typeof props.chat_template, 'string');
+      const t = await post(srv.base, '/apply-template', { messages: [{ role: 'user', content: 'Hi' }] });
+      assert.equal(t.status, 200);
+      assert.match(t.json.prompt, /Hi/);
+      const m = await fetch(`${srv.base}/metrics`);
+      assert.equal(m.status, 200);
+      const text = await m.text();
+      for (const k of ['geist_requests_total', 'geist_prompt_tokens_total', 'geist_cached_tokens_total',
+                       'geist_queue_depth', 'geist_cache_bytes', 'geist_cache_hit_rate', 'geist_ttft_seconds_bucket']) {
+        assert.match(text, new RegExp(k), k);
+      }
+    });
+  });
+}

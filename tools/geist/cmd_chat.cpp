@@ -1,0 +1,455 @@
+// geist chat: an interactive multi-turn chat through the model's chat template.
+//
+// Each turn renders the whole conversation and prefills only what the session does not hold
+// yet: the longest common prefix of the session's tokens and the new prompt is kept. Where the
+// template re-renders history differently (Qwen3.5 drops old reasoning), the session goes back
+// to the deepest checkpoint (one is taken after every prompt's prefill) that is still a prefix
+// of the new prompt, instead of prefilling everything again.
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "chat_common.h"
+#include "chat_file.h"
+#include "cli_args.h"
+#include "cli_common.h"
+#include "commands.h"
+#include "geist/geist_util.h"
+
+namespace geist_cli {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+volatile std::sig_atomic_t g_interrupted = 0;  // set by SIGINT; the CLI's one signal flag
+
+void on_sigint(int) { g_interrupted = 1; }
+
+void install_sigint() {
+  struct sigaction sa {};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: a read at the prompt returns with EINTR
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+struct Checkpoint {
+  std::vector<geist_token> tokens;  // the session's history when the image was taken
+  std::vector<uint8_t> image;
+};
+
+constexpr size_t kMaxCheckpoints = 8;
+
+bool session_tokens(geist_session* s, std::vector<geist_token>* out) {
+  const geist_token* t = nullptr;
+  size_t n = 0;
+  if (geist_session_tokens(s, &t, &n) != GEIST_OK) return false;
+  out->assign(t, t + n);
+  return true;
+}
+
+bool is_prefix(const std::vector<geist_token>& a, const std::vector<geist_token>& b) {
+  return a.size() <= b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
+
+struct Chat {
+  explicit Chat(const VerbSpec& s) : spec(s) {}
+  const VerbSpec& spec;
+  geist_model* model = nullptr;
+  geist_session* session = nullptr;
+  geist_chat_template* tmpl = nullptr;
+  Json messages = Json::array();
+  std::string system;
+  bool no_think = false;
+  int32_t n_predict = -1;
+  std::deque<Checkpoint> checkpoints;
+  bool tty = false;
+
+  // Brings the session to hold `prompt` and leaves its last logits pending. *reused: tokens
+  // of the prompt that were not prefilled again.
+  bool prefill(const std::vector<geist_token>& prompt, size_t* reused) {
+    std::vector<geist_token> held;
+    if (!session_tokens(session, &held)) return false;
+    if (!is_prefix(held, prompt)) {
+      // Back to the deepest checkpoint that is a prefix (an image holds its pending logits),
+      // else to nothing.
+      const Checkpoint* best = nullptr;
+      for (const Checkpoint& c : checkpoints) {
+        if (is_prefix(c.tokens, prompt) &&
+            (best == nullptr || c.tokens.size() > best->tokens.size())) {
+          best = &c;
+        }
+      }
+      geist_status st = best != nullptr
+                            ? geist_session_restore(session, best->image.data(), best->image.size())
+                            : geist_session_reset(session);
+      if (st != GEIST_OK) {
+        cli_error(spec.name, "cannot rewind the session: %s", geist_session_last_error(session));
+        return false;
+      }
+      held = best != nullptr ? best->tokens : std::vector<geist_token>{};
+    }
+    *reused = held.size();
+    const geist_status st =
+        geist_session_prefill(session, prompt.data() + held.size(), prompt.size() - held.size());
+    if (st != GEIST_OK) {
+      cli_error(spec.name, "prefill failed: %s", geist_session_last_error(session));
+      return false;
+    }
+    Checkpoint c;
+    c.tokens = prompt;
+    size_t size = 0;
+    if (geist_session_snapshot_size(session, &size) == GEIST_OK) {
+      c.image.resize(size);
+      size_t written = 0;
+      if (geist_session_snapshot(session, c.image.data(), size, &written) == GEIST_OK) {
+        c.image.resize(written);
+        checkpoints.push_back(std::move(c));
+        if (checkpoints.size() > kMaxCheckpoints) checkpoints.pop_front();
+      }
+    }
+    return true;
+  }
+
+  void print_delta(const Json& d, bool* in_reasoning) {
+    if (d.contains("reasoning_content")) {
+      if (!*in_reasoning) std::fputs(tty ? "\x1b[2m" : "<think>\n", stdout);
+      *in_reasoning = true;
+      std::fputs(d["reasoning_content"].get<std::string>().c_str(), stdout);
+    } else if (d.contains("content")) {
+      if (*in_reasoning) std::fputs(tty ? "\x1b[0m\n" : "\n</think>\n", stdout);
+      *in_reasoning = false;
+      std::fputs(d["content"].get<std::string>().c_str(), stdout);
+    } else if (d.contains("tool_calls")) {
+      const Json& fn = d["tool_calls"][0]["function"];
+      if (fn.contains("name"))
+        std::printf("\n[tool call %s] ", fn["name"].get<std::string>().c_str());
+      std::fputs(fn["arguments"].get<std::string>().c_str(), stdout);
+    }
+    std::fflush(stdout);
+  }
+
+  void print_deltas(const char* json, bool* in_reasoning) {
+    const Json arr = Json::parse(json, nullptr, false);
+    if (!arr.is_array()) return;
+    for (const Json& d : arr) print_delta(d, in_reasoning);
+  }
+
+  // One user turn: render, prefill what is new, stream the reply, append it to messages.
+  bool turn(const std::string& user_text) {
+    Json user = {{"role", "user"}, {"content", user_text}};
+    messages.push_back(user);
+    Json req = {{"messages", messages}, {"add_generation_prompt", true}};
+    if (no_think) req["chat_template_kwargs"] = {{"enable_thinking", false}};
+    std::string prompt_text;
+    std::vector<geist_token> prompt;
+    if (!render_chat(spec.name, tmpl, req.dump(), &prompt_text) ||
+        !tokenize_prompt(spec.name, model, prompt_text, &prompt)) {
+      messages.erase(messages.size() - 1);
+      return false;
+    }
+    if (static_cast<int32_t>(prompt.size()) >= geist_session_max_seq_len(session)) {
+      cli_error(spec.name, "the conversation (%zu tokens) does not fit the context (%d): /reset",
+                prompt.size(), geist_session_max_seq_len(session));
+      messages.erase(messages.size() - 1);
+      return false;
+    }
+    const double t0 = now_seconds();
+    size_t reused = 0;
+    if (!prefill(prompt, &reused)) {
+      messages.erase(messages.size() - 1);
+      return false;
+    }
+    const double t1 = now_seconds();
+
+    geist_chat_parser* parser = nullptr;
+    char err[512] = {};
+    if (geist_chat_parser_create(tmpl, prompt_text.data(), prompt_text.size(), nullptr, 0, &parser,
+                                 err, sizeof err) != GEIST_OK) {
+      cli_error(spec.name, "%s", err);
+      return false;
+    }
+    std::vector<char> piece(64);
+    bool in_reasoning = false;
+    int32_t n_gen = 0;
+    const char* why = "end of turn";
+    g_interrupted = 0;
+    while (n_predict < 0 || n_gen < n_predict) {
+      if (g_interrupted) {
+        why = "interrupted";
+        break;
+      }
+      geist_token tok = 0;
+      const geist_status st = geist_session_decode(session, &tok);
+      if (st == GEIST_E_TOO_MANY_TOKENS) {
+        why = "context full";
+        break;
+      }
+      if (st != GEIST_OK) {
+        cli_error(spec.name, "decode failed: %s", geist_session_last_error(session));
+        geist_chat_parser_free(parser);
+        return false;
+      }
+      if (geist_model_token_is_eog(model, tok)) break;
+      ++n_gen;
+      size_t len = 0;
+      geist_status pst = geist_token_to_piece(model, tok, piece.data(), piece.size(), &len);
+      if (pst == GEIST_E_INVALID_ARG && len > piece.size()) {
+        piece.resize(len);
+        pst = geist_token_to_piece(model, tok, piece.data(), piece.size(), &len);
+      }
+      if (pst != GEIST_OK) continue;
+      const char* deltas = nullptr;
+      int stopped = 0;
+      if (geist_chat_parser_feed(parser, piece.data(), len, &deltas, &stopped) == GEIST_OK) {
+        print_deltas(deltas, &in_reasoning);
+      }
+    }
+    if (n_gen == n_predict) why = "length";
+    const char* deltas = nullptr;
+    const char* message = nullptr;
+    if (geist_chat_parser_finish(parser, &deltas, &message) == GEIST_OK) {
+      print_deltas(deltas, &in_reasoning);
+      if (in_reasoning) std::fputs(tty ? "\x1b[0m" : "\n</think>", stdout);
+      Json reply = Json::parse(message, nullptr, false);
+      if (reply.is_object()) {
+        if (reply.contains("content") && reply["content"].is_null()) reply["content"] = "";
+        messages.push_back(std::move(reply));
+      }
+    }
+    geist_chat_parser_free(parser);
+    const double t2 = now_seconds();
+    std::printf("\n");
+    std::fflush(stdout);
+    const size_t fresh = prompt.size() - reused;
+    std::fprintf(stderr,
+                 "[prompt %zu tokens: %zu reused, %zu prefilled (%.1f tok/s); reply %d tokens "
+                 "(%.1f tok/s), %s]\n",
+                 prompt.size(), reused, fresh, t1 > t0 ? fresh / (t1 - t0) : 0.0, n_gen,
+                 t2 > t1 ? n_gen / (t2 - t1) : 0.0, why);
+    return true;
+  }
+
+  void reset() {
+    messages = Json::array();
+    if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
+    checkpoints.clear();
+    (void)geist_session_reset(session);
+  }
+
+  bool snapshot(std::vector<uint8_t>* image) {
+    size_t size = 0, written = 0;
+    if (geist_session_snapshot_size(session, &size) != GEIST_OK) return false;
+    image->resize(size);
+    if (geist_session_snapshot(session, image->data(), size, &written) != GEIST_OK) return false;
+    image->resize(written);
+    return true;
+  }
+
+  // The file holds the current state first, then the checkpoints, so that the next turn
+  // rewinds after a load exactly as it would have without one.
+  void save(const std::string& path) {
+    std::vector<std::vector<uint8_t>> images(1);
+    if (!snapshot(&images[0])) {
+      cli_error(spec.name, "cannot snapshot: %s", geist_session_last_error(session));
+      return;
+    }
+    Json states = Json::array();
+    for (const Checkpoint& c : checkpoints) {
+      states.push_back(c.tokens.size());
+      images.push_back(c.image);
+    }
+    const Json head = {{"messages", messages}, {"checkpoint_tokens", states}};
+    std::string err;
+    if (!write_chat_file(path, head.dump(), images, &err)) {
+      cli_error(spec.name, "cannot save: %s", err.c_str());
+      return;
+    }
+    size_t bytes = 0;
+    for (const auto& img : images) bytes += img.size();
+    std::fprintf(stderr, "[saved %zu messages and %zu states (%zu bytes) to %s]\n", messages.size(),
+                 images.size(), bytes, path.c_str());
+  }
+
+  // Validates every state by restoring it (the checkpoints first, the current state last), so
+  // a refused file changes nothing but the session's state, which is put back.
+  void load(const std::string& path) {
+    std::string json, err;
+    std::vector<std::vector<uint8_t>> images;
+    if (!read_chat_file(path, &json, &images, &err)) {
+      cli_error(spec.name, "cannot load %s: %s (the chat is unchanged)", path.c_str(), err.c_str());
+      return;
+    }
+    const Json head = Json::parse(json, nullptr, false);
+    if (!head.is_object() || !head.contains("messages") || !head["messages"].is_array() ||
+        images.empty()) {
+      cli_error(spec.name, "cannot load %s: not a chat saved by geist chat", path.c_str());
+      return;
+    }
+    std::vector<uint8_t> before;
+    if (!snapshot(&before)) before.clear();
+    std::deque<Checkpoint> loaded;
+    bool ok = true;
+    for (size_t i = 1; i < images.size() && ok; ++i) {
+      Checkpoint c;
+      ok = geist_session_restore(session, images[i].data(), images[i].size()) == GEIST_OK &&
+           session_tokens(session, &c.tokens);
+      c.image = std::move(images[i]);
+      loaded.push_back(std::move(c));
+    }
+    ok = ok && geist_session_restore(session, images[0].data(), images[0].size()) == GEIST_OK;
+    if (!ok) {
+      cli_error(spec.name, "cannot load %s: %s (the chat is unchanged)", path.c_str(),
+                geist_session_last_error(session));
+      if (!before.empty()) (void)geist_session_restore(session, before.data(), before.size());
+      return;
+    }
+    messages = head["messages"];
+    checkpoints = std::move(loaded);
+    std::fprintf(stderr, "[loaded %zu messages, %d tokens of state from %s]\n", messages.size(),
+                 geist_session_position(session), path.c_str());
+  }
+};
+
+// Reads one line (a trailing backslash continues it). false at end of input.
+bool read_line(bool tty, std::string* out) {
+  out->clear();
+  if (tty) {
+    std::fputs("> ", stdout);
+    std::fflush(stdout);
+  }
+  char buf[4096];
+  for (;;) {
+    errno = 0;
+    if (std::fgets(buf, sizeof buf, stdin) == nullptr) {
+      if (errno == EINTR && g_interrupted) {
+        clearerr(stdin);
+        g_interrupted = 0;
+        std::fputs("\n(/exit or Ctrl-D quits)\n", stdout);
+        out->clear();
+        return true;
+      }
+      return !out->empty();
+    }
+    *out += buf;
+    if (!out->empty() && out->back() == '\n') {
+      out->pop_back();
+      if (!out->empty() && out->back() == '\\') {
+        out->back() = '\n';
+        continue;
+      }
+      return true;
+    }
+  }
+}
+
+}  // namespace
+
+const VerbSpec& chat_spec() {
+  static const VerbSpec spec = {
+      "chat",
+      "-m FILE [-s SYSTEM] [--no-think] [options]",
+      "Interactive multi-turn chat through the model's chat template; replies stream to stdout,\n"
+      "a stats line per turn to stderr (prompt tokens reused from the session, speeds). Commands:\n"
+      "/save FILE (messages and session state in one file), /load FILE (resume without\n"
+      "re-prefilling), /reset, /exit. Ctrl-C stops a reply; a trailing \\ continues a line.",
+      {
+          {"-m", "--model", "FILE", "GGUF model (required)"},
+          {"-s", "--system", "TEXT", "system prompt"},
+          {nullptr, "--no-think", nullptr, "render with enable_thinking=false"},
+          {nullptr, "--chat-template", "FILE", "a Jinja template instead of the model's"},
+          {nullptr, "--template-name", "NAME", "a named template of the model (e.g. tool_use)"},
+          {"-n", "--n-predict", "N", "most tokens per reply (default -1: until end of turn)"},
+          {"-t", "--threads", "T", "compute threads (default: all cores)"},
+          {nullptr, "--temp", "F", "temperature (default 0.8; 0: greedy)"},
+          {nullptr, "--top-k", "K", "top-k (default 40; 0: off)"},
+          {nullptr, "--top-p", "F", "top-p (default 0.95; 1: off)"},
+          {nullptr, "--min-p", "F", "min-p (default 0.05; 0: off)"},
+          {nullptr, "--repeat-penalty", "F", "repetition penalty (default 1.0: off)"},
+          {nullptr, "--seed", "S", "sampling seed (default 0)"},
+          {nullptr, "--ctx", "N", "context size in tokens (default: min(training context, 4096))"},
+          {nullptr, "--kv-mode", "M", "KV cache: f32, f16 (default), q8, q4, kivi4, kivi2"},
+          {nullptr, "--load", "FILE", "resume a chat saved with /save"},
+      }};
+  return spec;
+}
+
+int cmd_chat(int argc, char** argv) {
+  const VerbSpec& spec = chat_spec();
+  Args args;
+  if (int rc = parse_verb_args(spec, argc, argv, &args); rc >= 0) return rc;
+  if (!args.has("--model")) {
+    cli_error(spec.name, "missing -m FILE (the model to chat with)");
+    return kExitUsage;
+  }
+  geist_session_params sp;
+  geist_session_params_default(&sp);
+  int32_t n_predict = -1, n_threads = 0, ctx = 0;
+  geist_sampler_params& s = sp.sampler;
+  if (!args.get_i32("--n-predict", &n_predict) || !args.get_i32("--threads", &n_threads) ||
+      !args.get_i32("--ctx", &ctx) || !args.get_i32("--top-k", &s.top_k) ||
+      !args.get_f32("--temp", &s.temperature) || !args.get_f32("--top-p", &s.top_p) ||
+      !args.get_f32("--min-p", &s.min_p) || !args.get_f32("--repeat-penalty", &s.repeat_penalty) ||
+      !args.get_u64("--seed", &s.seed)) {
+    return kExitUsage;
+  }
+  if (n_threads < 0 || ctx < 0) {
+    cli_error(spec.name, "--threads and --ctx must not be negative");
+    return kExitUsage;
+  }
+  if (args.has("--kv-mode") && !parse_kv_mode(spec.name, args.str("--kv-mode"), &sp.kv_mode)) {
+    return kExitUsage;
+  }
+  sp.n_threads = n_threads;
+  sp.max_seq_len = ctx;
+
+  ModelHandle m;
+  if (!load_model(args, args.str("--model"), &m)) return kExitFailure;
+  TemplateHandle t;
+  if (!load_chat_template(spec.name, args, m.model, &t)) return kExitFailure;
+  SessionHandle sess;
+  if (geist_session_create(m.model, &sp, &sess.session) != GEIST_OK) {
+    cli_error(spec.name, "cannot create session: %s", geist_model_last_error(m.model));
+    return kExitFailure;
+  }
+  Chat chat(spec);
+  chat.model = m.model;
+  chat.session = sess.session;
+  chat.tmpl = t.tmpl;
+  chat.no_think = args.has("--no-think");
+  chat.n_predict = n_predict;
+  chat.system = args.has("--system") ? args.str("--system") : "";
+  chat.tty = stderr_is_terminal();
+  chat.reset();
+  if (args.has("--load")) chat.load(args.str("--load"));
+  install_sigint();
+
+  std::string line;
+  while (read_line(chat.tty, &line)) {
+    if (line.empty()) continue;
+    if (line == "/exit" || line == "/quit") break;
+    if (line == "/reset") {
+      chat.reset();
+      std::fprintf(stderr, "[conversation reset]\n");
+    } else if (line.rfind("/save ", 0) == 0) {
+      chat.save(line.substr(6));
+    } else if (line.rfind("/load ", 0) == 0) {
+      chat.load(line.substr(6));
+    } else if (line[0] == '/' && line.find(' ') == std::string::npos) {
+      std::fprintf(stderr, "[unknown command %s: /save FILE, /load FILE, /reset, /exit]\n",
+                   line.c_str());
+    } else {
+      chat.turn(line);
+    }
+  }
+  return 0;
+}
+
+}  // namespace geist_cli
