@@ -8,6 +8,8 @@ pkgs=(cmake ninja-build g++ clang libclang-rt-14-dev clang-format libgtest-dev l
       libcpp-httplib-dev pkg-config libssl-dev zlib1g-dev libbrotli-dev chromium)
 # Node (server tests: the openai npm client, puppeteer-core): Debian's when none is installed.
 if ! command -v node >/dev/null; then pkgs+=(nodejs npm); fi
+# The Python package (python/): venv + pip to install it, pytest to test it, numpy optional.
+pkgs+=(python3-venv python3-pip python3-pytest python3-numpy)
 if [ "${1:-}" = "--arm64" ]; then
   if ! dpkg --print-foreign-architectures | grep -qx arm64; then
     SUDO=""
