@@ -46,6 +46,17 @@ void handle_metrics(Server& s, const httplib::Request&, httplib::Response& res) 
   metric("geist_cache_evictions_total", "counter", "prefix cache evictions", st.cache.evictions);
   metric("geist_cache_hit_rate", "gauge", "hits / lookups of the prefix cache",
          st.cache.lookups > 0 ? static_cast<double>(st.cache.hits) / st.cache.lookups : 0.0);
+  metric("geist_batch_forwards_total", "counter",
+         "batched forwards run by the scheduler (one per step with work)", st.batch_forwards);
+  metric("geist_batch_sequences_total", "counter", "sequences carried by the batched forwards",
+         st.batch_sequences);
+  metric("geist_batch_decode_rows_total", "counter",
+         "decoding sequences carried by the batched forwards (each with its owed forward, if any)",
+         st.batch_decode_rows);
+  metric("geist_batch_prefill_tokens_total", "counter",
+         "prompt tokens prefilled in the batched forwards", st.batch_prefill_tokens);
+  metric("geist_batch_max_sequences", "gauge", "the most sequences carried by one forward",
+         st.batch_max_sequences);
   o << "# HELP geist_ttft_seconds time from a request's arrival to its first token\n"
        "# TYPE geist_ttft_seconds histogram\n";
   int64_t cum = 0;

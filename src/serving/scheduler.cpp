@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "geist/geist_batch.h"
 #include "geist/geist_util.h"
 
 namespace geist_serving {
@@ -153,9 +154,8 @@ static size_t common_prefix(const std::vector<geist_token>& a, const std::vector
   return i;
 }
 
-bool Scheduler::prefill_chunk(Slot& s, int32_t budget, int32_t* used) {
-  const auto& prompt = s.req->prompt;
-  const int32_t n = static_cast<int32_t>(prompt.size());
+int32_t Scheduler::chunk_end(const Slot& s, int32_t budget) const {
+  const int32_t n = static_cast<int32_t>(s.req->prompt.size());
   int32_t end = std::min(n, s.pos + std::max(budget, 1));
   if (end < n) {
     end = end / kGrid * kGrid;  // never end a call off the grid, except at the prompt end
@@ -167,12 +167,12 @@ bool Scheduler::prefill_chunk(Slot& s, int32_t budget, int32_t* used) {
       break;
     }
   }
-  const geist_status st = geist_session_prefill(s.sess, prompt.data() + s.pos, end - s.pos);
-  if (st != GEIST_OK) {
-    finish(s, "error", geist_session_last_error(s.sess));
-    return false;
-  }
-  *used += end - s.pos;
+  return end;
+}
+
+void Scheduler::chunk_done(Slot& s, int32_t end) {
+  const auto& prompt = s.req->prompt;
+  const int32_t n = static_cast<int32_t>(prompt.size());
   s.pos = end;
   if (cache_ && std::find(s.cuts.begin(), s.cuts.end(), end) != s.cuts.end() &&
       !cache_->contains(s.ns, prompt.data(), end)) {
@@ -186,7 +186,6 @@ bool Scheduler::prefill_chunk(Slot& s, int32_t budget, int32_t* used) {
     }
   }
   if (s.pos == n) prompt_done(s);
-  return true;
 }
 
 void Scheduler::prompt_done(Slot& s) {
@@ -370,9 +369,9 @@ void Scheduler::step() {
     s->res.cached_tokens = s->pos;
     if (s->pos == static_cast<int32_t>(prompt.size())) prompt_done(*s);
   }
-  // 4. The step's work: one decode token per decoding sequence, then prefill chunks in
-  //    admission order within the token budget. This loop is the one place where the batched
-  //    forward (include/geist/geist_batch.h) replaces per-session calls.
+  // 4. The step's work, one geist_batch_forward: the owed forward of every decoding sequence
+  //    (its last sampled token) and prefill chunks in admission order within the token
+  //    budget; then each decoding sequence samples from its pending logits (no forward).
   std::vector<Slot*> decoders, prefillers;
   for (auto& s : slots_) {
     if (!s->req || s->waiting) continue;
@@ -380,14 +379,66 @@ void Scheduler::step() {
   }
   std::sort(prefillers.begin(), prefillers.end(),
             [](const Slot* a, const Slot* b) { return a->order < b->order; });
-  for (Slot* s : decoders) decode_one(*s);
+  std::vector<geist_batch_item> items;
+  std::vector<Slot*> owners;
+  std::vector<int32_t> ends;  // prefill items: the chunk's end; decode items: -1
+  items.reserve(decoders.size() + prefillers.size());
+  for (Slot* s : decoders) {
+    items.push_back({s->sess, nullptr, 0, GEIST_OK});
+    owners.push_back(s);
+    ends.push_back(-1);
+  }
   int32_t budget =
       std::max<int32_t>(kGrid, cfg_.step_tokens - static_cast<int32_t>(decoders.size()));
+  int32_t prefill_tokens = 0;
   for (Slot* s : prefillers) {
     if (budget <= 0) break;
-    int32_t used = 0;
-    if (!prefill_chunk(*s, budget, &used)) continue;
-    budget -= used;
+    const int32_t end = chunk_end(*s, budget);
+    items.push_back(
+        {s->sess, s->req->prompt.data() + s->pos, static_cast<size_t>(end - s->pos), GEIST_OK});
+    owners.push_back(s);
+    ends.push_back(end);
+    budget -= end - s->pos;
+    prefill_tokens += end - s->pos;
+  }
+  if (!items.empty()) {
+    const geist_status st = geist_batch_forward(model_, items.data(), items.size());
+    if (st != GEIST_OK) {
+      // Nothing ran (a bad argument: cannot happen with the scheduler's own sessions); fail
+      // the step's requests rather than loop on it.
+      const std::string err =
+          std::string("batched forward refused: ") + geist_model_last_error(model_);
+      for (Slot* s : owners) finish(*s, "error", err);
+    } else {
+      {
+        std::lock_guard<std::mutex> lock(stats_mu_);
+        ++stats_.batch_forwards;
+        stats_.batch_sequences += static_cast<int64_t>(items.size());
+        stats_.batch_decode_rows += static_cast<int64_t>(decoders.size());
+        stats_.batch_prefill_tokens += prefill_tokens;
+        stats_.batch_max_sequences =
+            std::max<int32_t>(stats_.batch_max_sequences, static_cast<int32_t>(items.size()));
+      }
+      for (size_t i = 0; i < items.size(); ++i) {
+        Slot& s = *owners[i];
+        const geist_status ist = items[i].status;
+        if (ends[i] < 0) {
+          // A full session cannot run its owed forward: the request ends by length, as a
+          // decode that finds the session full does.
+          if (ist == GEIST_E_TOO_MANY_TOKENS) {
+            finish(s, "length");
+          } else if (ist != GEIST_OK) {
+            finish(s, "error", geist_session_last_error(s.sess));
+          } else {
+            decode_one(s);
+          }
+        } else if (ist != GEIST_OK) {
+          finish(s, "error", geist_session_last_error(s.sess));
+        } else {
+          chunk_done(s, ends[i]);
+        }
+      }
+    }
   }
   // All sequences waiting on one another cannot happen (a sibling that others wait on is
   // prefilling); a step with only waiting sequences just loops to the next step.

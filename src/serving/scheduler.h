@@ -1,8 +1,9 @@
 // The serving scheduler: a fixed set of sequences (one geist_session each), a bounded FIFO
 // queue of requests, and one worker thread that advances every active sequence step by step.
-// A step gives each decoding sequence one token and spends the rest of its token budget on
-// prefill chunks of the sequences still reading their prompts (in admission order), so a long
-// prompt never stalls users that are already decoding.
+// A step is one batched forward (include/geist/geist_batch.h): each decoding sequence's owed
+// forward plus prefill chunks of the sequences still reading their prompts (in admission
+// order, within the rest of the step's token budget), so a long prompt never stalls users that
+// are already decoding; then every decoding sequence samples its next token.
 //
 // Determinism: a request's tokens depend only on its prompt, its sampler settings and its seed.
 // Prefill chunks end only at absolute positions that are multiples of kGrid (or at the prompt
@@ -99,6 +100,10 @@ struct SchedulerStats {
   std::vector<int64_t> ttft_bucket;
   double ttft_sum_ms = 0;
   int64_t ttft_count = 0;
+  // Batched forwards (one per step with work): their number, the sequences they carried in
+  // all, the decode rows and prefill tokens among them, and the most sequences in one.
+  int64_t batch_forwards = 0, batch_sequences = 0, batch_decode_rows = 0, batch_prefill_tokens = 0;
+  int32_t batch_max_sequences = 0;
 };
 
 extern const std::vector<double> kTtftBoundsMs;
@@ -123,7 +128,8 @@ class Scheduler {
   void worker();
   void step();
   void admit(Slot& slot, std::shared_ptr<Request> req);
-  bool prefill_chunk(Slot& slot, int32_t budget, int32_t* used);
+  int32_t chunk_end(const Slot& slot, int32_t budget) const;
+  void chunk_done(Slot& slot, int32_t end);
   void decode_one(Slot& slot);
   void prompt_done(Slot& slot);
   void finish(Slot& slot, const char* reason, const std::string& error = "");
