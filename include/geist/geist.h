@@ -29,16 +29,16 @@ extern "C" {
 /* STABLE */
 typedef enum geist_status {
   GEIST_OK = 0,
-  GEIST_E_OOM = 1,             /* memory allocation failed */
-  GEIST_E_INVALID_ARG = 2,     /* null handle/pointer, bad value, buffer too small */
-  GEIST_E_INTERNAL = 3,        /* a bug in geist: please report */
-  GEIST_E_FILE_NOT_FOUND = 4,  /* the path does not exist */
-  GEIST_E_IO = 5,              /* the OS failed to read or write */
-  GEIST_E_FORMAT = 6,          /* malformed input file or image */
-  GEIST_E_UNSUPPORTED = 7,     /* well-formed but not supported (architecture, tensor type) */
-  GEIST_E_NOT_FOUND = 8,       /* a named item (metadata key, token) does not exist */
-  GEIST_E_BACKEND = 9,         /* the compute backend failed */
-  GEIST_E_INVALID_STATE = 10,  /* the call is not allowed in the handle's current state */
+  GEIST_E_OOM = 1,              /* memory allocation failed */
+  GEIST_E_INVALID_ARG = 2,      /* null handle/pointer, bad value, buffer too small */
+  GEIST_E_INTERNAL = 3,         /* a bug in geist: please report */
+  GEIST_E_FILE_NOT_FOUND = 4,   /* the path does not exist */
+  GEIST_E_IO = 5,               /* the OS failed to read or write */
+  GEIST_E_FORMAT = 6,           /* malformed input file or image */
+  GEIST_E_UNSUPPORTED = 7,      /* well-formed but not supported (architecture, tensor type) */
+  GEIST_E_NOT_FOUND = 8,        /* a named item (metadata key, token) does not exist */
+  GEIST_E_BACKEND = 9,          /* the compute backend failed */
+  GEIST_E_INVALID_STATE = 10,   /* the call is not allowed in the handle's current state */
   GEIST_E_TOO_MANY_TOKENS = 11, /* the session's max_seq_len would be exceeded */
   GEIST_E_CANCELLED = 12        /* EXPERIMENTAL: the caller cancelled the call
                                  * (geist_session_cancel) */
@@ -192,10 +192,10 @@ typedef enum geist_kv_mode {
 typedef struct geist_session_params {
   uint32_t struct_size;         /* sizeof(geist_session_params) */
   int32_t max_seq_len;          /* KV capacity in tokens; default 0: min(n_ctx_train, 4096) */
-  int32_t n_threads; /* compute threads; default 0: hardware concurrency; at most 256
-                      * (more is refused with GEIST_E_INVALID_ARG). Sessions of one model
-                      * with the same count share one pool of threads (docs/ARCHITECTURE.md
-                      * "Threads"). */
+  int32_t n_threads;            /* compute threads; default 0: hardware concurrency; at most 256
+                                 * (more is refused with GEIST_E_INVALID_ARG). Sessions of one model
+                                 * with the same count share one pool of threads (docs/ARCHITECTURE.md
+                                 * "Threads"). */
   geist_sampler_params sampler; /* initial sampler settings */
   int32_t kv_mode; /* geist_kv_mode of the attention KV cache, default GEIST_KV_F16; a value
                     * outside the enum makes geist_session_create fail with

@@ -282,7 +282,8 @@ void handle_completion(Server& s, const httplib::Request& hreq, httplib::Respons
     if (!ev.top.empty() || ev.logprob != 0.0f) e.logprobs.push_back(token_logprob_entry(*sp, ev));
     {
       std::lock_guard<std::mutex> lock(g->mu);
-      for (const json& d : e.deltas) g->saw_tool_call = g->saw_tool_call || d.contains("tool_calls");
+      for (const json& d : e.deltas)
+        g->saw_tool_call = g->saw_tool_call || d.contains("tool_calls");
       g->events.push_back(std::move(e));
     }
     g->cv.notify_all();
@@ -314,7 +315,8 @@ void handle_completion(Server& s, const httplib::Request& hreq, httplib::Respons
     }
     {
       std::lock_guard<std::mutex> lock(g->mu);
-      for (const json& d : e.deltas) g->saw_tool_call = g->saw_tool_call || d.contains("tool_calls");
+      for (const json& d : e.deltas)
+        g->saw_tool_call = g->saw_tool_call || d.contains("tool_calls");
       g->events.push_back(std::move(e));
       g->message = msg.is_object() ? msg : json{{"role", "assistant"}, {"content", ""}};
       g->res = r;

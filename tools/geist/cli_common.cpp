@@ -202,4 +202,43 @@ const char* kv_mode_label(int32_t mode) {
              : "?";
 }
 
+std::vector<OptSpec> session_opt_specs() {
+  return {
+      {"-t", "--threads", "T", "compute threads (default: all cores)"},
+      {nullptr, "--temp", "F", "temperature (default 0.8; 0: greedy)"},
+      {nullptr, "--top-k", "K", "top-k (default 40; 0: off)"},
+      {nullptr, "--top-p", "F", "top-p (default 0.95; 1: off)"},
+      {nullptr, "--min-p", "F", "min-p (default 0.05; 0: off)"},
+      {nullptr, "--repeat-penalty", "F", "repetition penalty (default 1.0: off)"},
+      {nullptr, "--presence-penalty", "F", "presence penalty (default 0.0: off)"},
+      {nullptr, "--repeat-last-n", "N", "penalty window in tokens (default 64; -1: all)"},
+      {nullptr, "--seed", "S", "sampling seed (default 0)"},
+      {nullptr, "--ctx", "N", "context size in tokens (default: min(training context, 4096))"},
+      {nullptr, "--kv-mode", "M",
+       "KV cache: f32, f16 (default), q8, q4, kivi4, kivi2 (f32 is exact)"},
+  };
+}
+
+bool parse_session_opts(const std::string& verb, const Args& args, geist_session_params* sp) {
+  geist_sampler_params& s = sp->sampler;
+  if (!args.get_i32("--threads", &sp->n_threads) || !args.get_i32("--ctx", &sp->max_seq_len) ||
+      !args.get_i32("--repeat-last-n", &s.penalty_last_n) || !args.get_i32("--top-k", &s.top_k) ||
+      !args.get_f32("--temp", &s.temperature) || !args.get_f32("--top-p", &s.top_p) ||
+      !args.get_f32("--min-p", &s.min_p) || !args.get_f32("--repeat-penalty", &s.repeat_penalty) ||
+      !args.get_f32("--presence-penalty", &s.presence_penalty) ||
+      !args.get_u64("--seed", &s.seed)) {
+    return false;
+  }
+  if (sp->n_threads < 0 || sp->max_seq_len < 0) {
+    cli_error(verb, "--threads and --ctx must not be negative");
+    return false;
+  }
+  return !args.has("--kv-mode") || parse_kv_mode(verb, args.str("--kv-mode"), &sp->kv_mode);
+}
+
+std::vector<OptSpec> concat_opts(std::vector<OptSpec> a, const std::vector<OptSpec>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
 }  // namespace geist_cli

@@ -45,6 +45,15 @@ bool read_text_file(const std::string& verb, const std::string& path, std::strin
 bool tokenize_text(const std::string& verb, geist_model* model, const std::string& text,
                    bool add_special, bool parse_special, std::vector<geist_token>* out);
 
+// The session options run and chat share: -t, --ctx, --kv-mode and the sampler's (--temp,
+// --top-k, --top-p, --min-p, --repeat-penalty, --presence-penalty, --repeat-last-n, --seed).
+std::vector<OptSpec> session_opt_specs();
+// Reads them into *sp (absent options keep sp's values). Prints the problem and returns false
+// on a malformed or negative value; ranges are the library's to check.
+bool parse_session_opts(const std::string& verb, const Args& args, geist_session_params* sp);
+// spec options followed by more (a verb's own list, then session_opt_specs()).
+std::vector<OptSpec> concat_opts(std::vector<OptSpec> a, const std::vector<OptSpec>& b);
+
 // KV cache modes by their CLI names, in geist_kv_mode order: "f32", "f16", "q8", "q4",
 // "kivi4", "kivi2".
 const std::vector<std::string>& kv_mode_names();

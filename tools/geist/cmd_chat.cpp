@@ -354,30 +354,22 @@ bool read_line(bool tty, std::string* out) {
 
 const VerbSpec& chat_spec() {
   static const VerbSpec spec = {
-      "chat",
-      "-m FILE [-s SYSTEM] [--no-think] [options]",
+      "chat", "-m FILE [-s SYSTEM] [--no-think] [options]",
       "Interactive multi-turn chat through the model's chat template; replies stream to stdout,\n"
       "a stats line per turn to stderr (prompt tokens reused from the session, speeds). Commands:\n"
       "/save FILE (messages and session state in one file), /load FILE (resume without\n"
       "re-prefilling), /reset, /exit. Ctrl-C stops a reply; a trailing \\ continues a line.",
-      {
-          {"-m", "--model", "FILE", "GGUF model (required)"},
-          {"-s", "--system", "TEXT", "system prompt"},
-          {nullptr, "--no-think", nullptr, "render with enable_thinking=false"},
-          {nullptr, "--chat-template", "FILE", "a Jinja template instead of the model's"},
-          {nullptr, "--template-name", "NAME", "a named template of the model (e.g. tool_use)"},
-          {"-n", "--n-predict", "N", "most tokens per reply (default -1: until end of turn)"},
-          {"-t", "--threads", "T", "compute threads (default: all cores)"},
-          {nullptr, "--temp", "F", "temperature (default 0.8; 0: greedy)"},
-          {nullptr, "--top-k", "K", "top-k (default 40; 0: off)"},
-          {nullptr, "--top-p", "F", "top-p (default 0.95; 1: off)"},
-          {nullptr, "--min-p", "F", "min-p (default 0.05; 0: off)"},
-          {nullptr, "--repeat-penalty", "F", "repetition penalty (default 1.0: off)"},
-          {nullptr, "--seed", "S", "sampling seed (default 0)"},
-          {nullptr, "--ctx", "N", "context size in tokens (default: min(training context, 4096))"},
-          {nullptr, "--kv-mode", "M", "KV cache: f32, f16 (default), q8, q4, kivi4, kivi2"},
-          {nullptr, "--load", "FILE", "resume a chat saved with /save"},
-      }};
+      concat_opts(
+          {
+              {"-m", "--model", "FILE", "GGUF model (required)"},
+              {"-s", "--system", "TEXT", "system prompt"},
+              {nullptr, "--no-think", nullptr, "render with enable_thinking=false"},
+              {nullptr, "--chat-template", "FILE", "a Jinja template instead of the model's"},
+              {nullptr, "--template-name", "NAME", "a named template of the model (e.g. tool_use)"},
+              {"-n", "--n-predict", "N", "most tokens per reply (default -1: until end of turn)"},
+              {nullptr, "--load", "FILE", "resume a chat saved with /save"},
+          },
+          session_opt_specs())};
   return spec;
 }
 
@@ -391,24 +383,10 @@ int cmd_chat(int argc, char** argv) {
   }
   geist_session_params sp;
   geist_session_params_default(&sp);
-  int32_t n_predict = -1, n_threads = 0, ctx = 0;
-  geist_sampler_params& s = sp.sampler;
-  if (!args.get_i32("--n-predict", &n_predict) || !args.get_i32("--threads", &n_threads) ||
-      !args.get_i32("--ctx", &ctx) || !args.get_i32("--top-k", &s.top_k) ||
-      !args.get_f32("--temp", &s.temperature) || !args.get_f32("--top-p", &s.top_p) ||
-      !args.get_f32("--min-p", &s.min_p) || !args.get_f32("--repeat-penalty", &s.repeat_penalty) ||
-      !args.get_u64("--seed", &s.seed)) {
+  int32_t n_predict = -1;
+  if (!args.get_i32("--n-predict", &n_predict) || !parse_session_opts(spec.name, args, &sp)) {
     return kExitUsage;
   }
-  if (n_threads < 0 || ctx < 0) {
-    cli_error(spec.name, "--threads and --ctx must not be negative");
-    return kExitUsage;
-  }
-  if (args.has("--kv-mode") && !parse_kv_mode(spec.name, args.str("--kv-mode"), &sp.kv_mode)) {
-    return kExitUsage;
-  }
-  sp.n_threads = n_threads;
-  sp.max_seq_len = ctx;
 
   ModelHandle m;
   if (!load_model(args, args.str("--model"), &m)) return kExitFailure;

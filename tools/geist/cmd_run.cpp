@@ -32,42 +32,31 @@ bool chat_prompt(const std::string& verb, const Args& args, geist_model* model,
 
 const VerbSpec& run_spec() {
   static const VerbSpec spec = {
-      "run",
-      "-m FILE (-p TEXT | --tokens IDS | --load-state FILE) [options]",
+      "run", "-m FILE (-p TEXT | --tokens IDS | --load-state FILE) [options]",
       "Generates a continuation of the prompt and streams it to stdout (the prompt itself is\n"
       "not echoed). Stops after N tokens, at an end-of-generation token, or when the context\n"
       "is full. A stats line goes to stderr. --load-state restores a saved session first (same\n"
       "model and --kv-mode); -p/--tokens then add tokens, and without them generation continues\n"
       "from the restored state. Sampler options given with --load-state replace the saved\n"
       "settings and re-seed the RNG; without them the saved settings and RNG state continue.",
-      {
-          {"-m", "--model", "FILE", "GGUF model (required)"},
-          {"-p", "--prompt", "TEXT", "prompt text (BOS added, special tokens parsed)"},
-          {nullptr, "--tokens", "IDS", "prompt as token ids, e.g. 1,403,407"},
-          {"-n", "--n-predict", "N",
-           "tokens to generate (default 128; -1: until the context is full)"},
-          {"-t", "--threads", "T", "compute threads (default: all cores)"},
-          {nullptr, "--temp", "F", "temperature (default 0.8; 0: greedy)"},
-          {nullptr, "--top-k", "K", "top-k (default 40; 0: off)"},
-          {nullptr, "--top-p", "F", "top-p (default 0.95; 1: off)"},
-          {nullptr, "--min-p", "F", "min-p (default 0.05; 0: off)"},
-          {nullptr, "--repeat-penalty", "F", "repetition penalty (default 1.0: off)"},
-          {nullptr, "--presence-penalty", "F", "presence penalty (default 0.0: off)"},
-          {nullptr, "--repeat-last-n", "N", "penalty window in tokens (default 64; -1: all)"},
-          {nullptr, "--seed", "S", "sampling seed (default 0)"},
-          {nullptr, "--ctx", "N", "context size in tokens (default: min(training context, 4096))"},
-          {nullptr, "--kv-mode", "M",
-           "KV cache: f32, f16 (default), q8, q4, kivi4, kivi2 (f32 is exact)"},
-          {nullptr, "--ids", nullptr, "print the generated token ids instead of text"},
-          {nullptr, "--chat", nullptr,
-           "-p TEXT is one user message, rendered through the model's chat template"},
-          {"-s", "--system", "TEXT", "with --chat: a system message first"},
-          {nullptr, "--no-think", nullptr, "with --chat: render with enable_thinking=false"},
-          {nullptr, "--chat-template", "FILE",
-           "with --chat: a Jinja template instead of the model's"},
-          {nullptr, "--load-state", "FILE", "restore a session snapshot before anything else"},
-          {nullptr, "--save-state", "FILE", "after the run, save the session snapshot to FILE"},
-      }};
+      concat_opts(
+          {
+              {"-m", "--model", "FILE", "GGUF model (required)"},
+              {"-p", "--prompt", "TEXT", "prompt text (BOS added, special tokens parsed)"},
+              {nullptr, "--tokens", "IDS", "prompt as token ids, e.g. 1,403,407"},
+              {"-n", "--n-predict", "N",
+               "tokens to generate (default 128; -1: until the context is full)"},
+              {nullptr, "--ids", nullptr, "print the generated token ids instead of text"},
+              {nullptr, "--chat", nullptr,
+               "-p TEXT is one user message, rendered through the model's chat template"},
+              {"-s", "--system", "TEXT", "with --chat: a system message first"},
+              {nullptr, "--no-think", nullptr, "with --chat: render with enable_thinking=false"},
+              {nullptr, "--chat-template", "FILE",
+               "with --chat: a Jinja template instead of the model's"},
+              {nullptr, "--load-state", "FILE", "restore a session snapshot before anything else"},
+              {nullptr, "--save-state", "FILE", "after the run, save the session snapshot to FILE"},
+          },
+          session_opt_specs())};
   return spec;
 }
 
@@ -85,30 +74,12 @@ int cmd_run(int argc, char** argv) {
     cli_error(spec.name, "give exactly one of -p TEXT or --tokens IDS (or --load-state FILE)");
     return kExitUsage;
   }
-  int32_t n_predict = 128, n_threads = 0, ctx = 0, last_n = 64;
+  int32_t n_predict = 128;
   geist_session_params sp;
   geist_session_params_default(&sp);
-  geist_sampler_params& s = sp.sampler;
-  last_n = s.penalty_last_n;
-  if (!args.get_i32("--n-predict", &n_predict) || !args.get_i32("--threads", &n_threads) ||
-      !args.get_i32("--ctx", &ctx) || !args.get_i32("--repeat-last-n", &last_n) ||
-      !args.get_i32("--top-k", &s.top_k) || !args.get_f32("--temp", &s.temperature) ||
-      !args.get_f32("--top-p", &s.top_p) || !args.get_f32("--min-p", &s.min_p) ||
-      !args.get_f32("--repeat-penalty", &s.repeat_penalty) ||
-      !args.get_f32("--presence-penalty", &s.presence_penalty) ||
-      !args.get_u64("--seed", &s.seed)) {
+  if (!args.get_i32("--n-predict", &n_predict) || !parse_session_opts(spec.name, args, &sp)) {
     return kExitUsage;
   }
-  if (n_threads < 0 || ctx < 0) {
-    cli_error(spec.name, "--threads and --ctx must not be negative");
-    return kExitUsage;
-  }
-  if (args.has("--kv-mode") && !parse_kv_mode(spec.name, args.str("--kv-mode"), &sp.kv_mode)) {
-    return kExitUsage;
-  }
-  s.penalty_last_n = last_n;
-  sp.n_threads = n_threads;
-  sp.max_seq_len = ctx;
 
   std::vector<geist_token> prompt;
   if (args.has("--tokens") && !parse_token_list(spec.name, args.str("--tokens"), &prompt)) {
