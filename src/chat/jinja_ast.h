@@ -91,6 +91,13 @@ struct Node {
   std::vector<std::vector<NodeP>> bodies;  // If: one body per condition
   std::vector<NodeP> body, else_body;
   NodeP dyn_args, dyn_kwargs;  // *args, **kwargs of a call
+
+  Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+  // Iterative: a hostile template's chains (100,000 nots, a long filter chain) would overflow
+  // the stack if each node destroyed its children recursively.
+  ~Node();
 };
 
 // Parses tokens into a list of statements. Throws SyntaxError; throws Error (limit) when the

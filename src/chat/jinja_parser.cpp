@@ -711,6 +711,32 @@ class Parser {
 
 }  // namespace
 
+Node::~Node() {
+  std::vector<NodeP> pending;
+  const auto take = [&pending](Node& n) {
+    const auto move_all = [&pending](std::vector<NodeP>& v) {
+      for (NodeP& c : v) {
+        if (c) pending.push_back(std::move(c));
+      }
+    };
+    move_all(n.a);
+    move_all(n.body);
+    move_all(n.else_body);
+    for (auto& b : n.bodies) move_all(b);
+    for (auto& kv : n.kw) {
+      if (kv.second) pending.push_back(std::move(kv.second));
+    }
+    if (n.dyn_args) pending.push_back(std::move(n.dyn_args));
+    if (n.dyn_kwargs) pending.push_back(std::move(n.dyn_kwargs));
+  };
+  take(*this);
+  while (!pending.empty()) {
+    NodeP n = std::move(pending.back());
+    pending.pop_back();
+    take(*n);  // n is destroyed here with no children left
+  }
+}
+
 std::vector<NodeP> parse_template(std::vector<Token> tokens, int max_depth) {
   return Parser(std::move(tokens), max_depth).parse_all();
 }

@@ -174,6 +174,7 @@ struct Chat {
     if (geist_chat_parser_create(tmpl, prompt_text.data(), prompt_text.size(), nullptr, 0, &parser,
                                  err, sizeof err) != GEIST_OK) {
       cli_error(spec.name, "%s", err);
+      messages.erase(messages.size() - 1);
       return false;
     }
     std::vector<char> piece(64);
@@ -195,6 +196,7 @@ struct Chat {
       if (st != GEIST_OK) {
         cli_error(spec.name, "decode failed: %s", geist_session_last_error(session));
         geist_chat_parser_free(parser);
+        messages.erase(messages.size() - 1);
         return false;
       }
       if (geist_model_token_is_eog(model, tok)) break;
