@@ -110,8 +110,9 @@ Value repeat(Evaluator& ev, const Value& seq, int64_t n) {
     size_t total = s.size() * size_t(n);
     ev.charge(total);
     std::string out;
+    if (total == 0) return string_like(seq, std::move(out));  // '' * n, or n <= 0
     out.reserve(total);
-    if (n > 0) out = s;
+    out = s;
     while (out.size() * 2 <= total) out += out;  // doubling: O(total) copies
     out.append(out.data(), total - out.size());
     return string_like(seq, std::move(out));

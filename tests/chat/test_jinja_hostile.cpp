@@ -110,6 +110,14 @@ TEST(JinjaHostile, RecursiveMacrosAreBounded) {
       GEIST_E_INVALID_ARG, "");
 }
 
+// Found by fuzz_jinja: '' * n looped forever (the doubling never grew an empty string).
+// Python Jinja2 renders all three as "".
+TEST(JinjaHostile, EmptyStringRepetitionEnds) {
+  const Outcome r = run("{{ '' * 5 }}{{ 'ab' * 0 }}{{ 'ab' * -3 }}");
+  EXPECT_TRUE(r.status.is_ok()) << r.status.message();
+  EXPECT_LT(r.seconds, sanitized() ? 10.0 : 1.0);
+}
+
 TEST(JinjaHostile, BigStringsAndListsAreBounded) {
   expect_refused("str * 10**12", "{{ 'x' * 10**12 }}", GEIST_E_INVALID_ARG, "max_output_bytes");
   expect_refused("list * 10**12", "{{ ([1] * 10**12)|length }}", GEIST_E_INVALID_ARG,
