@@ -49,51 +49,6 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-// Copies one metadata key/value into the writer with its type unchanged.
-void copy_kv(const GgufKv& kv, GgufWriter* w) {
-  std::string key(kv.key);
-  switch (kv.type) {
-    case GgufValueType::UINT8:
-      return w->add_u8(std::move(key), static_cast<uint8_t>(kv.u64));
-    case GgufValueType::INT8:
-      return w->add_i8(std::move(key), static_cast<int8_t>(kv.i64));
-    case GgufValueType::UINT16:
-      return w->add_u16(std::move(key), static_cast<uint16_t>(kv.u64));
-    case GgufValueType::INT16:
-      return w->add_i16(std::move(key), static_cast<int16_t>(kv.i64));
-    case GgufValueType::UINT32:
-      return w->add_u32(std::move(key), static_cast<uint32_t>(kv.u64));
-    case GgufValueType::INT32:
-      return w->add_i32(std::move(key), static_cast<int32_t>(kv.i64));
-    case GgufValueType::UINT64:
-      return w->add_u64(std::move(key), kv.u64);
-    case GgufValueType::INT64:
-      return w->add_i64(std::move(key), kv.i64);
-    case GgufValueType::FLOAT32:
-      // f64 holds the float widened, so narrowing gives back the same bits.
-      return w->add_f32(std::move(key), static_cast<float>(kv.f64));
-    case GgufValueType::FLOAT64:
-      return w->add_f64(std::move(key), kv.f64);
-    case GgufValueType::BOOL:
-      return w->add_bool(std::move(key), kv.u64 != 0);
-    case GgufValueType::STRING:
-      return w->add_str(std::move(key), std::string(kv.str));
-    case GgufValueType::ARRAY:
-      break;
-  }
-  GEIST_CHECK(kv.type == GgufValueType::ARRAY, "quantize: unknown value type from the reader");
-  if (kv.arr_type == GgufValueType::STRING) {
-    std::vector<std::string> strs(kv.arr_strs.begin(), kv.arr_strs.end());  // [arr_len]
-    return w->add_arr_str(std::move(key), std::move(strs));
-  }
-  const uint64_t elem = gguf_value_size(kv.arr_type);
-  GEIST_CHECK(elem > 0, "quantize: the reader accepted an array of non-scalar elements");
-  // The reader bounds-checked arr_len * elem against the file.
-  std::vector<uint8_t> raw(kv.arr_len * elem);  // [arr_len * elem] little-endian elements
-  if (!raw.empty()) std::memcpy(raw.data(), kv.arr_data, raw.size());
-  w->add_arr_raw(std::move(key), kv.arr_type, kv.arr_len, std::move(raw));
-}
-
 // True when both paths name the same existing file (hard links and symlinks included).
 bool same_file(const std::string& a, const std::string& b) {
   struct stat sa {};
@@ -174,7 +129,7 @@ Status quantize_file(const std::string& in_path, const std::string& out_path, st
       have_file_type = true;
       continue;
     }
-    copy_kv(kv, &w);
+    w.add_kv(kv);
   }
   if (!have_file_type) w.add_u32(kFileTypeKey, target.file_type);
 
