@@ -31,6 +31,7 @@ class ModelParams(ctypes.Structure):
         ("progress_fn", PROGRESS_FN),
         ("progress_user", c_void_p),
         ("backend", c_int32),
+        ("vocab_only", c_int32),
     ]
 
 

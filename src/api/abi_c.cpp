@@ -55,6 +55,7 @@ std::string build_layout() {
   GEIST_LAYOUT_FIELD(w, geist_model_params, progress_fn);
   GEIST_LAYOUT_FIELD(w, geist_model_params, progress_user);
   GEIST_LAYOUT_FIELD(w, geist_model_params, backend);
+  GEIST_LAYOUT_FIELD(w, geist_model_params, vocab_only);
   w.end();
 
   GEIST_LAYOUT_BEGIN(w, geist_sampler_params);
