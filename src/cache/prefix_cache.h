@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cache/tier.h"
 #include "geist/geist.h"
 
 namespace geist_cache {
@@ -25,8 +26,6 @@ struct CacheStats {
   int64_t entries = 0;
   int64_t lookups = 0, hits = 0, hit_tokens = 0, inserts = 0, evictions = 0;
 };
-
-using Image = std::shared_ptr<const std::vector<uint8_t>>;
 
 class PrefixCache {
  public:
