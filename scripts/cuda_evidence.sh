@@ -4,10 +4,17 @@
 #   tests: test_cuda; test_snapshot and test_archs on the cuda backend (GEIST_TEST_BACKEND);
 #          test_api and test_cli (their auto backend picks the GPU); fixtures required;
 #   bench: `geist bench --backend cuda` on the qwen35-0.8b and llama-1b q8_0 mkmodel files,
-#          prefill 512 and 2048 tokens, decode 128 steps, medians of REPS runs each.
-# Usage: scripts/cuda_evidence.sh [tests] [bench]   (both when none is named)
+#          prefill 512 and 2048 tokens, decode 128 steps, medians of REPS runs each; with
+#          LLAMA_CPP_DIR (a llama.cpp CUDA build: bin/llama-bench) next to llama-bench -ngl 99
+#          on the same files, and the ratios;
+#   batched: `geist bench --parallel 1,4,16,64 --backend cuda` (prompt 512, 128 generated
+#          each) next to llama-batched-bench -ngl 99 (LLAMA_CPP_DIR);
+#   sanitize: compute-sanitizer memcheck, racecheck, initcheck and synccheck over test_cuda's
+#          kernel tests (SANITIZE_FILTER, a gtest filter, default every test).
+# Usage: scripts/cuda_evidence.sh [tests] [bench] [batched] [sanitize]  (tests bench if none)
 # Environment: GEIST_FIXTURES (default ../shared/fixtures), BUILD (default build/cuda-evidence),
-# MODELS (where the mkmodel files are made, default $BUILD/models), REPS (default 3).
+# MODELS (where the mkmodel files are made, default $BUILD/models), REPS (default 3),
+# LLAMA_CPP_DIR (never fetched or built by this script).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${BUILD:-$root/build/cuda-evidence}"
@@ -47,16 +54,77 @@ bench_one() {
   "$geist" bench -m "$model" --backend cuda -r "$reps" --json "$@" | jq -r ".$field"
 }
 
-run_bench() {
+model_file() {  # the mkmodel file of a preset, made once
   mkdir -p "$models"
-  printf "%-14s %10s %10s %10s\n" model pp512 pp2048 tg128
+  local f="$models/$1-q8_0.gguf"
+  [ -f "$f" ] || "$geist" mkmodel --preset "$1" --type q8_0 -o "$f" >/dev/null
+  echo "$f"
+}
+
+# llama-bench's mean tok/s of one test (n_prompt $2, n_gen $3) on file $1, fully offloaded.
+llama_one() {
+  "$LLAMA_CPP_DIR/bin/llama-bench" -m "$1" -ngl 99 -p "$2" -n "$3" -r "$reps" -o json 2>/dev/null |
+    jq -r ".[] | select(.n_prompt == $2 and .n_gen == $3) | .avg_ts"
+}
+
+run_bench() {
+  local cmp=""
+  [ -n "${LLAMA_CPP_DIR:-}" ] && [ -x "$LLAMA_CPP_DIR/bin/llama-bench" ] && cmp=1
+  printf "%-12s %-7s %12s %12s %7s\n" model test "geist tok/s" "llama tok/s" ratio
   for preset in qwen35-0.8b llama-1b; do
-    local f="$models/$preset-q8_0.gguf"
-    [ -f "$f" ] || "$geist" mkmodel --preset "$preset" --type q8_0 -o "$f" >/dev/null
-    printf "%-14s %10.0f %10.0f %10.1f\n" "$preset" \
-      "$(bench_one "$f" prefill_tps -p 512 -n 0)" "$(bench_one "$f" prefill_tps -p 2048 -n 0)" \
-      "$(bench_one "$f" decode_tps -p 0 -n 128)"
+    local f
+    f=$(model_file "$preset")
+    for t in "pp512 512 0 prefill_tps" "pp2048 2048 0 prefill_tps" "tg128 0 128 decode_tps"; do
+      set -- $t
+      local g l="-" r="-"
+      g=$(bench_one "$f" "$4" -p "$2" -n "$3")
+      if [ -n "$cmp" ]; then
+        l=$(llama_one "$f" "$2" "$3")
+        r=$(jq -n "$g / $l * 100 | round / 100")
+      fi
+      printf "%-12s %-7s %12.1f %12s %7s\n" "$preset" "$1" "$g" "$l" "$r"
+    done
   done
+}
+
+run_batched() {
+  local bs="${BATCHES:-1,4,16,64}" bmax
+  bmax=$(tr ',' '\n' <<<"$bs" | sort -n | tail -1)
+  printf "%-12s %4s %12s %12s %7s %10s %10s\n" model B "geist tg/s" "llama tg/s" ratio \
+    "geist ttft" "llama ttft"
+  for preset in qwen35-0.8b llama-1b; do
+    local f g l=""
+    f=$(model_file "$preset")
+    g=$("$geist" bench -m "$f" --backend cuda -p 512 -n 128 -r 1 --parallel "$bs" --json)
+    if [ -n "${LLAMA_CPP_DIR:-}" ] && [ -x "$LLAMA_CPP_DIR/bin/llama-batched-bench" ]; then
+      l=$("$LLAMA_CPP_DIR/bin/llama-batched-bench" -m "$f" -ngl 99 -c $((bmax * 640 + 64)) \
+        -npp 512 -ntg 128 -npl "$bs" --output-format jsonl 2>/dev/null | grep '^{')
+    fi
+    for b in ${bs//,/ }; do
+      local gd gt ld="-" lt="-" r="-"
+      gd=$(jq -r "select(.parallel == $b) | .decode_tps" <<<"$g")
+      gt=$(jq -r "select(.parallel == $b) | .ttft_ms" <<<"$g")
+      if [ -n "$l" ]; then
+        ld=$(jq -r "select(.pl == $b) | .speed_tg" <<<"$l")
+        lt=$(jq -r "select(.pl == $b) | .t_pp * 1000 | round" <<<"$l")
+        r=$(jq -n "$gd / $ld * 100 | round / 100")
+      fi
+      printf "%-12s %4d %12.1f %12s %7s %10.1f %10s\n" "$preset" "$b" "$gd" "$ld" "$r" "$gt" "$lt"
+    done
+  done
+}
+
+run_sanitize() {
+  local cs failed=0
+  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  for tool in memcheck racecheck initcheck synccheck; do
+    echo "== compute-sanitizer --tool $tool ($(date +%T))"
+    if ! "$cs" --tool "$tool" --error-exitcode 1 "$build/tests/test_cuda" --gtest_brief=1 \
+      --gtest_filter="${SANITIZE_FILTER:-*}" 2>&1 | tail -4; then
+      failed=1
+    fi
+  done
+  return $failed
 }
 
 status=0
@@ -64,8 +132,10 @@ for step in "${steps[@]}"; do
   case "$step" in
     tests) run_tests || status=1 ;;
     bench) run_bench ;;
+    batched) run_batched ;;
+    sanitize) run_sanitize || status=1 ;;
     *)
-      echo "cuda_evidence: unknown step '$step' (tests, bench)" >&2
+      echo "cuda_evidence: unknown step '$step' (tests, bench, batched, sanitize)" >&2
       exit 2
       ;;
   esac
