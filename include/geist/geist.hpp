@@ -1,4 +1,5 @@
-// geist — thin C++ RAII wrappers over the C ABI (geist.h, geist_util.h, geist_batch.h).
+// geist — thin C++ RAII wrappers over the C ABI (geist.h, geist_snapshot.h, geist_batch.h,
+// geist_util.h).
 // Header-only; every call forwards to the C function of the same name and returns its geist_status
 // (no exceptions). The handles are move-only; a session must be destroyed before its model.
 #pragma once
@@ -10,7 +11,9 @@
 #include <vector>
 
 #include "geist/geist.h"
+#include "geist/geist_backend.h"
 #include "geist/geist_batch.h"
+#include "geist/geist_snapshot.h"
 #include "geist/geist_util.h"
 
 namespace geist {
@@ -95,7 +98,7 @@ class SessionHandle {
   int32_t position() const { return geist_session_position(s_); }
   int32_t max_seq_len() const { return geist_session_max_seq_len(s_); }
 
-  // Snapshots (EXPERIMENTAL, see geist_util.h).
+  // Snapshots (EXPERIMENTAL, see geist_snapshot.h).
   geist_status snapshot_size(size_t* out) { return geist_session_snapshot_size(s_, out); }
   // Replaces *out with the image.
   geist_status snapshot(std::vector<uint8_t>* out) {
@@ -135,11 +138,9 @@ class SessionHandle {
 // when given (the vector must outlive the call).
 inline geist_batch_item batch_item(const SessionHandle& s,
                                    const std::vector<geist_token>* chunk = nullptr) {
-  geist_batch_item it{};
-  it.session = s.get();
-  it.tokens = chunk != nullptr ? chunk->data() : nullptr;
-  it.n_tokens = chunk != nullptr ? chunk->size() : 0;
-  it.status = GEIST_OK;
+  geist_batch_item it;
+  geist_batch_item_init(&it, s.get(), chunk != nullptr ? chunk->data() : nullptr,
+                        chunk != nullptr ? chunk->size() : 0);
   return it;
 }
 

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "cli_args.h"
+#include "geist/geist_backend.h"
 
 namespace geist_cli {
 namespace {

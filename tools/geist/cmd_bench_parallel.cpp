@@ -57,9 +57,9 @@ bool run_b(const char* verb, geist_model* m, const geist_session_params& sp, int
   std::vector<geist_batch_item> items(static_cast<size_t>(b));
   auto forward = [&](bool with_prompt) {
     for (int32_t i = 0; i < b; ++i) {
-      items[static_cast<size_t>(i)] = geist_batch_item{
-          ss[static_cast<size_t>(i)]->session, with_prompt ? prompts[i].data() : nullptr,
-          with_prompt ? prompts[i].size() : 0, GEIST_OK};
+      geist_batch_item_init(&items[static_cast<size_t>(i)], ss[static_cast<size_t>(i)]->session,
+                            with_prompt ? prompts[i].data() : nullptr,
+                            with_prompt ? prompts[i].size() : 0);
     }
     if (geist_batch_forward(m, items.data(), items.size()) != GEIST_OK) {
       cli_error(verb, "batched forward failed: %s", geist_model_last_error(m));

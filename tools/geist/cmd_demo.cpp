@@ -14,6 +14,7 @@
 #include "cli_args.h"
 #include "cli_common.h"
 #include "commands.h"
+#include "geist/geist_snapshot.h"
 #include "geist/geist_util.h"
 
 namespace geist_cli {

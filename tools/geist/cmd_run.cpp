@@ -8,7 +8,7 @@
 #include "cli_args.h"
 #include "cli_common.h"
 #include "commands.h"
-#include "geist/geist_util.h"
+#include "geist/geist_snapshot.h"
 
 namespace geist_cli {
 

@@ -9,6 +9,7 @@
 #include "cli_args.h"
 #include "cli_common.h"
 #include "commands.h"
+#include "geist/geist_backend.h"
 #include "server/server.h"
 
 namespace geist_cli {
