@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "geist/geist.h"
-#include "geist/geist_util.h"
+#include "geist/geist_snapshot.h"
 
 namespace {
 

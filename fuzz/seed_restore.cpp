@@ -5,7 +5,7 @@
 #include <string>
 
 #include "geist/geist.h"
-#include "geist/geist_util.h"
+#include "geist/geist_snapshot.h"
 
 namespace {
 

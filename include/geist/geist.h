@@ -14,7 +14,18 @@
  *
  * Stability tags: every declaration carries STABLE (kept source- and binary-compatible
  * within a major version) or EXPERIMENTAL (may change in any release). This header holds
- * STABLE declarations only; EXPERIMENTAL ones live in geist_util.h.
+ * STABLE declarations only. A C enum or struct cannot be split across headers, so the few
+ * EXPERIMENTAL members of STABLE types (GEIST_E_CANCELLED; geist_model_params.backend and
+ * .vocab_only) are tagged where they stand. Everything else lives in its own header, each
+ * EXPERIMENTAL as a whole (docs/API.md "Headers"):
+ *   geist_snapshot.h  snapshot, restore, fork, save/load files, pinned prefix
+ *   geist_batch.h     many sessions in one forward
+ *   geist_chat.h      chat templates, output parsing (stop strings, reasoning, tool calls)
+ *   geist_backend.h   the geist_backend values of geist_model_params.backend
+ *   geist_abi.h       ABI version and struct layouts, for bindings
+ *   geist_util.h      session extras (all-position logits, cancel, history), model
+ *                     description, mkmodel, quantize, benchmark hooks
+ *   geist.hpp         C++ RAII wrappers over all of them
  */
 #ifndef GEIST_GEIST_H
 #define GEIST_GEIST_H
@@ -75,15 +86,6 @@ const char* geist_version(void);
 /* ---------------------------------------------------------------------------------------- */
 /* Models                                                                                    */
 
-/* EXPERIMENTAL. Where a model's weights and its sessions' state live and compute runs. */
-typedef enum geist_backend {
-  GEIST_BACKEND_AUTO = 0,            /* CUDA when built in and a device is present, else CPU */
-  GEIST_BACKEND_CPU = 1,             /* host memory, SIMD kernels on the session's threads */
-  GEIST_BACKEND_CUDA = 2,            /* one NVIDIA GPU (builds configured with GEIST_CUDA) */
-  GEIST_BACKEND_CPU_DEVICE_LOCAL = 3 /* CPU kernels; state reachable only through the backend's
-                                        upload/download path, as on a GPU (for testing) */
-} geist_backend;
-
 /* STABLE. Model load parameters. Initialise with geist_model_params_default. */
 typedef struct geist_model_params {
   uint32_t struct_size; /* sizeof(geist_model_params), set by the default function */
@@ -93,7 +95,7 @@ typedef struct geist_model_params {
   void* progress_user;
   /* EXPERIMENTAL (added in 0.2; a struct_size without it means GEIST_BACKEND_AUTO). A backend
    * this build or machine lacks makes geist_model_load fail with GEIST_E_UNSUPPORTED. */
-  int32_t backend; /* geist_backend, default GEIST_BACKEND_AUTO */
+  int32_t backend; /* geist_backend (geist_backend.h), default 0: GEIST_BACKEND_AUTO */
   /* EXPERIMENTAL (added after `backend`; a struct_size without it means 0). Non-zero: load
    * only the tokenizer (and metadata), as llama.cpp's vocab_only. The file may hold no tensors
    * and name any architecture, even one geist cannot run. Tokenizer calls work; calls that

@@ -1,4 +1,5 @@
 /* geist — C ABI, many sessions in one forward (EXPERIMENTAL: may change in any release).
+ * Same conventions as geist.h.
  *
  * A decode step of N sessions costs one read of the weights instead of N: collect the
  * sessions' owed forwards (and any prefill chunks) into one geist_batch_forward call, then
@@ -7,7 +8,7 @@
  * (docs/ARCHITECTURE.md "Determinism"), whatever else is in the batch.
  *
  *   for (;;) {
- *     for (i = 0; i < n; ++i) items[i] = (geist_batch_item){sessions[i], NULL, 0, GEIST_OK};
+ *     for (i = 0; i < n; ++i) geist_batch_item_init(&items[i], sessions[i], NULL, 0);
  *     geist_batch_forward(model, items, n);          // every owed token, one forward
  *     for (i = 0; i < n; ++i) geist_session_decode(sessions[i], &tok[i]);  // no forward
  *   }
@@ -21,8 +22,11 @@
 extern "C" {
 #endif
 
-/* EXPERIMENTAL. One session's part of a batched forward. */
+/* EXPERIMENTAL. One session's part of a batched forward. Initialise with
+ * geist_batch_item_init (or set struct_size yourself). */
 typedef struct geist_batch_item {
+  uint32_t struct_size; /* sizeof(geist_batch_item): the items are an array, so every item's
+                         * struct_size must be the library's own (else GEIST_E_INVALID_ARG) */
   geist_session* session;
   /* A prefill chunk to append (as geist_session_prefill), run after the session's owed
    * forward if it has one. n_tokens == 0: only the owed forward of the session's last decoded
@@ -35,13 +39,19 @@ typedef struct geist_batch_item {
   geist_status status;
 } geist_batch_item;
 
+/* EXPERIMENTAL. Fills *item: struct_size, the session, the chunk (tokens may be NULL when
+ * n_tokens is 0) and status GEIST_OK. NULL item is a no-op. */
+void geist_batch_item_init(geist_batch_item* item, geist_session* session,
+                           const geist_token* tokens, size_t n_tokens);
+
 /* EXPERIMENTAL. Advances every item's session of `model` in shared forwards: the rows of all
  * items are packed into micro-batches, each weight matrix read once for all rows of one; per
  * session attention, conv and recurrent state. Errors are per item (items[i].status); the
  * others proceed. Returns GEIST_OK when the call ran (look at each status), or, with nothing
- * run, GEIST_E_INVALID_ARG for a NULL model or items, a NULL session, a session of another
- * model or one listed twice. The sessions must not be used by other threads during the call.
- * On backends other than the CPU ones the sessions run one after the other (same results). */
+ * run, GEIST_E_INVALID_ARG for a NULL model or items, an item whose struct_size is not
+ * sizeof(geist_batch_item), a NULL session, a session of another model or one listed twice.
+ * The sessions must not be used by other threads during the call. On backends other than the
+ * CPU ones the sessions run one after the other (same results). */
 geist_status geist_batch_forward(geist_model* model, geist_batch_item* items, size_t n_items);
 
 #ifdef __cplusplus

@@ -21,6 +21,7 @@ from ctypes import POINTER, byref, c_char_p, c_float, c_int32, c_size_t, c_void_
 
 from . import _lib
 from ._errors import GeistClosedError, GeistError, GeistInvalidArgument, error_for
+from ._lifetime import Closeable
 
 _LIB, HAS_CHAT = _lib.load()
 
@@ -149,7 +150,7 @@ class SamplerSettings:
         return p
 
 
-class Model:
+class Model(Closeable):
     """A loaded GGUF model: immutable, shared by its sessions and by threads.
 
     backend: "auto", "cpu", "cuda" or "cpu-device-local". verbose: the library's log lines go
@@ -248,18 +249,6 @@ class Model:
             h, self._handle = self._handle, None
         _LIB.geist_model_free(h)
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
     # -- vocabulary --
     def tokenize(self, text, add_special: bool = True, parse_special: bool = False) -> list[int]:
         data = _text_bytes(text)
@@ -324,7 +313,7 @@ class Model:
         return Session(self, **kw)
 
 
-class Session:
+class Session(Closeable):
     """One decoding state on a model: token history, KV / recurrent state, pending logits,
     sampler and RNG. Snapshot it to bytes, restore, fork, save to a file, pickle it: the
     continuation is bit-identical (tokens and logits, greedy and sampled).
@@ -374,18 +363,6 @@ class Session:
             if h is not None:
                 _LIB.geist_session_destroy(h)
                 self.model._sessions.discard(self)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def _h(self):
         if self._handle is None:

@@ -15,7 +15,7 @@ from ctypes import (CFUNCTYPE, POINTER, c_char_p, c_double, c_float, c_int, c_in
 from ._errors import GeistABIError
 
 #: The GEIST_ABI_VERSION (include/geist/geist_abi.h) these mirrors were written for.
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 geist_status = c_int
 geist_token = c_int32

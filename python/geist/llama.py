@@ -20,6 +20,7 @@ from typing import Iterator
 from . import _core
 from ._core import _LIB, HAS_CHAT, Model, Session, _check, _text_bytes
 from ._errors import GeistError, GeistUnsupported
+from ._lifetime import Closeable, Closing
 from .cache import PrefixCache
 
 import ctypes
@@ -83,7 +84,7 @@ def _stops(stop) -> list[str]:
     return list(stop)
 
 
-class _ChatTemplate:
+class _ChatTemplate(Closeable):
     """A geist_chat_template (geist_chat.h), or the ChatML fallback in Python when the loaded
     library has no chat layer."""
 
@@ -117,9 +118,6 @@ class _ChatTemplate:
         if h is not None:
             _LIB.geist_chat_template_free(h)
 
-    def __del__(self):
-        self.close()
-
     def render(self, messages, tools=None, add_generation_prompt=True, kwargs=None) -> str:
         if self.handle is None:
             return _render_chatml(messages, add_generation_prompt)
@@ -150,7 +148,7 @@ def _render_chatml(messages, add_generation_prompt: bool) -> str:
     return "".join(parts)
 
 
-class _OutputParser:
+class _OutputParser(Closeable):
     """Generated text -> OpenAI deltas: geist_chat_parser when the library has it, else stop
     strings only (content)."""
 
@@ -197,11 +195,8 @@ class _OutputParser:
         if h is not None:
             _LIB.geist_chat_parser_free(h)
 
-    def __del__(self):
-        self.close()
 
-
-class Llama:
+class Llama(Closing):
     """A model and one session, llama-cpp-python style.
 
     model_path: GGUF file. n_ctx: context in tokens (0: min(training context, 4096)).
@@ -261,12 +256,6 @@ class Llama:
         if self._chat is not None:
             self._chat.close()
         self._model.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     # -- tokens --
     def tokenize(self, text, add_bos: bool = True, special: bool = False) -> list[int]:

@@ -1,10 +1,12 @@
 // C ABI: the library's self-description for bindings (geist_abi.h). The layout text is built
 // from offsetof / sizeof here, so it is whatever this compiler made of the public headers.
+// Every public struct of every header is listed (geist.h's three, geist_batch.h's item).
 #include <cstddef>
 #include <string>
 
 #include "geist/geist.h"
 #include "geist/geist_abi.h"
+#include "geist/geist_batch.h"
 
 namespace {
 
@@ -76,6 +78,14 @@ std::string build_layout() {
   GEIST_LAYOUT_FIELD(w, geist_session_params, n_threads);
   GEIST_LAYOUT_FIELD(w, geist_session_params, sampler);
   GEIST_LAYOUT_FIELD(w, geist_session_params, kv_mode);
+  w.end();
+
+  GEIST_LAYOUT_BEGIN(w, geist_batch_item);
+  GEIST_LAYOUT_FIELD(w, geist_batch_item, struct_size);
+  GEIST_LAYOUT_FIELD(w, geist_batch_item, session);
+  GEIST_LAYOUT_FIELD(w, geist_batch_item, tokens);
+  GEIST_LAYOUT_FIELD(w, geist_batch_item, n_tokens);
+  GEIST_LAYOUT_FIELD(w, geist_batch_item, status);
   w.end();
 
   w.out.append("}}");

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "api/handles.h"
-#include "geist/geist_util.h"
+#include "geist/geist_snapshot.h"
 
 using geist::Status;
 using geist::api::guarded;

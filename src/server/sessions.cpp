@@ -4,6 +4,7 @@
 
 #include <condition_variable>
 
+#include "geist/geist_snapshot.h"
 #include "geist/geist_util.h"
 #include "server/openai_params.h"
 #include "server/server.h"

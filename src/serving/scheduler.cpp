@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "geist/geist_batch.h"
-#include "geist/geist_util.h"
+#include "geist/geist_snapshot.h"
 
 namespace geist_serving {
 
@@ -384,7 +384,7 @@ void Scheduler::step() {
   std::vector<int32_t> ends;  // prefill items: the chunk's end; decode items: -1
   items.reserve(decoders.size() + prefillers.size());
   for (Slot* s : decoders) {
-    items.push_back({s->sess, nullptr, 0, GEIST_OK});
+    geist_batch_item_init(&items.emplace_back(), s->sess, nullptr, 0);
     owners.push_back(s);
     ends.push_back(-1);
   }
@@ -394,8 +394,8 @@ void Scheduler::step() {
   for (Slot* s : prefillers) {
     if (budget <= 0) break;
     const int32_t end = chunk_end(*s, budget);
-    items.push_back(
-        {s->sess, s->req->prompt.data() + s->pos, static_cast<size_t>(end - s->pos), GEIST_OK});
+    geist_batch_item_init(&items.emplace_back(), s->sess, s->req->prompt.data() + s->pos,
+                          static_cast<size_t>(end - s->pos));
     owners.push_back(s);
     ends.push_back(end);
     budget -= end - s->pos;

@@ -7,6 +7,7 @@
 
 #include "geist/geist.h"
 #include "geist/geist_abi.h"
+#include "geist/geist_batch.h"
 
 namespace geist::test {
 namespace {
@@ -30,7 +31,13 @@ TEST(ApiAbi, LayoutIsValidJsonWithEveryPublicStruct) {
   // Every field of every struct, so a field added to a header but not to the layout shows.
   size_t n_fields = 0;
   for (const auto& [name, st] : s.items()) n_fields += st.at("fields").size();
-  EXPECT_EQ(n_fields, 7u + 9u + 5u);  // geist.h: 7 in geist_model_params (vocab_only last)
+  // geist.h: 7 in geist_model_params (vocab_only last), 9, 5; geist_batch.h: 5.
+  EXPECT_EQ(n_fields, 7u + 9u + 5u + 5u);
+  EXPECT_EQ(s.size(), 4u);
+  const auto& item = s.at("geist_batch_item");
+  EXPECT_EQ(item.at("size").get<size_t>(), sizeof(geist_batch_item));
+  EXPECT_EQ(item.at("fields").at("struct_size").at(0).get<size_t>(), 0u);
+  EXPECT_EQ(item.at("fields").at("status").at(0).get<size_t>(), offsetof(geist_batch_item, status));
   const auto& vocab_only = s.at("geist_model_params").at("fields").at("vocab_only");
   EXPECT_EQ(vocab_only.at(0).get<size_t>(), offsetof(geist_model_params, vocab_only));
   EXPECT_EQ(geist_abi_layout(), geist_abi_layout());  // one static text

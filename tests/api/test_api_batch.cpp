@@ -15,6 +15,7 @@
 #include "api/api_util.h"
 #include "geist/geist.h"
 #include "geist/geist_batch.h"
+#include "geist/geist_snapshot.h"
 #include "geist/geist_util.h"
 
 namespace geist::test {
@@ -92,8 +93,8 @@ int run_scenario(geist_model* model, int32_t kv_mode, uint32_t seed, int n_sessi
     in_batch.clear();
     for (auto& s : ss) {
       if (step < s->join || s->steps >= s->leave) continue;
-      geist_batch_item it{};
-      it.session = s->batched.s;
+      geist_batch_item it;
+      geist_batch_item_init(&it, s->batched.s, nullptr, 0);
       if (step == s->join) {  // joins with its prompt, next to the others' decode steps
         it.tokens = s->prompt.data();
         it.n_tokens = s->prompt.size();
@@ -205,11 +206,10 @@ TEST(ApiBatch, ErrorsArePerSession) {
   const std::vector<uint8_t> before = snapshot_of(bad_id.s);
   const std::vector<geist_token> ids = {5, 99999};
   const std::vector<geist_token> big(70, 7);
-  std::vector<geist_batch_item> items = {
-      {ok.s, prompt.data(), prompt.size(), GEIST_OK},
-      {bad_id.s, ids.data(), ids.size(), GEIST_OK},
-      {full.s, big.data(), big.size(), GEIST_OK},
-  };
+  std::vector<geist_batch_item> items(3);
+  geist_batch_item_init(&items[0], ok.s, prompt.data(), prompt.size());
+  geist_batch_item_init(&items[1], bad_id.s, ids.data(), ids.size());
+  geist_batch_item_init(&items[2], full.s, big.data(), big.size());
   ASSERT_EQ(geist_batch_forward(model.m, items.data(), items.size()), GEIST_OK);
   EXPECT_EQ(items[0].status, GEIST_OK);
   EXPECT_EQ(items[1].status, GEIST_E_INVALID_ARG);
@@ -220,11 +220,29 @@ TEST(ApiBatch, ErrorsArePerSession) {
   ASSERT_EQ(geist_session_prefill(lone.s, prompt.data(), prompt.size()), GEIST_OK);
   expect_same_logits(ok.s, lone.s, "ok session");
   // Malformed calls run nothing.
-  std::vector<geist_batch_item> twice = {{ok.s, nullptr, 0, GEIST_OK},
-                                         {ok.s, nullptr, 0, GEIST_OK}};
+  std::vector<geist_batch_item> twice(2);
+  geist_batch_item_init(&twice[0], ok.s, nullptr, 0);
+  geist_batch_item_init(&twice[1], ok.s, nullptr, 0);
   EXPECT_EQ(geist_batch_forward(model.m, twice.data(), twice.size()), GEIST_E_INVALID_ARG);
-  std::vector<geist_batch_item> none = {{nullptr, nullptr, 0, GEIST_OK}};
+  std::vector<geist_batch_item> none(1);
+  geist_batch_item_init(&none[0], nullptr, nullptr, 0);
   EXPECT_EQ(geist_batch_forward(model.m, none.data(), none.size()), GEIST_E_INVALID_ARG);
+  // An item whose struct_size is not the library's (a drifted mirror, an uninitialised item)
+  // is refused by name before any session runs: `ok` keeps its position.
+  const int32_t ok_pos = geist_session_position(ok.s);
+  std::vector<geist_batch_item> drifted(2);
+  geist_batch_item_init(&drifted[0], ok.s, prompt.data(), prompt.size());
+  geist_batch_item_init(&drifted[1], lone.s, nullptr, 0);
+  drifted[1].struct_size = sizeof(geist_batch_item) - 8;
+  EXPECT_EQ(geist_batch_forward(model.m, drifted.data(), drifted.size()), GEIST_E_INVALID_ARG);
+  const std::string why = geist_model_last_error(model.m);
+  EXPECT_NE(why.find("item 1 has struct_size"), std::string::npos) << why;
+  EXPECT_NE(why.find("geist_batch_item_init"), std::string::npos) << why;
+  EXPECT_EQ(geist_session_position(ok.s), ok_pos);
+  geist_batch_item zeroed{};
+  zeroed.session = ok.s;
+  EXPECT_EQ(geist_batch_forward(model.m, &zeroed, 1), GEIST_E_INVALID_ARG);
+  EXPECT_EQ(geist_session_position(ok.s), ok_pos);
   EXPECT_EQ(geist_batch_forward(nullptr, nullptr, 0), GEIST_E_INVALID_ARG);
   EXPECT_EQ(geist_batch_forward(model.m, nullptr, 0), GEIST_OK);
 }

@@ -11,6 +11,7 @@
 
 #include "api/api_util.h"
 #include "geist/geist.h"
+#include "geist/geist_snapshot.h"
 #include "geist/geist_util.h"
 
 namespace geist::test {

@@ -9,7 +9,6 @@
 
 #include "api/api_util.h"
 #include "geist/geist.h"
-#include "geist/geist_util.h"
 
 namespace geist::test {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "formats/gguf.h"
 #include "geist/geist.h"
-#include "geist/geist_util.h"
+#include "geist/geist_snapshot.h"
 #include "support/fixtures.h"
 
 namespace geist::test {

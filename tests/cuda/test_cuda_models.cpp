@@ -20,6 +20,7 @@
 #include "archs/test_qwen35_support.h"
 #include "cuda/cuda_test_util.h"
 #include "geist/geist.hpp"
+#include "geist/geist_backend.h"
 #include "snapshot/snapshot_util.h"
 
 namespace geist::test {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "geist/geist.hpp"
+#include "geist/geist_backend.h"
 #include "kv/kv_cache.h"
 #include "support/fixtures.h"
 

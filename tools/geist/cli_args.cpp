@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "geist/geist.hpp"
+
 namespace geist_cli {
 namespace {
 
@@ -129,7 +131,8 @@ ParseResult parse_args(const VerbSpec& spec, int argc, char** argv, Args* out) {
   }
   if (out->has("--backend")) {
     const std::string& b = out->str("--backend");
-    if (b != "auto" && b != "cpu" && b != "cuda" && b != "cpu-devlocal") {
+    int32_t backend = 0;
+    if (!geist::backend_from_name(b, &backend)) {
       bad_value(spec.name, "--backend", b, "auto, cpu, cuda or cpu-devlocal");
       return ParseResult::ERROR;
     }

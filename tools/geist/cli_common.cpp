@@ -49,25 +49,31 @@ bool load_model(const Args& args, const std::string& path, ModelHandle* out, boo
   geist_model_params_default(&params);
   params.vocab_only = vocab_only ? 1 : 0;
   if (args.has("--backend")) {
-    const std::string& b = args.str("--backend");  // validated by parse_args
-    params.backend = b == "cpu"            ? GEIST_BACKEND_CPU
-                     : b == "cuda"         ? GEIST_BACKEND_CUDA
-                     : b == "cpu-devlocal" ? GEIST_BACKEND_CPU_DEVICE_LOCAL
-                                           : GEIST_BACKEND_AUTO;
+    // Validated by parse_args; anything else stays GEIST_BACKEND_AUTO.
+    (void)geist::backend_from_name(args.str("--backend"), &params.backend);
   }
   const bool tty = stderr_is_terminal();
   if (tty) params.progress_fn = print_load_progress;
-  char err[1024] = {0};
-  const geist_status st = geist_model_load(path.c_str(), &params, &out->model, err, sizeof(err));
+  std::string err;
+  const geist_status st = ModelHandle::load(path, out, &params, &err);
   if (tty) std::fprintf(stderr, "\r%-24s\r", "");
   if (st != GEIST_OK) {
     // The library's message usually names the path already; do not say it twice.
-    if (err[0] != '\0' && std::strstr(err, path.c_str()) != nullptr) {
-      cli_error(verb, "cannot load model: %s", err);
+    if (!err.empty() && err.find(path) != std::string::npos) {
+      cli_error(verb, "cannot load model: %s", err.c_str());
     } else {
       cli_error(verb, "cannot load model '%s': %s", path.c_str(),
-                err[0] != '\0' ? err : geist_status_string(st));
+                !err.empty() ? err.c_str() : geist_status_string(st));
     }
+    return false;
+  }
+  return true;
+}
+
+bool create_session(const std::string& verb, const ModelHandle& model,
+                    const geist_session_params& params, SessionHandle* out) {
+  if (SessionHandle::create(model, out, &params) != GEIST_OK) {
+    cli_error(verb, "cannot create session: %s", model.last_error());
     return false;
   }
   return true;
@@ -122,23 +128,12 @@ bool read_text_file(const std::string& verb, const std::string& path, std::strin
   return true;
 }
 
-bool tokenize_text(const std::string& verb, geist_model* model, const std::string& text,
+bool tokenize_text(const std::string& verb, const ModelHandle& model, const std::string& text,
                    bool add_special, bool parse_special, std::vector<geist_token>* out) {
-  // Generous first guess (a token per byte plus specials), then the exact size if short.
-  out->assign(text.size() + 8, 0);
-  size_t n = 0;
-  geist_status st = geist_tokenize(model, text.data(), text.size(), add_special ? 1 : 0,
-                                   parse_special ? 1 : 0, out->data(), out->size(), &n);
-  if (st == GEIST_E_INVALID_ARG && n > out->size()) {
-    out->assign(n, 0);
-    st = geist_tokenize(model, text.data(), text.size(), add_special ? 1 : 0, parse_special ? 1 : 0,
-                        out->data(), out->size(), &n);
-  }
-  if (st != GEIST_OK) {
-    cli_error(verb, "tokenization failed: %s", geist_model_last_error(model));
+  if (model.tokenize(text, add_special, parse_special, out) != GEIST_OK) {
+    cli_error(verb, "tokenization failed: %s", model.last_error());
     return false;
   }
-  out->resize(n);
   return true;
 }
 
@@ -177,29 +172,11 @@ void Utf8Stream::finish() {
   std::fflush(f_);
 }
 
-const std::vector<std::string>& kv_mode_names() {
-  static const std::vector<std::string> names = {"f32", "f16", "q8", "q4", "kivi4", "kivi2"};
-  return names;
-}
-
 bool parse_kv_mode(const std::string& verb, const std::string& name, int32_t* out) {
-  const std::vector<std::string>& names = kv_mode_names();
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (names[i] == name) {
-      *out = static_cast<int32_t>(i);
-      return true;
-    }
-  }
+  if (geist::kv_mode_from_name(name, out)) return true;
   cli_error(verb, "unknown --kv-mode '%s' (expected one of f32, f16, q8, q4, kivi4, kivi2)",
             name.c_str());
   return false;
-}
-
-const char* kv_mode_label(int32_t mode) {
-  const std::vector<std::string>& names = kv_mode_names();
-  return mode >= 0 && static_cast<size_t>(mode) < names.size()
-             ? names[static_cast<size_t>(mode)].c_str()
-             : "?";
 }
 
 std::vector<OptSpec> session_opt_specs() {

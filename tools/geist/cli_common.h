@@ -7,26 +7,13 @@
 #include <vector>
 
 #include "cli_args.h"
-#include "geist/geist.h"
+#include "geist/geist.hpp"
 
 namespace geist_cli {
 
-// Owns a model handle.
-struct ModelHandle {
-  geist_model* model = nullptr;
-  ModelHandle() = default;
-  ModelHandle(const ModelHandle&) = delete;
-  ModelHandle& operator=(const ModelHandle&) = delete;
-  ~ModelHandle() { geist_model_free(model); }
-};
-
-struct SessionHandle {
-  geist_session* session = nullptr;
-  SessionHandle() = default;
-  SessionHandle(const SessionHandle&) = delete;
-  SessionHandle& operator=(const SessionHandle&) = delete;
-  ~SessionHandle() { geist_session_destroy(session); }
-};
+// The public C++ wrappers (include/geist/geist.hpp) own the handles.
+using geist::ModelHandle;
+using geist::SessionHandle;
 
 // Loads `path` on the backend named by args' --backend (default auto); shows progress on
 // stderr only when stderr is a terminal. Prints "geist VERB: cannot load model 'path':
@@ -42,8 +29,13 @@ bool parse_token_list(const std::string& verb, const std::string& text,
 
 bool read_text_file(const std::string& verb, const std::string& path, std::string* out);
 
-bool tokenize_text(const std::string& verb, geist_model* model, const std::string& text,
+bool tokenize_text(const std::string& verb, const ModelHandle& model, const std::string& text,
                    bool add_special, bool parse_special, std::vector<geist_token>* out);
+
+// Creates a session of `model`. Prints "geist VERB: cannot create session: <reason>" and
+// returns false on failure.
+bool create_session(const std::string& verb, const ModelHandle& model,
+                    const geist_session_params& params, SessionHandle* out);
 
 // The session options run and chat share: -t, --ctx, --kv-mode and the sampler's (--temp,
 // --top-k, --top-p, --min-p, --repeat-penalty, --presence-penalty, --repeat-last-n, --seed).
@@ -54,14 +46,9 @@ bool parse_session_opts(const std::string& verb, const Args& args, geist_session
 // spec options followed by more (a verb's own list, then session_opt_specs()).
 std::vector<OptSpec> concat_opts(std::vector<OptSpec> a, const std::vector<OptSpec>& b);
 
-// KV cache modes by their CLI names, in geist_kv_mode order: "f32", "f16", "q8", "q4",
-// "kivi4", "kivi2".
-const std::vector<std::string>& kv_mode_names();
-// Parses a --kv-mode value into a geist_kv_mode. Prints "geist VERB: unknown --kv-mode 'x'
-// (expected one of ...)" and returns false for anything else.
+// Parses a --kv-mode value (geist::kv_mode_from_name) into a geist_kv_mode. Prints
+// "geist VERB: unknown --kv-mode 'x' (expected one of ...)" and returns false for anything else.
 bool parse_kv_mode(const std::string& verb, const std::string& name, int32_t* out);
-// The CLI name of a geist_kv_mode ("?" outside the enum).
-const char* kv_mode_label(int32_t mode);
 
 // Writes s to stdout as a JSON string literal (quotes, backslashes and control bytes escaped).
 void json_string(const std::string& s);

@@ -43,36 +43,34 @@ double peak_rss_mib() {
   return -1;
 }
 
-bool fail(const char* verb, geist_session* s, const char* what) {
-  cli_error(verb, "%s failed: %s", what, geist_session_last_error(s));
+bool fail(const char* verb, const SessionHandle& s, const char* what) {
+  cli_error(verb, "%s failed: %s", what, s.last_error());
   return false;
 }
 
 // One prefill of `prompt` from an empty context; tokens per second.
-bool time_prefill(const char* verb, geist_session* s, const std::vector<geist_token>& prompt,
+bool time_prefill(const char* verb, SessionHandle& s, const std::vector<geist_token>& prompt,
                   double* tps) {
-  if (geist_session_reset(s) != GEIST_OK) return fail(verb, s, "reset");
+  if (s.reset() != GEIST_OK) return fail(verb, s, "reset");
   const double t0 = now_seconds();
-  if (geist_session_prefill(s, prompt.data(), prompt.size()) != GEIST_OK) {
-    return fail(verb, s, "prefill");
-  }
+  if (s.prefill(prompt) != GEIST_OK) return fail(verb, s, "prefill");
   *tps = static_cast<double>(prompt.size()) / (now_seconds() - t0);
   return true;
 }
 
 // n decode steps after a one-token context; each step's forward pass is included (the last
 // one is forced by asking for its logits).
-bool time_decode(const char* verb, geist_session* s, geist_token first, int32_t n, double* tps) {
-  if (geist_session_reset(s) != GEIST_OK) return fail(verb, s, "reset");
-  if (geist_session_prefill(s, &first, 1) != GEIST_OK) return fail(verb, s, "prefill");
+bool time_decode(const char* verb, SessionHandle& s, geist_token first, int32_t n, double* tps) {
+  if (s.reset() != GEIST_OK) return fail(verb, s, "reset");
+  if (s.prefill(&first, 1) != GEIST_OK) return fail(verb, s, "prefill");
   const double t0 = now_seconds();
   for (int32_t i = 0; i < n; ++i) {
     geist_token tok;
-    if (geist_session_decode(s, &tok) != GEIST_OK) return fail(verb, s, "decode");
+    if (s.decode(&tok) != GEIST_OK) return fail(verb, s, "decode");
   }
   const float* logits;
   int32_t n_vocab;
-  if (geist_session_logits(s, &logits, &n_vocab) != GEIST_OK) return fail(verb, s, "logits");
+  if (s.logits(&logits, &n_vocab) != GEIST_OK) return fail(verb, s, "logits");
   *tps = static_cast<double>(n) / (now_seconds() - t0);
   return true;
 }
@@ -137,16 +135,16 @@ int cmd_bench(int argc, char** argv) {
   sp.max_seq_len = std::max(n_prompt, n_gen + 1) + 1;
   sp.sampler.temperature = 0;  // greedy: sampling cost stays negligible, as in llama-bench
   if (args.has("--parallel")) {
-    return bench_parallel(spec.name, args.str("--parallel"), m.model, sp, n_prompt, n_gen, reps,
+    return bench_parallel(spec.name, args.str("--parallel"), m, sp, n_prompt, n_gen, reps,
                           args.has("--json"), std::filesystem::path(path).filename().string());
   }
   SessionHandle s;
-  if (geist_session_create(m.model, &sp, &s.session) != GEIST_OK) {
-    cli_error(spec.name, "cannot create a session: %s", geist_model_last_error(m.model));
+  if (SessionHandle::create(m, &s, &sp) != GEIST_OK) {
+    cli_error(spec.name, "cannot create a session: %s", m.last_error());
     return kExitFailure;
   }
   // Random ids (fixed seed) away from the special tokens at the ends of most vocabularies.
-  const int32_t n_vocab = geist_model_n_vocab(m.model);
+  const int32_t n_vocab = m.n_vocab();
   std::mt19937 rng(42);
   std::uniform_int_distribution<int32_t> pick(std::min(n_vocab - 1, 10),
                                               std::max(0, n_vocab - 300));
@@ -158,11 +156,11 @@ int cmd_bench(int argc, char** argv) {
   for (int32_t r = 0; r <= reps; ++r) {  // run 0 warms caches and page-ins up
     double v = 0;
     if (n_prompt > 0) {
-      if (!time_prefill(spec.name, s.session, prompt, &v)) return kExitFailure;
+      if (!time_prefill(spec.name, s, prompt, &v)) return kExitFailure;
       if (r > 0) pp.push_back(v);
     }
     if (n_gen > 0) {
-      if (!time_decode(spec.name, s.session, first, r == 0 ? std::min(n_gen, 8) : n_gen, &v)) {
+      if (!time_decode(spec.name, s, first, r == 0 ? std::min(n_gen, 8) : n_gen, &v)) {
         return kExitFailure;
       }
       if (r > 0) tg.push_back(v);
@@ -182,11 +180,12 @@ int cmd_bench(int argc, char** argv) {
         "\"decode_tps_max\": %.3f, \"decode_weight_gbps\": %.3f, \"peak_rss_mib\": %.1f, "
         "\"kv_mode\": \"%s\"}\n",
         file_bytes, n_threads, n_prompt, n_gen, reps, p.median, p.min, p.max, g.median, g.min,
-        g.max, gbps, rss, kv_mode_label(sp.kv_mode));
+        g.max, gbps, rss, geist::kv_mode_name(sp.kv_mode));
     return 0;
   }
   std::printf("model %s (%.1f MiB), %d threads, KV mode %s, %d runs after a warm-up\n\n",
-              name.c_str(), file_bytes / 1048576.0, n_threads, kv_mode_label(sp.kv_mode), reps);
+              name.c_str(), file_bytes / 1048576.0, n_threads, geist::kv_mode_name(sp.kv_mode),
+              reps);
   std::printf("%-8s %12s %22s\n", "test", "tok/s", "min - max");
   if (n_prompt > 0) {
     std::printf("pp%-6d %12.2f %10.2f - %-10.2f\n", n_prompt, p.median, p.min, p.max);

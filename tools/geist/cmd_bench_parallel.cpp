@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -15,7 +14,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
-#include "geist/geist_batch.h"
+#include "geist/geist.hpp"
 
 namespace geist_cli {
 namespace {
@@ -35,17 +34,16 @@ struct Row {
   double prefill_tps = 0, decode_tps = 0, ttft_ms = 0, rss = 0;
 };
 
-bool run_b(const char* verb, geist_model* m, const geist_session_params& sp, int32_t b,
+bool run_b(const char* verb, const ModelHandle& m, const geist_session_params& sp, int32_t b,
            int32_t n_prompt, int32_t n_gen, Row* out) {
-  std::vector<std::unique_ptr<SessionHandle>> ss;
-  for (int32_t i = 0; i < b; ++i) {
-    ss.push_back(std::make_unique<SessionHandle>());
-    if (geist_session_create(m, &sp, &ss.back()->session) != GEIST_OK) {
-      cli_error(verb, "cannot create a session: %s", geist_model_last_error(m));
+  std::vector<SessionHandle> ss(static_cast<size_t>(b));
+  for (SessionHandle& s : ss) {
+    if (SessionHandle::create(m, &s, &sp) != GEIST_OK) {
+      cli_error(verb, "cannot create a session: %s", m.last_error());
       return false;
     }
   }
-  const int32_t n_vocab = geist_model_n_vocab(m);
+  const int32_t n_vocab = m.n_vocab();
   std::mt19937 rng(42);
   std::uniform_int_distribution<int32_t> pick(std::min(n_vocab - 1, 10),
                                               std::max(0, n_vocab - 300));
@@ -56,28 +54,26 @@ bool run_b(const char* verb, geist_model* m, const geist_session_params& sp, int
   }
   std::vector<geist_batch_item> items(static_cast<size_t>(b));
   auto forward = [&](bool with_prompt) {
-    for (int32_t i = 0; i < b; ++i) {
-      items[static_cast<size_t>(i)] = geist_batch_item{
-          ss[static_cast<size_t>(i)]->session, with_prompt ? prompts[i].data() : nullptr,
-          with_prompt ? prompts[i].size() : 0, GEIST_OK};
+    for (size_t k = 0; k < ss.size(); ++k) {
+      items[k] = geist::batch_item(ss[k], with_prompt ? &prompts[k] : nullptr);
     }
-    if (geist_batch_forward(m, items.data(), items.size()) != GEIST_OK) {
-      cli_error(verb, "batched forward failed: %s", geist_model_last_error(m));
+    if (geist::batch_forward(m, &items) != GEIST_OK) {
+      cli_error(verb, "batched forward failed: %s", m.last_error());
       return false;
     }
-    for (const geist_batch_item& it : items) {
-      if (it.status != GEIST_OK) {
-        cli_error(verb, "batched forward failed: %s", geist_session_last_error(it.session));
+    for (size_t k = 0; k < items.size(); ++k) {
+      if (items[k].status != GEIST_OK) {
+        cli_error(verb, "batched forward failed: %s", ss[k].last_error());
         return false;
       }
     }
     return true;
   };
   auto decode_all = [&]() {
-    for (auto& s : ss) {
+    for (SessionHandle& s : ss) {
       geist_token t = 0;
-      if (geist_session_decode(s->session, &t) != GEIST_OK) {
-        cli_error(verb, "decode failed: %s", geist_session_last_error(s->session));
+      if (s.decode(&t) != GEIST_OK) {
+        cli_error(verb, "decode failed: %s", s.last_error());
         return false;
       }
     }
@@ -103,7 +99,7 @@ bool run_b(const char* verb, geist_model* m, const geist_session_params& sp, int
 
 }  // namespace
 
-int bench_parallel(const char* verb, const std::string& list, geist_model* m,
+int bench_parallel(const char* verb, const std::string& list, const ModelHandle& m,
                    const geist_session_params& sp_in, int32_t n_prompt, int32_t n_gen, int32_t reps,
                    bool json, const std::string& name) {
   std::vector<int32_t> bs;
@@ -124,8 +120,8 @@ int bench_parallel(const char* verb, const std::string& list, geist_model* m,
     std::printf(
         "model %s, %d threads, KV mode %s, prompt %d + %d generated per session, "
         "median of %d runs\n\n%8s %14s %14s %12s %10s\n",
-        name.c_str(), sp.n_threads, kv_mode_label(sp.kv_mode), n_prompt, n_gen, reps, "parallel",
-        "prefill tok/s", "decode tok/s", "ttft ms", "RSS MiB");
+        name.c_str(), sp.n_threads, geist::kv_mode_name(sp.kv_mode), n_prompt, n_gen, reps,
+        "parallel", "prefill tok/s", "decode tok/s", "ttft ms", "RSS MiB");
   }
   for (int32_t b : bs) {
     std::vector<Row> rows;
@@ -153,7 +149,7 @@ int bench_parallel(const char* verb, const std::string& list, geist_model* m,
           ", \"threads\": %d, \"kv_mode\": \"%s\", \"n_prompt\": %d, \"n_gen\": %d, "
           "\"parallel\": %d, \"prefill_tps\": %.3f, \"decode_tps\": %.3f, "
           "\"ttft_ms\": %.3f, \"rss_mib\": %.1f}\n",
-          sp.n_threads, kv_mode_label(sp.kv_mode), n_prompt, n_gen, b, pp, tg, ttft, rss);
+          sp.n_threads, geist::kv_mode_name(sp.kv_mode), n_prompt, n_gen, b, pp, tg, ttft, rss);
     } else {
       std::printf("%8d %14.2f %14.2f %12.2f %10.1f\n", b, pp, tg, ttft, rss);
     }

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <random>
 #include <string>
 #include <thread>
@@ -16,7 +17,7 @@
 #include "cli_args.h"
 #include "cli_common.h"
 #include "commands.h"
-#include "geist/geist_util.h"
+#include "geist/geist.hpp"
 
 namespace geist_cli {
 namespace {
@@ -38,8 +39,8 @@ Stats summarize(std::vector<double> v) {
   return s;
 }
 
-bool session_fail(geist_session* s, const char* what) {
-  cli_error(kVerb, "%s failed: %s", what, geist_session_last_error(s));
+bool session_fail(const SessionHandle& s, const char* what) {
+  cli_error(kVerb, "%s failed: %s", what, s.last_error());
   return false;
 }
 
@@ -59,19 +60,21 @@ bool set_kv_mode(const std::string& name, geist_session_params* sp) {
   return parse_kv_mode(kVerb, name, &sp->kv_mode);
 }
 
-std::vector<std::string> all_kv_modes() { return kv_mode_names(); }
+std::vector<std::string> all_kv_modes() {
+  return {std::begin(geist::kKvModeNames), std::end(geist::kKvModeNames)};
+}
 
 // The first token after `suffix`: sampled greedily, so the only cost is the forward passes.
-bool first_token(geist_session* s, const std::vector<geist_token>& toks, size_t from) {
-  if (geist_session_prefill(s, toks.data() + from, toks.size() - from) != GEIST_OK) {
+bool first_token(SessionHandle& s, const std::vector<geist_token>& toks, size_t from) {
+  if (s.prefill(toks.data() + from, toks.size() - from) != GEIST_OK) {
     return session_fail(s, "prefill");
   }
   geist_token t = 0;
-  if (geist_session_decode(s, &t) != GEIST_OK) return session_fail(s, "decode");
+  if (s.decode(&t) != GEIST_OK) return session_fail(s, "decode");
   return true;
 }
 
-bool run_case(geist_model* m, const Case& c, int32_t suffix, int32_t n_threads, int32_t reps,
+bool run_case(const ModelHandle& m, const Case& c, int32_t suffix, int32_t n_threads, int32_t reps,
               Result* out) {
   geist_session_params sp;
   geist_session_params_default(&sp);
@@ -80,13 +83,13 @@ bool run_case(geist_model* m, const Case& c, int32_t suffix, int32_t n_threads, 
   sp.max_seq_len = c.prefix + suffix + 1;
   sp.sampler.temperature = 0;
   SessionHandle src, dst;
-  if (geist_session_create(m, &sp, &src.session) != GEIST_OK ||
-      geist_session_create(m, &sp, &dst.session) != GEIST_OK) {
-    cli_error(kVerb, "cannot create a session: %s", geist_model_last_error(m));
+  if (SessionHandle::create(m, &src, &sp) != GEIST_OK ||
+      SessionHandle::create(m, &dst, &sp) != GEIST_OK) {
+    cli_error(kVerb, "cannot create a session: %s", m.last_error());
     return false;
   }
   // Random ids (fixed seed) away from the special tokens at the ends of most vocabularies.
-  const int32_t n_vocab = geist_model_n_vocab(m);
+  const int32_t n_vocab = m.n_vocab();
   std::mt19937 rng(42);
   std::uniform_int_distribution<int32_t> pick(std::min(n_vocab - 1, 10),
                                               std::max(0, n_vocab - 300));
@@ -94,11 +97,9 @@ bool run_case(geist_model* m, const Case& c, int32_t suffix, int32_t n_threads, 
   for (geist_token& t : toks) t = pick(rng);
   const size_t np = static_cast<size_t>(c.prefix);
 
-  if (geist_session_prefill(src.session, toks.data(), np) != GEIST_OK) {
-    return session_fail(src.session, "prefill");
-  }
-  if (geist_session_snapshot_size(src.session, &out->image_bytes) != GEIST_OK) {
-    return session_fail(src.session, "snapshot size");
+  if (src.prefill(toks.data(), np) != GEIST_OK) return session_fail(src, "prefill");
+  if (src.snapshot_size(&out->image_bytes) != GEIST_OK) {
+    return session_fail(src, "snapshot size");
   }
   // Every buffer is written once before timing so page faults are not measured.
   std::vector<unsigned char> image(out->image_bytes, 0), copy(out->image_bytes, 1);
@@ -106,8 +107,8 @@ bool run_case(geist_model* m, const Case& c, int32_t suffix, int32_t n_threads, 
   for (int32_t r = 0; r <= reps; ++r) {  // run 0 warms caches up and is not counted
     size_t written = 0;
     double t0 = now_seconds();
-    if (geist_session_snapshot(src.session, image.data(), image.size(), &written) != GEIST_OK) {
-      return session_fail(src.session, "snapshot");
+    if (src.snapshot(image.data(), image.size(), &written) != GEIST_OK) {
+      return session_fail(src, "snapshot");
     }
     const double t_snap = now_seconds() - t0;
     t0 = now_seconds();
@@ -116,23 +117,21 @@ bool run_case(geist_model* m, const Case& c, int32_t suffix, int32_t n_threads, 
     // Keeps the copy observable so it cannot be elided.
     if (copy[image.size() / 2] != image[image.size() / 2]) return false;
     double t_up = 0, t_down = 0;
-    if (geist_model_time_copies(m, image.size(), &t_up, &t_down) != GEIST_OK) {
-      cli_error(kVerb, "timing the backend's copies failed: %s", geist_model_last_error(m));
+    if (m.time_copies(image.size(), &t_up, &t_down) != GEIST_OK) {
+      cli_error(kVerb, "timing the backend's copies failed: %s", m.last_error());
       return false;
     }
     t0 = now_seconds();
-    if (geist_session_restore(dst.session, image.data(), written) != GEIST_OK) {
-      return session_fail(dst.session, "restore");
-    }
+    if (dst.restore(image.data(), written) != GEIST_OK) return session_fail(dst, "restore");
     const double t_rest = now_seconds() - t0;
-    if (!first_token(dst.session, toks, np)) return false;
+    if (!first_token(dst, toks, np)) return false;
     const double t_ttft_r = now_seconds() - t0;
     // The warm-up skips the full prefill: the source's prefill has just paged the weights in,
     // and on a 1B model it is the most expensive step by far.
     if (r == 0) continue;
-    if (geist_session_reset(dst.session) != GEIST_OK) return session_fail(dst.session, "reset");
+    if (dst.reset() != GEIST_OK) return session_fail(dst, "reset");
     t0 = now_seconds();
-    if (!first_token(dst.session, toks, 0)) return false;
+    if (!first_token(dst, toks, 0)) return false;
     const double t_ttft_f = now_seconds() - t0;
     snap.push_back(t_snap);
     mc.push_back(t_mc);
@@ -256,7 +255,7 @@ int cmd_bench_snapshot(int argc, char** argv) {
   }
   geist_session_params defaults;
   geist_session_params_default(&defaults);
-  std::vector<std::string> modes = {kv_mode_label(defaults.kv_mode)};
+  std::vector<std::string> modes = {geist::kv_mode_name(defaults.kv_mode)};
   std::vector<std::string> prefix_words = {"512", "2048"};
   if (args.has("--kv-mode") && !parse_list(args.str("--kv-mode"), &modes)) {
     cli_error(kVerb, "--kv-mode needs at least one mode");
@@ -301,7 +300,7 @@ int cmd_bench_snapshot(int argc, char** argv) {
     for (int32_t p : prefixes) {
       const Case c{mode, p};
       Result r;
-      if (!run_case(m.model, c, suffix, n_threads, reps, &r)) return kExitFailure;
+      if (!run_case(m, c, suffix, n_threads, reps, &r)) return kExitFailure;
       if (json) {
         print_json_row(name, n_threads, reps, c, suffix, r);
       } else {

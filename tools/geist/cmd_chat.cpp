@@ -20,7 +20,8 @@
 #include "cli_args.h"
 #include "cli_common.h"
 #include "commands.h"
-#include "geist/geist_util.h"
+#include "geist/geist.hpp"
+#include "geist/geist_chat.hpp"
 
 namespace geist_cli {
 
@@ -47,24 +48,17 @@ struct Checkpoint {
 
 constexpr size_t kMaxCheckpoints = 8;
 
-bool session_tokens(geist_session* s, std::vector<geist_token>* out) {
-  const geist_token* t = nullptr;
-  size_t n = 0;
-  if (geist_session_tokens(s, &t, &n) != GEIST_OK) return false;
-  out->assign(t, t + n);
-  return true;
-}
-
 bool is_prefix(const std::vector<geist_token>& a, const std::vector<geist_token>& b) {
   return a.size() <= b.size() && std::equal(a.begin(), a.end(), b.begin());
 }
 
 struct Chat {
-  explicit Chat(const VerbSpec& s) : spec(s) {}
+  Chat(const VerbSpec& s, const ModelHandle& m, SessionHandle& sess, const ChatTemplate& t)
+      : spec(s), model(m), session(sess), tmpl(t) {}
   const VerbSpec& spec;
-  geist_model* model = nullptr;
-  geist_session* session = nullptr;
-  geist_chat_template* tmpl = nullptr;
+  const ModelHandle& model;
+  SessionHandle& session;
+  const ChatTemplate& tmpl;
   Json messages = Json::array();
   std::string system;
   bool no_think = false;
@@ -76,7 +70,7 @@ struct Chat {
   // of the prompt that were not prefilled again.
   bool prefill(const std::vector<geist_token>& prompt, size_t* reused) {
     std::vector<geist_token> held;
-    if (!session_tokens(session, &held)) return false;
+    if (session.tokens(&held) != GEIST_OK) return false;
     if (!is_prefix(held, prompt)) {
       // Back to the deepest checkpoint that is a prefix (an image holds its pending logits),
       // else to nothing.
@@ -87,33 +81,23 @@ struct Chat {
           best = &c;
         }
       }
-      geist_status st = best != nullptr
-                            ? geist_session_restore(session, best->image.data(), best->image.size())
-                            : geist_session_reset(session);
+      const geist_status st = best != nullptr ? session.restore(best->image) : session.reset();
       if (st != GEIST_OK) {
-        cli_error(spec.name, "cannot rewind the session: %s", geist_session_last_error(session));
+        cli_error(spec.name, "cannot rewind the session: %s", session.last_error());
         return false;
       }
       held = best != nullptr ? best->tokens : std::vector<geist_token>{};
     }
     *reused = held.size();
-    const geist_status st =
-        geist_session_prefill(session, prompt.data() + held.size(), prompt.size() - held.size());
-    if (st != GEIST_OK) {
-      cli_error(spec.name, "prefill failed: %s", geist_session_last_error(session));
+    if (session.prefill(prompt.data() + held.size(), prompt.size() - held.size()) != GEIST_OK) {
+      cli_error(spec.name, "prefill failed: %s", session.last_error());
       return false;
     }
     Checkpoint c;
     c.tokens = prompt;
-    size_t size = 0;
-    if (geist_session_snapshot_size(session, &size) == GEIST_OK) {
-      c.image.resize(size);
-      size_t written = 0;
-      if (geist_session_snapshot(session, c.image.data(), size, &written) == GEIST_OK) {
-        c.image.resize(written);
-        checkpoints.push_back(std::move(c));
-        if (checkpoints.size() > kMaxCheckpoints) checkpoints.pop_front();
-      }
+    if (session.snapshot(&c.image) == GEIST_OK) {
+      checkpoints.push_back(std::move(c));
+      if (checkpoints.size() > kMaxCheckpoints) checkpoints.pop_front();
     }
     return true;
   }
@@ -155,9 +139,9 @@ struct Chat {
       messages.erase(messages.size() - 1);
       return false;
     }
-    if (static_cast<int32_t>(prompt.size()) >= geist_session_max_seq_len(session)) {
+    if (static_cast<int32_t>(prompt.size()) >= session.max_seq_len()) {
       cli_error(spec.name, "the conversation (%zu tokens) does not fit the context (%d): /reset",
-                prompt.size(), geist_session_max_seq_len(session));
+                prompt.size(), session.max_seq_len());
       messages.erase(messages.size() - 1);
       return false;
     }
@@ -169,15 +153,14 @@ struct Chat {
     }
     const double t1 = now_seconds();
 
-    geist_chat_parser* parser = nullptr;
-    char err[512] = {};
-    if (geist_chat_parser_create(tmpl, prompt_text.data(), prompt_text.size(), nullptr, 0, &parser,
-                                 err, sizeof err) != GEIST_OK) {
-      cli_error(spec.name, "%s", err);
+    ChatParser parser;
+    std::string err;
+    if (ChatParser::create(tmpl, prompt_text, "", &parser, &err) != GEIST_OK) {
+      cli_error(spec.name, "%s", err.c_str());
       messages.erase(messages.size() - 1);
       return false;
     }
-    std::vector<char> piece(64);
+    std::string piece;
     bool in_reasoning = false;
     int32_t n_gen = 0;
     const char* why = "end of turn";
@@ -188,36 +171,29 @@ struct Chat {
         break;
       }
       geist_token tok = 0;
-      const geist_status st = geist_session_decode(session, &tok);
+      const geist_status st = session.decode(&tok);
       if (st == GEIST_E_TOO_MANY_TOKENS) {
         why = "context full";
         break;
       }
       if (st != GEIST_OK) {
-        cli_error(spec.name, "decode failed: %s", geist_session_last_error(session));
-        geist_chat_parser_free(parser);
+        cli_error(spec.name, "decode failed: %s", session.last_error());
         messages.erase(messages.size() - 1);
         return false;
       }
-      if (geist_model_token_is_eog(model, tok)) break;
+      if (model.token_is_eog(tok)) break;
       ++n_gen;
-      size_t len = 0;
-      geist_status pst = geist_token_to_piece(model, tok, piece.data(), piece.size(), &len);
-      if (pst == GEIST_E_INVALID_ARG && len > piece.size()) {
-        piece.resize(len);
-        pst = geist_token_to_piece(model, tok, piece.data(), piece.size(), &len);
-      }
-      if (pst != GEIST_OK) continue;
+      if (model.token_to_piece(tok, &piece) != GEIST_OK) continue;
       const char* deltas = nullptr;
-      int stopped = 0;
-      if (geist_chat_parser_feed(parser, piece.data(), len, &deltas, &stopped) == GEIST_OK) {
+      bool stopped = false;
+      if (parser.feed(piece.data(), piece.size(), &deltas, &stopped) == GEIST_OK) {
         print_deltas(deltas, &in_reasoning);
       }
     }
     if (n_gen == n_predict) why = "length";
     const char* deltas = nullptr;
     const char* message = nullptr;
-    if (geist_chat_parser_finish(parser, &deltas, &message) == GEIST_OK) {
+    if (parser.finish(&deltas, &message) == GEIST_OK) {
       print_deltas(deltas, &in_reasoning);
       if (in_reasoning) std::fputs(tty ? "\x1b[0m" : "\n</think>", stdout);
       Json reply = Json::parse(message, nullptr, false);
@@ -226,7 +202,6 @@ struct Chat {
         messages.push_back(std::move(reply));
       }
     }
-    geist_chat_parser_free(parser);
     const double t2 = now_seconds();
     std::printf("\n");
     std::fflush(stdout);
@@ -243,24 +218,15 @@ struct Chat {
     messages = Json::array();
     if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
     checkpoints.clear();
-    (void)geist_session_reset(session);
-  }
-
-  bool snapshot(std::vector<uint8_t>* image) {
-    size_t size = 0, written = 0;
-    if (geist_session_snapshot_size(session, &size) != GEIST_OK) return false;
-    image->resize(size);
-    if (geist_session_snapshot(session, image->data(), size, &written) != GEIST_OK) return false;
-    image->resize(written);
-    return true;
+    (void)session.reset();
   }
 
   // The file holds the current state first, then the checkpoints, so that the next turn
   // rewinds after a load exactly as it would have without one.
   void save(const std::string& path) {
     std::vector<std::vector<uint8_t>> images(1);
-    if (!snapshot(&images[0])) {
-      cli_error(spec.name, "cannot snapshot: %s", geist_session_last_error(session));
+    if (session.snapshot(&images[0]) != GEIST_OK) {
+      cli_error(spec.name, "cannot snapshot: %s", session.last_error());
       return;
     }
     Json states = Json::array();
@@ -296,27 +262,26 @@ struct Chat {
       return;
     }
     std::vector<uint8_t> before;
-    if (!snapshot(&before)) before.clear();
+    if (session.snapshot(&before) != GEIST_OK) before.clear();
     std::deque<Checkpoint> loaded;
     bool ok = true;
     for (size_t i = 1; i < images.size() && ok; ++i) {
       Checkpoint c;
-      ok = geist_session_restore(session, images[i].data(), images[i].size()) == GEIST_OK &&
-           session_tokens(session, &c.tokens);
+      ok = session.restore(images[i]) == GEIST_OK && session.tokens(&c.tokens) == GEIST_OK;
       c.image = std::move(images[i]);
       loaded.push_back(std::move(c));
     }
-    ok = ok && geist_session_restore(session, images[0].data(), images[0].size()) == GEIST_OK;
+    ok = ok && session.restore(images[0]) == GEIST_OK;
     if (!ok) {
       cli_error(spec.name, "cannot load %s: %s (the chat is unchanged)", path.c_str(),
-                geist_session_last_error(session));
-      if (!before.empty()) (void)geist_session_restore(session, before.data(), before.size());
+                session.last_error());
+      if (!before.empty()) (void)session.restore(before);
       return;
     }
     messages = head["messages"];
     checkpoints = std::move(loaded);
     std::fprintf(stderr, "[loaded %zu messages, %d tokens of state from %s]\n", messages.size(),
-                 geist_session_position(session), path.c_str());
+                 session.position(), path.c_str());
   }
 };
 
@@ -392,17 +357,11 @@ int cmd_chat(int argc, char** argv) {
 
   ModelHandle m;
   if (!load_model(args, args.str("--model"), &m)) return kExitFailure;
-  TemplateHandle t;
-  if (!load_chat_template(spec.name, args, m.model, &t)) return kExitFailure;
+  ChatTemplate t;
+  if (!load_chat_template(spec.name, args, m, &t)) return kExitFailure;
   SessionHandle sess;
-  if (geist_session_create(m.model, &sp, &sess.session) != GEIST_OK) {
-    cli_error(spec.name, "cannot create session: %s", geist_model_last_error(m.model));
-    return kExitFailure;
-  }
-  Chat chat(spec);
-  chat.model = m.model;
-  chat.session = sess.session;
-  chat.tmpl = t.tmpl;
+  if (!create_session(spec.name, m, sp, &sess)) return kExitFailure;
+  Chat chat(spec, m, sess, t);
   chat.no_think = args.has("--no-think");
   chat.n_predict = n_predict;
   chat.system = args.has("--system") ? args.str("--system") : "";

@@ -14,6 +14,7 @@
 #include "cli_args.h"
 #include "cli_common.h"
 #include "commands.h"
+#include "geist/geist.hpp"
 #include "geist/geist_util.h"
 
 namespace geist_cli {
@@ -135,16 +136,16 @@ bool default_model(std::string* path) {
   return false;
 }
 
-bool session_fail(geist_session* s, const char* what) {
-  cli_error(kVerb, "%s failed: %s", what, geist_session_last_error(s));
+bool session_fail(const SessionHandle& s, const char* what) {
+  cli_error(kVerb, "%s failed: %s", what, s.last_error());
   return false;
 }
 
 // Prefills `toks` in kPrefillChunk pieces; with `progress`, a line on stderr shows how far.
-bool prefill_chunked(geist_session* s, const std::vector<geist_token>& toks, bool progress) {
+bool prefill_chunked(SessionHandle& s, const std::vector<geist_token>& toks, bool progress) {
   for (size_t i = 0; i < toks.size(); i += kPrefillChunk) {
     const size_t n = std::min(kPrefillChunk, toks.size() - i);
-    if (geist_session_prefill(s, toks.data() + i, n) != GEIST_OK) {
+    if (s.prefill(toks.data() + i, n) != GEIST_OK) {
       if (progress) std::fprintf(stderr, "\n");
       return session_fail(s, "prefill");
     }
@@ -158,10 +159,10 @@ bool prefill_chunked(geist_session* s, const std::vector<geist_token>& toks, boo
   return true;
 }
 
-bool copy_logits(geist_session* s, std::vector<float>* out) {
+bool copy_logits(SessionHandle& s, std::vector<float>* out) {
   const float* l = nullptr;
   int32_t nv = 0;
-  if (geist_session_logits(s, &l, &nv) != GEIST_OK) return session_fail(s, "logits");
+  if (s.logits(&l, &nv) != GEIST_OK) return session_fail(s, "logits");
   out->insert(out->end(), l, l + nv);
   return true;
 }
@@ -170,15 +171,15 @@ bool copy_logits(geist_session* s, std::vector<float>* out) {
 // the owed forward's logits after the last one. t_start is when the request arrived (before its
 // restore or re-prefill). Reading the logits runs each owed forward one call earlier than
 // decode would, which changes no result and costs the same in both runs.
-bool answer_recorded(geist_session* s, const std::vector<geist_token>& request, int32_t n,
+bool answer_recorded(SessionHandle& s, const std::vector<geist_token>& request, int32_t n,
                      double t_start, Reply* out) {
-  if (geist_session_prefill(s, request.data(), request.size()) != GEIST_OK) {
+  if (s.prefill(request) != GEIST_OK) {
     return session_fail(s, "prefill of the request");
   }
   for (int32_t i = 0; i < n; ++i) {
     if (!copy_logits(s, &out->logits)) return false;
     geist_token tok = 0;
-    if (geist_session_decode(s, &tok) != GEIST_OK) return session_fail(s, "decode");
+    if (s.decode(&tok) != GEIST_OK) return session_fail(s, "decode");
     if (i == 0) out->first_token_s = now_seconds() - t_start;
     out->tokens.push_back(tok);
   }
@@ -187,14 +188,9 @@ bool answer_recorded(geist_session* s, const std::vector<geist_token>& request, 
 
 // Text of the tokens on one line: control characters shown as spaces, cut at max_chars bytes
 // (at a UTF-8 boundary).
-std::string one_line(geist_model* m, const std::vector<geist_token>& toks, size_t max_chars) {
-  size_t len = 0;
-  geist_detokenize(m, toks.data(), toks.size(), nullptr, 0, &len);
-  std::string s(len, '\0');
-  if (geist_detokenize(m, toks.data(), toks.size(), s.data(), s.size(), &len) != GEIST_OK) {
-    return "(not printable)";
-  }
-  s.resize(std::min(len, s.size()));
+std::string one_line(const ModelHandle& m, const std::vector<geist_token>& toks, size_t max_chars) {
+  std::string s;
+  if (m.detokenize(toks, &s) != GEIST_OK) return "(not printable)";
   for (char& c : s) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
   }
@@ -239,7 +235,7 @@ bool parse_options(const Args& args, Options* o) {
 }
 
 // The context: kContext repeated and cut to exactly n tokens (BOS first when the model uses it).
-bool build_context(geist_model* m, int32_t n, std::vector<geist_token>* out) {
+bool build_context(const ModelHandle& m, int32_t n, std::vector<geist_token>* out) {
   std::vector<geist_token> once;
   if (!tokenize_text(kVerb, m, kContext, true, false, &once)) return false;
   std::vector<geist_token> more;
@@ -297,13 +293,13 @@ int cmd_demo(int argc, char** argv) {
   ModelHandle m;
   if (!load_model(args, path, &m)) return kExitFailure;
   std::vector<geist_token> context;
-  if (!build_context(m.model, o.prefix_tokens, &context)) return kExitFailure;
+  if (!build_context(m, o.prefix_tokens, &context)) return kExitFailure;
   std::vector<std::vector<geist_token>> requests;
   size_t longest = 0;
   for (int32_t r = 0; r < o.n_requests; ++r) {
     std::vector<geist_token> q;
     const char* text = kRequests[static_cast<size_t>(r) % std::size(kRequests)];
-    if (!tokenize_text(kVerb, m.model, text, false, false, &q)) return kExitFailure;
+    if (!tokenize_text(kVerb, m, text, false, false, &q)) return kExitFailure;
     longest = std::max(longest, q.size());
     requests.push_back(std::move(q));
   }
@@ -313,24 +309,24 @@ int cmd_demo(int argc, char** argv) {
   sp.sampler.temperature = 0.8f;
   sp.sampler.seed = o.seed;
   sp.max_seq_len = static_cast<int32_t>(context.size() + longest) + o.n_predict + 1;
-  const int32_t n_ctx_train = geist_model_n_ctx_train(m.model);
+  const int32_t n_ctx_train = m.n_ctx_train();
   if (n_ctx_train > 0 && sp.max_seq_len > n_ctx_train) {
     cli_error(kVerb, "--prefix-tokens %d plus a request does not fit the model's context (%d)",
               o.prefix_tokens, n_ctx_train);
     return kExitUsage;
   }
   SessionHandle primary, server;
-  if (geist_session_create(m.model, &sp, &primary.session) != GEIST_OK ||
-      geist_session_create(m.model, &sp, &server.session) != GEIST_OK) {
-    cli_error(kVerb, "cannot create a session: %s", geist_model_last_error(m.model));
+  if (SessionHandle::create(m, &primary, &sp) != GEIST_OK ||
+      SessionHandle::create(m, &server, &sp) != GEIST_OK) {
+    cli_error(kVerb, "cannot create a session: %s", m.last_error());
     return kExitFailure;
   }
-  const int32_t n_vocab = geist_model_n_vocab(m.model);
+  const int32_t n_vocab = m.n_vocab();
   std::printf(
       "geist demo: %s, %d threads, KV mode %s, context %zu tokens, %d requests of "
       "%d sampled tokens\n",
       std::filesystem::path(path).filename().string().c_str(), o.n_threads,
-      kv_mode_label(sp.kv_mode), context.size(), o.n_requests, o.n_predict);
+      geist::kv_mode_name(sp.kv_mode), context.size(), o.n_requests, o.n_predict);
   if (!args.has("--model")) {
     std::printf(
         "note: the built-in model has random weights, so its replies are noise. This demo is\n"
@@ -340,20 +336,20 @@ int cmd_demo(int argc, char** argv) {
 
   // 1. The constant context, once.
   const double t0 = now_seconds();
-  if (!prefill_chunked(primary.session, context, stderr_is_terminal())) return kExitFailure;
+  if (!prefill_chunked(primary, context, stderr_is_terminal())) return kExitFailure;
   const double prefill_s = now_seconds() - t0;
 
   // 2. Its snapshot.
   size_t image_size = 0;
-  if (geist_session_snapshot_size(primary.session, &image_size) != GEIST_OK) {
-    session_fail(primary.session, "snapshot size");
+  if (primary.snapshot_size(&image_size) != GEIST_OK) {
+    session_fail(primary, "snapshot size");
     return kExitFailure;
   }
   std::vector<unsigned char> image(image_size);
   size_t written = 0;
   const double t1 = now_seconds();
-  if (geist_session_snapshot(primary.session, image.data(), image.size(), &written) != GEIST_OK) {
-    session_fail(primary.session, "snapshot");
+  if (primary.snapshot(image.data(), image.size(), &written) != GEIST_OK) {
+    session_fail(primary, "snapshot");
     return kExitFailure;
   }
   const double snapshot_s = now_seconds() - t1;
@@ -372,21 +368,21 @@ int cmd_demo(int argc, char** argv) {
     // Served: restore the image into the serving session, prefill the request only.
     Reply fast;
     const double a0 = now_seconds();
-    if (geist_session_restore(server.session, image.data(), image.size()) != GEIST_OK) {
-      session_fail(server.session, "restore");
+    if (server.restore(image.data(), image.size()) != GEIST_OK) {
+      session_fail(server, "restore");
       return kExitFailure;
     }
     const double restore_s = now_seconds() - a0;
-    if (!answer_recorded(server.session, q, o.n_predict, a0, &fast)) return kExitFailure;
+    if (!answer_recorded(server, q, o.n_predict, a0, &fast)) return kExitFailure;
     // Uninterrupted: the same calls from an empty session, no snapshot anywhere.
     Reply full;
     const double b0 = now_seconds();
-    if (geist_session_reset(primary.session) != GEIST_OK) {
-      session_fail(primary.session, "reset");
+    if (primary.reset() != GEIST_OK) {
+      session_fail(primary, "reset");
       return kExitFailure;
     }
-    if (!prefill_chunked(primary.session, context, false)) return kExitFailure;
-    if (!answer_recorded(primary.session, q, o.n_predict, b0, &full)) return kExitFailure;
+    if (!prefill_chunked(primary, context, false)) return kExitFailure;
+    if (!answer_recorded(primary, q, o.n_predict, b0, &full)) return kExitFailure;
 
     const bool same = fast.tokens == full.tokens && fast.logits.size() == full.logits.size() &&
                       std::memcmp(fast.logits.data(), full.logits.data(),
@@ -394,14 +390,13 @@ int cmd_demo(int argc, char** argv) {
     if (!same) ++failures;
     sum_fast += fast.first_token_s;
     sum_full += full.first_token_s;
-    std::printf("request %d: \"%s\" (%zu tokens)\n", r + 1, one_line(m.model, q, 80).c_str(),
-                q.size());
+    std::printf("request %d: \"%s\" (%zu tokens)\n", r + 1, one_line(m, q, 80).c_str(), q.size());
     std::printf(
         "  time to first token: %.2f ms with the snapshot (restore %.2f ms), %.2f ms "
         "with a full re-prefill of %zu tokens: %.1fx faster\n",
         ms(fast.first_token_s), ms(restore_s), ms(full.first_token_s), context.size() + q.size(),
         full.first_token_s / fast.first_token_s);
-    std::printf("  reply: \"%s\"\n", one_line(m.model, fast.tokens, 72).c_str());
+    std::printf("  reply: \"%s\"\n", one_line(m, fast.tokens, 72).c_str());
     std::printf(
         "  bit-identical: %s (%zu tokens and %zu logit rows of %d floats vs the "
         "uninterrupted run)\n",

@@ -10,7 +10,7 @@
 #include "cli_args.h"
 #include "cli_common.h"
 #include "commands.h"
-#include "geist/geist_util.h"
+#include "geist/geist.hpp"
 
 namespace geist_cli {
 
@@ -75,7 +75,7 @@ int cmd_logits(int argc, char** argv) {
   ModelHandle m;
   if (!load_model(args, args.str("--model"), &m)) return kExitFailure;
   if (args.has("--prompt") &&
-      !tokenize_text(spec.name, m.model, args.str("--prompt"), true, true, &tokens)) {
+      !tokenize_text(spec.name, m, args.str("--prompt"), true, true, &tokens)) {
     return kExitFailure;
   }
   if (tokens.empty()) {
@@ -83,7 +83,7 @@ int cmd_logits(int argc, char** argv) {
     return kExitUsage;
   }
   const size_t n = tokens.size();
-  const size_t n_vocab = static_cast<size_t>(geist_model_n_vocab(m.model));
+  const size_t n_vocab = static_cast<size_t>(m.n_vocab());
   if (batch == 0 || static_cast<size_t>(batch) > n) batch = static_cast<int32_t>(n);
 
   geist_session_params sp;
@@ -92,19 +92,15 @@ int cmd_logits(int argc, char** argv) {
   sp.max_seq_len = static_cast<int32_t>(n);
   sp.kv_mode = kv_mode;
   SessionHandle sess;
-  if (geist_session_create(m.model, &sp, &sess.session) != GEIST_OK) {
-    cli_error(spec.name, "cannot create session: %s", geist_model_last_error(m.model));
-    return kExitFailure;
-  }
+  if (!create_session(spec.name, m, sp, &sess)) return kExitFailure;
   std::vector<float> logits(n * n_vocab);  // [n_tokens][n_vocab]
   for (size_t off = 0; off < n; off += static_cast<size_t>(batch)) {
     const size_t len = std::min(static_cast<size_t>(batch), n - off);
-    const geist_status st = geist_session_prefill_all_logits(sess.session, tokens.data() + off, len,
-                                                             logits.data() + off * n_vocab,
-                                                             logits.size() - off * n_vocab);
+    const geist_status st = sess.prefill_all_logits(
+        tokens.data() + off, len, logits.data() + off * n_vocab, logits.size() - off * n_vocab);
     if (st != GEIST_OK) {
       cli_error(spec.name, "evaluation of tokens [%zu, %zu) failed: %s", off, off + len,
-                geist_session_last_error(sess.session));
+                sess.last_error());
       return kExitFailure;
     }
   }

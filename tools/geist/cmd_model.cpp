@@ -78,7 +78,7 @@ int cmd_tokenize(int argc, char** argv) {
   if (!load_model(args, args.str("--model"), &m, /*vocab_only=*/true)) return kExitFailure;
   const bool special = !args.has("--no-special");
   std::vector<geist_token> ids;
-  if (!tokenize_text(spec.name, m.model, text, special, special, &ids)) return kExitFailure;
+  if (!tokenize_text(spec.name, m, text, special, special, &ids)) return kExitFailure;
   for (size_t i = 0; i < ids.size(); ++i) std::printf(i == 0 ? "%d" : " %d", ids[i]);
   std::printf("\n");
   return 0;
@@ -94,18 +94,11 @@ int cmd_info(int argc, char** argv) {
   }
   ModelHandle m;
   if (!load_model(args, args.str("--model"), &m)) return kExitFailure;
-  std::string text(4096, '\0');
-  size_t n = 0;
-  geist_status st = geist_model_describe(m.model, text.data(), text.size(), &n);
-  if (st == GEIST_E_INVALID_ARG && n > text.size()) {
-    text.assign(n, '\0');
-    st = geist_model_describe(m.model, text.data(), text.size(), &n);
-  }
-  if (st != GEIST_OK) {
-    cli_error(spec.name, "cannot describe the model: %s", geist_model_last_error(m.model));
+  std::string text;
+  if (m.describe(&text) != GEIST_OK) {
+    cli_error(spec.name, "cannot describe the model: %s", m.last_error());
     return kExitFailure;
   }
-  text.resize(n);
   if (text.empty() || text.back() != '\n') text.push_back('\n');
   std::fwrite(text.data(), 1, text.size(), stdout);
   return 0;

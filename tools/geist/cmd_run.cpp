@@ -8,16 +8,16 @@
 #include "cli_args.h"
 #include "cli_common.h"
 #include "commands.h"
-#include "geist/geist_util.h"
+#include "geist/geist.hpp"
 
 namespace geist_cli {
 
 namespace {
 
 // --chat: -p TEXT (after -s SYSTEM) through the chat template, tokenized.
-bool chat_prompt(const std::string& verb, const Args& args, geist_model* model,
+bool chat_prompt(const std::string& verb, const Args& args, const ModelHandle& model,
                  std::vector<geist_token>* out) {
-  TemplateHandle t;
+  ChatTemplate t;
   if (!load_chat_template(verb, args, model, &t)) return false;
   nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
   if (args.has("--system")) msgs.push_back({{"role", "system"}, {"content", args.str("--system")}});
@@ -25,7 +25,7 @@ bool chat_prompt(const std::string& verb, const Args& args, geist_model* model,
   nlohmann::ordered_json req = {{"messages", msgs}, {"add_generation_prompt", true}};
   if (args.has("--no-think")) req["chat_template_kwargs"] = {{"enable_thinking", false}};
   std::string text;
-  return render_chat(verb, t.tmpl, req.dump(), &text) && tokenize_prompt(verb, model, text, out);
+  return render_chat(verb, t, req.dump(), &text) && tokenize_prompt(verb, model, text, out);
 }
 
 }  // namespace
@@ -92,9 +92,9 @@ int cmd_run(int argc, char** argv) {
       cli_error(spec.name, "--chat needs -p TEXT (the user message)");
       return kExitUsage;
     }
-    if (!chat_prompt(spec.name, args, m.model, &prompt)) return kExitFailure;
+    if (!chat_prompt(spec.name, args, m, &prompt)) return kExitFailure;
   } else if (args.has("--prompt") &&
-             !tokenize_text(spec.name, m.model, args.str("--prompt"), true, true, &prompt)) {
+             !tokenize_text(spec.name, m, args.str("--prompt"), true, true, &prompt)) {
     return kExitFailure;
   }
   if (prompt.empty() && !load_state) {
@@ -103,15 +103,10 @@ int cmd_run(int argc, char** argv) {
   }
 
   SessionHandle sess;
-  geist_status st = geist_session_create(m.model, &sp, &sess.session);
-  if (st != GEIST_OK) {
-    cli_error(spec.name, "cannot create session: %s", geist_model_last_error(m.model));
-    return kExitFailure;
-  }
+  if (!create_session(spec.name, m, sp, &sess)) return kExitFailure;
   if (load_state) {
-    st = geist_session_load_file(sess.session, args.str("--load-state").c_str());
-    if (st != GEIST_OK) {
-      cli_error(spec.name, "cannot load state: %s", geist_session_last_error(sess.session));
+    if (sess.load_file(args.str("--load-state")) != GEIST_OK) {
+      cli_error(spec.name, "cannot load state: %s", sess.last_error());
       return kExitFailure;
     }
     static const char* const kSamplerFlags[] = {"--temp",           "--top-k",
@@ -120,55 +115,49 @@ int cmd_run(int argc, char** argv) {
                                                 "--repeat-last-n",  "--seed"};
     bool sampler_given = false;
     for (const char* f : kSamplerFlags) sampler_given = sampler_given || args.has(f);
-    if (sampler_given && geist_session_set_sampler(sess.session, &sp.sampler) != GEIST_OK) {
-      cli_error(spec.name, "%s", geist_session_last_error(sess.session));
+    if (sampler_given && sess.set_sampler(sp.sampler) != GEIST_OK) {
+      cli_error(spec.name, "%s", sess.last_error());
       return kExitFailure;
     }
   }
   const double t0 = now_seconds();
-  st = geist_session_prefill(sess.session, prompt.data(), prompt.size());
+  geist_status st = sess.prefill(prompt);
   if (st != GEIST_OK) {
-    cli_error(spec.name, "prefill failed: %s", geist_session_last_error(sess.session));
+    cli_error(spec.name, "prefill failed: %s", sess.last_error());
     return kExitFailure;
   }
   const double t1 = now_seconds();
 
   const bool ids = args.has("--ids");
   Utf8Stream text_out(stdout);
-  std::vector<char> piece(64);
+  std::string piece;
   int32_t n_gen = 0;
   bool context_full = false;
   for (; n_predict < 0 || n_gen < n_predict; ++n_gen) {
     geist_token tok = 0;
-    st = geist_session_decode(sess.session, &tok);
+    st = sess.decode(&tok);
     if (st == GEIST_E_TOO_MANY_TOKENS) {
       context_full = true;
       break;
     }
     if (st != GEIST_OK) {
       text_out.finish();
-      cli_error(spec.name, "decode failed: %s", geist_session_last_error(sess.session));
+      cli_error(spec.name, "decode failed: %s", sess.last_error());
       return kExitFailure;
     }
-    if (geist_model_token_is_eog(m.model, tok)) break;
+    if (m.token_is_eog(tok)) break;
     if (ids) {
       std::printf(n_gen == 0 ? "%d" : " %d", tok);
       std::fflush(stdout);
       continue;
     }
-    size_t len = 0;
-    st = geist_token_to_piece(m.model, tok, piece.data(), piece.size(), &len);
-    if (st == GEIST_E_INVALID_ARG && len > piece.size()) {
-      piece.resize(len);
-      st = geist_token_to_piece(m.model, tok, piece.data(), piece.size(), &len);
-    }
+    st = m.token_to_piece(tok, &piece);
     if (st != GEIST_OK) {
       text_out.finish();
-      cli_error(spec.name, "cannot convert token %d to text: %s", tok,
-                geist_model_last_error(m.model));
+      cli_error(spec.name, "cannot convert token %d to text: %s", tok, m.last_error());
       return kExitFailure;
     }
-    text_out.write(piece.data(), len);
+    text_out.write(piece.data(), piece.size());
   }
   const double t2 = now_seconds();
   if (ids) {
@@ -179,22 +168,21 @@ int cmd_run(int argc, char** argv) {
   }
   std::fflush(stdout);
   if (args.has("--save-state")) {
-    st = geist_session_save_file(sess.session, args.str("--save-state").c_str());
-    if (st != GEIST_OK) {
-      cli_error(spec.name, "cannot save state: %s", geist_session_last_error(sess.session));
+    if (sess.save_file(args.str("--save-state")) != GEIST_OK) {
+      cli_error(spec.name, "cannot save state: %s", sess.last_error());
       return kExitFailure;
     }
   }
   if (context_full) {
     std::fprintf(stderr, "geist run: stopped: the context (%d tokens) is full\n",
-                 geist_session_max_seq_len(sess.session));
+                 sess.max_seq_len());
   }
   const double prefill_s = t1 - t0, decode_s = t2 - t1;
   std::fprintf(stderr,
                "geist run: prompt %zu tokens, prefill %.1f tok/s (%.3f s), decode %d tokens "
                "%.1f tok/s (%.3f s), kv %s\n",
                prompt.size(), prefill_s > 0 ? prompt.size() / prefill_s : 0.0, prefill_s, n_gen,
-               decode_s > 0 ? n_gen / decode_s : 0.0, decode_s, kv_mode_label(sp.kv_mode));
+               decode_s > 0 ? n_gen / decode_s : 0.0, decode_s, geist::kv_mode_name(sp.kv_mode));
   return 0;
 }
 

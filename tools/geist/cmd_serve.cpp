@@ -9,6 +9,7 @@
 #include "cli_args.h"
 #include "cli_common.h"
 #include "commands.h"
+#include "geist/geist.hpp"
 #include "server/server.h"
 
 namespace geist_cli {
@@ -85,11 +86,7 @@ int cmd_serve(int argc, char** argv) {
     return kExitUsage;
   }
   if (args.has("--backend")) {  // validated by parse_args
-    const std::string& b = args.str("--backend");
-    cfg.backend = b == "cpu"            ? GEIST_BACKEND_CPU
-                  : b == "cuda"         ? GEIST_BACKEND_CUDA
-                  : b == "cpu-devlocal" ? GEIST_BACKEND_CPU_DEVICE_LOCAL
-                                        : GEIST_BACKEND_AUTO;
+    (void)geist::backend_from_name(args.str("--backend"), &cfg.backend);
   }
   if (args.has("--host")) cfg.host = args.str("--host");
   if (args.has("--api-key")) cfg.api_key = args.str("--api-key");

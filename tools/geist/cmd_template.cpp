@@ -54,10 +54,10 @@ int cmd_template(int argc, char** argv) {
 
   ModelHandle m;
   if (!load_model(args, args.str("--model"), &m, /*vocab_only=*/true)) return kExitFailure;
-  TemplateHandle t;
-  if (!load_chat_template(spec.name, args, m.model, &t)) return kExitFailure;
+  ChatTemplate t;
+  if (!load_chat_template(spec.name, args, m, &t)) return kExitFailure;
   std::string prompt;
-  if (!render_chat(spec.name, t.tmpl, r.dump(), &prompt)) return kExitFailure;
+  if (!render_chat(spec.name, t, r.dump(), &prompt)) return kExitFailure;
   std::fwrite(prompt.data(), 1, prompt.size(), stdout);
   std::fflush(stdout);
   return 0;

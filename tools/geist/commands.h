@@ -4,7 +4,7 @@
 #include <string>
 
 #include "cli_args.h"
-#include "geist/geist.h"
+#include "geist/geist.hpp"
 
 namespace geist_cli {
 
@@ -29,7 +29,7 @@ int cmd_mkmodel(int argc, char** argv);
 int cmd_quantize(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 // geist bench --parallel (cmd_bench_parallel.cpp).
-int bench_parallel(const char* verb, const std::string& list, geist_model* m,
+int bench_parallel(const char* verb, const std::string& list, const geist::ModelHandle& m,
                    const geist_session_params& sp, int32_t n_prompt, int32_t n_gen, int32_t reps,
                    bool json, const std::string& name);
 int cmd_demo(int argc, char** argv);
