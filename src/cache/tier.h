@@ -28,7 +28,7 @@ struct TierStats {
   int64_t objects = 0, bytes = 0, budget = 0;  // what the tier holds (as far as it knows)
   int64_t gets = 0, hits = 0, corrupt = 0, timeouts = 0;
   int64_t puts = 0, put_errors = 0, dropped = 0;  // dropped: queue full or paused
-  bool available = true;                         // false: paused / circuit open
+  bool available = true;                          // false: paused / circuit open
 };
 
 class Tier {
