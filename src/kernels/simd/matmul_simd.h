@@ -120,6 +120,37 @@ void dot_kq_panels(GgmlType t, bool groups, const uint8_t* src, size_t row_bytes
                    int64_t n_in, const int8_t* pq, const float* pdx, const int32_t* psx,
                    int64_t n_tok, float* out, int64_t out_stride);
 
+// I8M (Q4_1, Q5_1, Q5_K, Q2_K, IQ4_XS in the GROUPS16 layout, re-encoded at load by
+// weight_to_groups16: src/kernels/weight_i8m.cpp; kernels in matmul_i8m_simd.cpp). Every
+// 32-block of every row is held as signed 8-bit codes w[32], an f32 scale S, an f32 min scale M
+// and two int16 min weights m0, m1 (of the block's 16-element halves), value = S * w - M * m_h,
+// all exact re-encodings of the file's values (Q4_1 / Q5_1: S = d, M = -m, m0 = m1 = 1; Q5_K:
+// S = d * sc_j, M = dmin * m_j, m0 = m1 = 1; Q2_K: w = sc * q, S = d, M = dmin, m_h = the two
+// 16-element mins; IQ4_XS: w = the non-linear value, S = d * (ls - 32), no min). One activation
+// plane (dx_b = d_b) and its half sums (q8_half_sums_*: hs0, hs1). Every output is, bitwise,
+// on every target and for any batch:
+//   acc = 0; for b in blocks: isum = dot(w, q1), ms = m0 * hs0 + m1 * hs1 (exact int32)
+//     acc = fma(float(isum), S * dx_b, acc)
+//     acc = fma(M, -(float(ms) * dx_b), acc)      (omitted for IQ4_XS, which has no min)
+// A group's block b (16 rows, kI8mGroupBlock bytes at group + b * kI8mGroupBlock): S of row r
+// at kI8mScaleAt + 4r, M at kI8mMinAt + 4r, (m0, m1) int16 at kI8mWeightsAt + 4r, then code
+// unit u (elements 4u..4u+3) of row r at kI8mCodesAt + (u * 16 + r) * 4, stored w + 128.
+constexpr int64_t kI8mScaleAt = 0;
+constexpr int64_t kI8mMinAt = 64;
+constexpr int64_t kI8mWeightsAt = 128;
+constexpr int64_t kI8mCodesAt = 192;
+constexpr int64_t kI8mGroupBlock = 704;  // 16 rows x 44 bytes
+inline size_t i8m_row_bytes(int64_t n_in) { return static_cast<size_t>(n_in / 32 * 44); }
+bool i8m_type(GgmlType t);
+// dot_q8_rows / dot_q8_panels for I8M weights (src at the start of a group, row_bytes =
+// i8m_row_bytes(n_in)); the activations with one plane and their half sums.
+void dot_i8m_rows(GgmlType t, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
+                  const int8_t* q, const float* dx, const int32_t* sx, int64_t n_tok, float* out,
+                  int64_t out_stride);
+void dot_i8m_panels(GgmlType t, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
+                    const int8_t* pq, const float* pdx, const int32_t* psx, int64_t n_tok,
+                    float* out, int64_t out_stride);
+
 // True where dot_q8_panels / dot_q8_rows run the 8-bit multiply-add kernels (VNNI).
 bool q8_panels_fast();
 
