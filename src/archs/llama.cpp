@@ -36,6 +36,8 @@ struct LlamaConfig {
   int32_t n_rot = 0;
   float rope_freq_base = 10000;
   float rope_freq_scale = 1;
+  bool yarn = false;  // rope.scaling.type yarn: rope_freq_scale stays 1, yarn_cfg applies
+  YarnConfig yarn_cfg;
   float rms_eps = 0;
 };
 
@@ -164,6 +166,53 @@ Status read_uniform(const GgufFile& f, const std::string& key, int32_t n_layer, 
   return Status::ok();
 }
 
+// rope.scaling.type yarn: the factor, the original context (llama.cpp's fallback: the training
+// context) and the ramp's betas (its defaults 32 and 1). Keys that would change ggml's YaRN in
+// ways the forward does not follow (ext_factor, a second attention factor, DeepSeek's log
+// multiplier) are refused by name unless they hold the values that change nothing.
+Status read_yarn(const GgufFile& f, const std::string& p, LlamaConfig* c) {
+  c->yarn = true;
+  YarnConfig& y = c->yarn_cfg;
+  float factor = 0;
+  GEIST_RETURN_IF_ERROR(read_f32(f, p + "rope.scaling.factor", false, &factor));
+  if (factor < 0 || !std::isfinite(factor)) {
+    return Status::error(GEIST_E_FORMAT, "%srope.scaling.factor %g must be positive", p.c_str(),
+                         static_cast<double>(factor));
+  }
+  y.factor = factor == 0 ? 1.0f : factor;
+  y.n_ctx_orig = c->n_ctx_train;
+  GEIST_RETURN_IF_ERROR(
+      read_i32(f, p + "rope.scaling.original_context_length", false, &y.n_ctx_orig));
+  if (y.n_ctx_orig <= 0) {
+    return Status::error(GEIST_E_FORMAT,
+                         "%srope.scaling.original_context_length %d must be positive", p.c_str(),
+                         y.n_ctx_orig);
+  }
+  GEIST_RETURN_IF_ERROR(read_f32(f, p + "rope.scaling.yarn_beta_fast", false, &y.beta_fast));
+  GEIST_RETURN_IF_ERROR(read_f32(f, p + "rope.scaling.yarn_beta_slow", false, &y.beta_slow));
+  if (!(y.beta_fast > 0) || !(y.beta_slow > 0)) {
+    return Status::error(GEIST_E_FORMAT,
+                         "%srope.scaling.yarn_beta_fast / yarn_beta_slow must be "
+                         "positive",
+                         p.c_str());
+  }
+  const struct {
+    const char* key;
+    float neutral;
+  } fixed[] = {{"rope.scaling.yarn_ext_factor", 1.0f},
+               {"rope.scaling.yarn_attn_factor", 1.0f},
+               {"rope.scaling.yarn_log_multiplier", 0.0f}};
+  for (const auto& k : fixed) {
+    float v = k.neutral;
+    GEIST_RETURN_IF_ERROR(read_f32(f, p + k.key, false, &v));
+    if (v != k.neutral) {
+      return Status::error(GEIST_E_UNSUPPORTED, "%s%s %g is not supported", p.c_str(), k.key,
+                           static_cast<double>(v));
+    }
+  }
+  return Status::ok();
+}
+
 Status read_config(const GgufFile& f, LlamaConfig* c) {
   const std::string p = "llama.";
   GEIST_RETURN_IF_ERROR(read_i32(f, p + "context_length", true, &c->n_ctx_train));
@@ -217,14 +266,23 @@ Status read_config(const GgufFile& f, LlamaConfig* c) {
     if (factor == 0) GEIST_RETURN_IF_ERROR(read_f32(f, p + "rope.scale_linear", false, &factor));
     if (factor < 0) return Status(GEIST_E_FORMAT, "rope scaling factor is negative");
     c->rope_freq_scale = factor == 0 ? 1.0f : 1.0f / factor;
+  } else if (scaling == "yarn") {
+    GEIST_RETURN_IF_ERROR(read_yarn(f, p, c));
   } else if (scaling != "none") {
     return Status::error(GEIST_E_UNSUPPORTED, "%srope.scaling.type '%.*s' is not supported",
                          p.c_str(), static_cast<int>(scaling.size()), scaling.data());
   }
-  // ggml's rope multiplies cos and sin by the attention factor: refused rather than ignored.
+  // ggml's rope multiplies cos and sin by the attention factor: applied with YaRN (mscale),
+  // refused rather than ignored otherwise.
   float attn_factor = 1;
   GEIST_RETURN_IF_ERROR(read_f32(f, p + "rope.scaling.attn_factor", false, &attn_factor));
-  if (attn_factor != 1.0f) {
+  if (c->yarn) {
+    if (!(attn_factor > 0) || !std::isfinite(attn_factor)) {
+      return Status::error(GEIST_E_FORMAT, "%srope.scaling.attn_factor %g must be positive",
+                           p.c_str(), static_cast<double>(attn_factor));
+    }
+    c->yarn_cfg.attn_factor = attn_factor;
+  } else if (attn_factor != 1.0f) {
     return Status::error(GEIST_E_UNSUPPORTED, "%srope.scaling.attn_factor %g is not supported",
                          p.c_str(), static_cast<double>(attn_factor));
   }
@@ -420,13 +478,26 @@ Status load_llama(const GgufFile& file, std::unique_ptr<Backend> backend, const 
   m->rope_.n_rot = c.n_rot;
   m->rope_.freq_base = c.rope_freq_base;
   m->rope_.freq_scale = c.rope_freq_scale;
+  if (c.yarn) {
+    // The CUDA rope kernels have no magnitude scale yet: refused there rather than run wrong.
+    if (m->backend_->kind() == BackendKind::CUDA) {
+      return Status(GEIST_E_UNSUPPORTED,
+                    "llama.rope.scaling.type 'yarn' is not supported on the cuda backend");
+    }
+    // YaRN as per-pair frequency factors (times the file's rope_freqs) and mscale.
+    std::vector<float>& ff = m->rope_freq_factors_host_;
+    if (ff.empty()) ff.assign(static_cast<size_t>(c.n_rot / 2), 1.0f);
+    yarn_rope_factors(c.yarn_cfg, c.n_rot, c.rope_freq_base, ff.data(), &m->rope_.mscale);
+    m->rope_.freq_factors = ff.data();
+  }
   m->info_ = ModelInfo{"llama",  c.n_vocab,   c.n_ctx_train, c.n_embd,    c.n_layer,
                        c.n_head, c.n_head_kv, c.n_ff,        c.head_dim_k};
   log.log(GEIST_LOG_INFO,
           "llama: %d layers, n_embd %d, %d/%d heads of %d, n_ff %d, vocab %d, rope %d dims "
-          "base %g scale %g%s",
+          "base %g scale %g%s%s",
           c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim_k, c.n_ff, c.n_vocab, c.n_rot,
-          c.rope_freq_base, c.rope_freq_scale, m->rope_.freq_factors ? " with rope_freqs" : "");
+          c.rope_freq_base, c.rope_freq_scale,
+          m->rope_.freq_factors && !c.yarn ? " with rope_freqs" : "", c.yarn ? " yarn" : "");
   GEIST_RETURN_IF_ERROR(m->upload_weights(file));
   log.log(GEIST_LOG_INFO, "llama: backend %s", m->backend_->description().c_str());
   *out = std::move(m);

@@ -4,6 +4,8 @@
 // key or tensor (never run silently without it).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -129,11 +131,38 @@ TEST_F(Variants, LlamaRopeScalingIsAppliedOrRefused) {
   // Factor 1 and "none" change nothing.
   expect_same(with_kv([](GgufWriter& w) { w.add_f32("llama.rope.scaling.factor", 1.0f); }));
   expect_same(with_kv([](GgufWriter& w) { w.add_str("llama.rope.scaling.type", "none"); }));
+  // YaRN with factor 1 is the unscaled rope: every frequency factor 1, mscale 1, same bits.
+  expect_same(with_kv([](GgufWriter& w) {
+    w.add_str("llama.rope.scaling.type", "yarn");
+    w.add_f32("llama.rope.scaling.factor", 1.0f);
+    w.add_i32("llama.rope.scaling.original_context_length", 64);
+  }));
+  {  // YaRN factor 4 (its frequencies and mscale: OpsRope.YarnMatchesTheYarnFormulas) runs and
+     // moves the logits.
+    Rewritten rw;
+    rewrite(*file_, with_kv([](GgufWriter& w) {
+      w.add_str("llama.rope.scaling.type", "yarn");
+      w.add_f32("llama.rope.scaling.factor", 4.0f);
+      w.add_i32("llama.rope.scaling.original_context_length", 64);
+    }),
+            &rw);
+    std::vector<float> got;
+    const Status st = logits_of(*rw.file, &got);
+    ASSERT_TRUE(st.is_ok()) << st.message();
+    ASSERT_EQ(got.size(), want_.size());
+    double diff = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(got[i])) << i;
+      diff = std::max(diff, std::fabs(double{got[i]} - want_[i]));
+    }
+    EXPECT_GT(diff, 1e-3);
+  }
   expect_refused(with_kv([](GgufWriter& w) {
                    w.add_str("llama.rope.scaling.type", "yarn");
                    w.add_f32("llama.rope.scaling.factor", 4.0f);
+                   w.add_f32("llama.rope.scaling.yarn_log_multiplier", 0.1f);
                  }),
-                 GEIST_E_UNSUPPORTED, "llama.rope.scaling.type 'yarn'");
+                 GEIST_E_UNSUPPORTED, "llama.rope.scaling.yarn_log_multiplier");
   expect_refused(with_kv([](GgufWriter& w) { w.add_str("llama.rope.scaling.type", "longrope"); }),
                  GEIST_E_UNSUPPORTED, "'longrope'");
   expect_refused(with_kv([](GgufWriter& w) { w.add_f32("llama.rope.scaling.attn_factor", 0.5f); }),
