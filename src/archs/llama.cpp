@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "archs/loaders.h"
+#include "archs/rope_yarn.h"
 #include "archs/tensors.h"
 #include "backends/backend.h"
 #include "kernels/attention.h"
@@ -166,53 +167,6 @@ Status read_uniform(const GgufFile& f, const std::string& key, int32_t n_layer, 
   return Status::ok();
 }
 
-// rope.scaling.type yarn: the factor, the original context (llama.cpp's fallback: the training
-// context) and the ramp's betas (its defaults 32 and 1). Keys that would change ggml's YaRN in
-// ways the forward does not follow (ext_factor, a second attention factor, DeepSeek's log
-// multiplier) are refused by name unless they hold the values that change nothing.
-Status read_yarn(const GgufFile& f, const std::string& p, LlamaConfig* c) {
-  c->yarn = true;
-  YarnConfig& y = c->yarn_cfg;
-  float factor = 0;
-  GEIST_RETURN_IF_ERROR(read_f32(f, p + "rope.scaling.factor", false, &factor));
-  if (factor < 0 || !std::isfinite(factor)) {
-    return Status::error(GEIST_E_FORMAT, "%srope.scaling.factor %g must be positive", p.c_str(),
-                         static_cast<double>(factor));
-  }
-  y.factor = factor == 0 ? 1.0f : factor;
-  y.n_ctx_orig = c->n_ctx_train;
-  GEIST_RETURN_IF_ERROR(
-      read_i32(f, p + "rope.scaling.original_context_length", false, &y.n_ctx_orig));
-  if (y.n_ctx_orig <= 0) {
-    return Status::error(GEIST_E_FORMAT,
-                         "%srope.scaling.original_context_length %d must be positive", p.c_str(),
-                         y.n_ctx_orig);
-  }
-  GEIST_RETURN_IF_ERROR(read_f32(f, p + "rope.scaling.yarn_beta_fast", false, &y.beta_fast));
-  GEIST_RETURN_IF_ERROR(read_f32(f, p + "rope.scaling.yarn_beta_slow", false, &y.beta_slow));
-  if (!(y.beta_fast > 0) || !(y.beta_slow > 0)) {
-    return Status::error(GEIST_E_FORMAT,
-                         "%srope.scaling.yarn_beta_fast / yarn_beta_slow must be "
-                         "positive",
-                         p.c_str());
-  }
-  const struct {
-    const char* key;
-    float neutral;
-  } fixed[] = {{"rope.scaling.yarn_ext_factor", 1.0f},
-               {"rope.scaling.yarn_attn_factor", 1.0f},
-               {"rope.scaling.yarn_log_multiplier", 0.0f}};
-  for (const auto& k : fixed) {
-    float v = k.neutral;
-    GEIST_RETURN_IF_ERROR(read_f32(f, p + k.key, false, &v));
-    if (v != k.neutral) {
-      return Status::error(GEIST_E_UNSUPPORTED, "%s%s %g is not supported", p.c_str(), k.key,
-                           static_cast<double>(v));
-    }
-  }
-  return Status::ok();
-}
-
 Status read_config(const GgufFile& f, LlamaConfig* c) {
   const std::string p = "llama.";
   GEIST_RETURN_IF_ERROR(read_i32(f, p + "context_length", true, &c->n_ctx_train));
@@ -267,7 +221,8 @@ Status read_config(const GgufFile& f, LlamaConfig* c) {
     if (factor < 0) return Status(GEIST_E_FORMAT, "rope scaling factor is negative");
     c->rope_freq_scale = factor == 0 ? 1.0f : 1.0f / factor;
   } else if (scaling == "yarn") {
-    GEIST_RETURN_IF_ERROR(read_yarn(f, p, c));
+    c->yarn = true;
+    GEIST_RETURN_IF_ERROR(read_yarn_config(f, p, c->n_ctx_train, &c->yarn_cfg));
   } else if (scaling != "none") {
     return Status::error(GEIST_E_UNSUPPORTED, "%srope.scaling.type '%.*s' is not supported",
                          p.c_str(), static_cast<int>(scaling.size()), scaling.data());

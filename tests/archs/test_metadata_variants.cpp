@@ -82,6 +82,21 @@ class Variants : public ::testing::Test {
     ASSERT_TRUE(st.is_ok()) << st.message();
     EXPECT_EQ(got, want_);
   }
+  // The rewritten model loads and runs, with finite logits that differ from the fixture's.
+  void expect_changed(const Rewrite& r) {
+    Rewritten rw;
+    rewrite(*file_, r, &rw);
+    std::vector<float> got;
+    const Status st = logits_of(*rw.file, &got);
+    ASSERT_TRUE(st.is_ok()) << st.message();
+    ASSERT_EQ(got.size(), want_.size());
+    double diff = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(got[i])) << i;
+      diff = std::max(diff, std::fabs(double{got[i]} - want_[i]));
+    }
+    EXPECT_GT(diff, 1e-3);
+  }
   // The rewritten model is refused with `code`, the message naming `needle`.
   void expect_refused(const Rewrite& r, geist_status code, const std::string& needle) {
     Rewritten rw;
@@ -137,26 +152,13 @@ TEST_F(Variants, LlamaRopeScalingIsAppliedOrRefused) {
     w.add_f32("llama.rope.scaling.factor", 1.0f);
     w.add_i32("llama.rope.scaling.original_context_length", 64);
   }));
-  {  // YaRN factor 4 (its frequencies and mscale: OpsRope.YarnMatchesTheYarnFormulas) runs and
-     // moves the logits.
-    Rewritten rw;
-    rewrite(*file_, with_kv([](GgufWriter& w) {
-      w.add_str("llama.rope.scaling.type", "yarn");
-      w.add_f32("llama.rope.scaling.factor", 4.0f);
-      w.add_i32("llama.rope.scaling.original_context_length", 64);
-    }),
-            &rw);
-    std::vector<float> got;
-    const Status st = logits_of(*rw.file, &got);
-    ASSERT_TRUE(st.is_ok()) << st.message();
-    ASSERT_EQ(got.size(), want_.size());
-    double diff = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-      ASSERT_TRUE(std::isfinite(got[i])) << i;
-      diff = std::max(diff, std::fabs(double{got[i]} - want_[i]));
-    }
-    EXPECT_GT(diff, 1e-3);
-  }
+  // YaRN factor 4 (its frequencies and mscale: OpsRope.YarnMatchesTheYarnFormulas) runs and
+  // moves the logits.
+  expect_changed(with_kv([](GgufWriter& w) {
+    w.add_str("llama.rope.scaling.type", "yarn");
+    w.add_f32("llama.rope.scaling.factor", 4.0f);
+    w.add_i32("llama.rope.scaling.original_context_length", 64);
+  }));
   expect_refused(with_kv([](GgufWriter& w) {
                    w.add_str("llama.rope.scaling.type", "yarn");
                    w.add_f32("llama.rope.scaling.factor", 4.0f);
@@ -208,16 +210,27 @@ TEST_F(Variants, Qwen35PerLayerHeadCounts) {
                  GEIST_E_UNSUPPORTED, "qwen35.attention.head_count_kv differs");
 }
 
-TEST_F(Variants, Qwen35RopeScalingIsRefusedByKey) {
+TEST_F(Variants, Qwen35RopeScalingIsAppliedOrRefusedByKey) {
   GEIST_REQUIRE_FIXTURES();
   open("models/tiny-qwen35-f32.gguf");
   expect_same(with_kv([](GgufWriter& w) { w.add_str("qwen35.rope.scaling.type", "none"); }));
   expect_same(with_kv([](GgufWriter& w) { w.add_f32("qwen35.rope.scaling.factor", 1.0f); }));
+  // YaRN: factor 1 is the unscaled rope (same bits); factor 4 runs and moves the logits.
+  expect_same(with_kv([](GgufWriter& w) {
+    w.add_str("qwen35.rope.scaling.type", "yarn");
+    w.add_f32("qwen35.rope.scaling.factor", 1.0f);
+    w.add_i32("qwen35.rope.scaling.original_context_length", 64);
+  }));
+  expect_changed(with_kv([](GgufWriter& w) {
+    w.add_str("qwen35.rope.scaling.type", "yarn");
+    w.add_f32("qwen35.rope.scaling.factor", 4.0f);
+    w.add_i32("qwen35.rope.scaling.original_context_length", 64);
+  }));
   expect_refused(with_kv([](GgufWriter& w) {
                    w.add_str("qwen35.rope.scaling.type", "yarn");
-                   w.add_f32("qwen35.rope.scaling.factor", 4.0f);
+                   w.add_f32("qwen35.rope.scaling.yarn_ext_factor", 0.5f);
                  }),
-                 GEIST_E_UNSUPPORTED, "qwen35.rope.scaling.type 'yarn'");
+                 GEIST_E_UNSUPPORTED, "qwen35.rope.scaling.yarn_ext_factor");
   expect_refused(with_kv([](GgufWriter& w) { w.add_f32("qwen35.rope.scaling.factor", 2.0f); }),
                  GEIST_E_UNSUPPORTED, "qwen35.rope.scaling.factor 2");
   expect_refused(with_kv([](GgufWriter& w) { w.add_f32("qwen35.rope.scaling.attn_factor", 0.8f); }),
