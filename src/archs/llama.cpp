@@ -52,6 +52,15 @@ struct LlamaLayer {
   WeightMatrix w_gate;               // [n_ff][n_embd]
   WeightMatrix w_up;                 // [n_ff][n_embd]
   WeightMatrix w_down;               // [n_embd][n_ff]
+  // Optional biases (llama.cpp reads them when present), added after their matrix: [n_q],
+  // [n_k], [n_v], [n_embd], [n_ff], [n_ff], [n_embd]; nullptr where the file has none.
+  const float* bq = nullptr;
+  const float* bk = nullptr;
+  const float* bv = nullptr;
+  const float* bo = nullptr;
+  const float* b_gate = nullptr;
+  const float* b_up = nullptr;
+  const float* b_down = nullptr;
 };
 
 class LlamaState : public ArchState {
@@ -244,18 +253,21 @@ Status read_config(const GgufFile& f, LlamaConfig* c) {
   return Status::ok();
 }
 
-// Tensors llama.cpp reads for llama files when present (create_tensor with TENSOR_NOT_REQUIRED)
-// that the forward does not apply: a file holding one is refused by name, never run without it.
-Status refuse_biases(const TensorChecks& tc, int32_t il) {
-  for (Tn t : {Tn::ATTN_Q, Tn::ATTN_K, Tn::ATTN_V, Tn::ATTN_OUTPUT, Tn::FFN_GATE, Tn::FFN_DOWN,
-               Tn::FFN_UP}) {
-    const std::string name = tn(t, "bias", il);
-    if (tc.has(name)) {
-      return Status::error(GEIST_E_UNSUPPORTED,
-                           "llama: tensor '%s': attention and feed-forward biases are not "
-                           "supported yet",
-                           name.c_str());
-    }
+// The biases llama.cpp reads for llama files when present (create_tensor with
+// TENSOR_NOT_REQUIRED): f32 vectors of their matrix's output size.
+Status load_biases(const TensorChecks& tc, int32_t il, int64_t n_q, int64_t n_k, int64_t n_v,
+                   int64_t n_embd, int64_t n_ff, LlamaLayer* l) {
+  const struct {
+    Tn t;
+    int64_t n;
+    const float** out;
+  } biases[] = {{Tn::ATTN_Q, n_q, &l->bq},         {Tn::ATTN_K, n_k, &l->bk},
+                {Tn::ATTN_V, n_v, &l->bv},         {Tn::ATTN_OUTPUT, n_embd, &l->bo},
+                {Tn::FFN_GATE, n_ff, &l->b_gate},  {Tn::FFN_UP, n_ff, &l->b_up},
+                {Tn::FFN_DOWN, n_embd, &l->b_down}};
+  for (const auto& b : biases) {
+    const std::string name = tn(b.t, "bias", il);
+    if (tc.has(name)) GEIST_RETURN_IF_ERROR(tc.f32_view(name, b.n, b.out));
   }
   return Status::ok();
 }
@@ -307,7 +319,7 @@ Status load_weights(const GgufFile& f, LlamaModel* m) {
     GEIST_RETURN_IF_ERROR(tc.matrix(w(Tn::FFN_GATE), c.n_embd, c.n_ff, &l.w_gate));
     GEIST_RETURN_IF_ERROR(tc.matrix(w(Tn::FFN_UP), c.n_embd, c.n_ff, &l.w_up));
     GEIST_RETURN_IF_ERROR(tc.matrix(w(Tn::FFN_DOWN), c.n_ff, c.n_embd, &l.w_down));
-    GEIST_RETURN_IF_ERROR(refuse_biases(tc, il));
+    GEIST_RETURN_IF_ERROR(load_biases(tc, il, n_q, n_k, n_v, c.n_embd, c.n_ff, &l));
   }
   return Status::ok();
 }
@@ -328,6 +340,13 @@ Status LlamaModel::upload_weights(const GgufFile& file) {
     GEIST_RETURN_IF_ERROR(b.upload_floats(l.ffn_norm, e, &l.ffn_norm));
     for (WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
       GEIST_RETURN_IF_ERROR(upload_matrix(b, file, w));
+    }
+    const std::pair<const float**, int64_t> biases[] = {
+        {&l.bq, l.wq.n_out},        {&l.bk, l.wk.n_out},         {&l.bv, l.wv.n_out},
+        {&l.bo, l.wo.n_out},        {&l.b_gate, l.w_gate.n_out}, {&l.b_up, l.w_up.n_out},
+        {&l.b_down, l.w_down.n_out}};
+    for (const auto& [bias, n] : biases) {
+      if (*bias) GEIST_RETURN_IF_ERROR(b.upload_floats(*bias, static_cast<size_t>(n), bias));
     }
   }
   return Status::ok();
@@ -370,6 +389,12 @@ Status LlamaModel::create_state(int32_t max_seq_len, KvMode kv_mode,
   return Status::ok();
 }
 
+// y[t][0, len) += bias for the n rows of y (stride floats apart); nothing without a bias.
+void add_bias(Stream& s, float* y, int64_t stride, int32_t n, const float* bias, int64_t len) {
+  if (bias == nullptr) return;
+  for (int32_t t = 0; t < n; ++t) s.add(y + t * stride, bias, len);
+}
+
 void LlamaModel::run_micro_batch(ArchState& state, const MicroBatch& mb) const {
   LlamaState& st = static_cast<LlamaState&>(state);
   const int32_t n = mb.n_rows;
@@ -398,6 +423,9 @@ void LlamaModel::run_micro_batch(ArchState& state, const MicroBatch& mb) const {
     s.matmul(l.wq, xn, n_embd, n, q, n_q);
     s.matmul(l.wk, xn, n_embd, n, k, n_k);
     s.matmul(l.wv, xn, n_embd, n, v, n_v);
+    add_bias(s, q, n_q, n, l.bq, n_q);
+    add_bias(s, k, n_k, n, l.bk, n_k);
+    add_bias(s, v, n_v, n, l.bv, n_v);
     for (const Segment& g : segments(mb)) {  // positions and the KV cache are the session's
       const int64_t r = g.row0;
       s.rope(q + r * n_q, n_q, g.n, c.n_head, c.head_dim_k, g.pos, rope_);
@@ -407,13 +435,17 @@ void LlamaModel::run_micro_batch(ArchState& state, const MicroBatch& mb) const {
                                                     attn + r * n_o, n_o);
     }
     s.matmul(l.wo, attn, n_o, n, xn, n_embd);
+    add_bias(s, xn, n_embd, n, l.bo, n_embd);
     s.add(x, xn, n * n_embd);
 
     s.rms_norm(x, n_embd, l.ffn_norm, xn, n_embd, n, n_embd, c.rms_eps);
     s.matmul(l.w_gate, xn, n_embd, n, gate, c.n_ff);
     s.matmul(l.w_up, xn, n_embd, n, up, c.n_ff);
+    add_bias(s, gate, c.n_ff, n, l.b_gate, c.n_ff);
+    add_bias(s, up, c.n_ff, n, l.b_up, c.n_ff);
     s.swiglu(gate, up, gate, static_cast<int64_t>(n) * c.n_ff);
     s.matmul(l.w_down, gate, c.n_ff, n, xn, n_embd);
+    add_bias(s, xn, n_embd, n, l.b_down, n_embd);
     s.add(x, xn, n * n_embd);
   }
   logits_head(s, mb, x, xn, n_embd, output_norm_, c.rms_eps, output_, c.n_vocab);
