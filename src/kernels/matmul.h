@@ -63,6 +63,14 @@ size_t weight_groups16_bytes(const WeightMatrix& w);
 // *out to the view of dst.
 void weight_to_groups16(const WeightMatrix& w, uint8_t* dst, WeightMatrix* out);
 
+// For backends without kernels of their own for a type: the type whose GGUF rows hold every
+// value of a type-t row exactly (Q8_0 for Q5_0 and IQ4_NL, Q6_K for Q3_K: the re-encodings
+// GROUPS16 uses), or t itself. weight_to_exact_rows writes w (ROWS, whole blocks) in that type
+// into dst (ggml_row_size(weight_exact_rows_type(w.type), n_in) * n_out bytes) and sets *out
+// to the view of dst; its rows dequantize to w's bits.
+GgmlType weight_exact_rows_type(GgmlType t);
+void weight_to_exact_rows(const WeightMatrix& w, uint8_t* dst, WeightMatrix* out);
+
 // Floats of scratch matmul() needs for rows of n_in elements on n_threads threads (linear in
 // n_threads: a caller may size it as n_threads * matmul_scratch_floats(n_in, 1)).
 size_t matmul_scratch_floats(int64_t n_in, int n_threads);

@@ -198,6 +198,35 @@ void weight_to_groups16(const WeightMatrix& w, uint8_t* dst, WeightMatrix* out) 
   }
 }
 
+GgmlType weight_exact_rows_type(GgmlType t) {
+  return as_q8_0(t) || t == GgmlType::Q3_K ? grouped_type(t) : t;
+}
+
+void weight_to_exact_rows(const WeightMatrix& w, uint8_t* dst, WeightMatrix* out) {
+  const GgmlType to = weight_exact_rows_type(w.type);
+  GEIST_CHECK(w.layout == WeightLayout::ROWS && to != w.type && w.n_in > 0 &&
+                  w.row_bytes == ggml_row_size(w.type, w.n_in) && ggml_row_size(to, w.n_in) > 0,
+              "weight_to_exact_rows: Q5_0 / IQ4_NL / Q3_K rows of whole blocks only");
+  *out = w;
+  out->type = to;
+  out->data = dst;
+  out->row_bytes = ggml_row_size(to, w.n_in);
+  const int64_t src_block = ggml_type_traits(w.type).type_size;
+  const int64_t dst_block = ggml_type_traits(to).type_size;
+  const int64_t nb = w.n_in / ggml_type_traits(w.type).block_size;
+  for (int64_t r = 0; r < w.n_out; ++r) {
+    const uint8_t* src = w.data + static_cast<size_t>(r) * w.row_bytes;
+    uint8_t* d = dst + static_cast<size_t>(r) * out->row_bytes;
+    for (int64_t b = 0; b < nb; ++b) {
+      if (to == GgmlType::Q6_K) {
+        q3_k_to_q6_k(src + b * src_block, d + b * dst_block);
+      } else {
+        to_q8_0_block(w.type, src + b * src_block, d + b * dst_block);
+      }
+    }
+  }
+}
+
 namespace {
 
 // Rebuilds the row's file blocks one at a time and dequantizes them as the ROWS layout does.
