@@ -29,10 +29,11 @@ namespace geist {
 //     scale bytes, 4 + 8c + i bytes 4i..4i+3 of quant chunk c (low nibbles sub-block 2c, high
 //     2c + 1). Q6_K units: ql 0-31, qh 32-47, the 16 int8 scales 48-51.
 //     Q4_1 / Q5_1 / Q5_K / Q2_K / IQ4_XS (the I8M form: the view keeps the file's type, its
-//     row_bytes is simd::i8m_row_bytes(n_in) = 44 per 32-block): every 32-block of every row as
-//     8-bit codes with an f32 scale, an f32 min and two int16 min weights, exactly the file's
-//     values (kernels/simd/matmul_simd.h "I8M" has the layout and the formula); 1.8-4.2x the
-//     file's bytes.
+//     row_bytes is simd::i8m_row_bytes(type, n_in)): every 32-block of every row as codes with
+//     an f32 scale and an f32 min (Q5_1 / Q5_K / Q2_K: 8-bit codes and two int16 min weights,
+//     44 bytes; Q4_1: the file's nibbles, 24 bytes; IQ4_XS: its nibble indices, no min, 20
+//     bytes), exactly the file's values (kernels/simd/matmul_simd.h "I8M" has the layouts and
+//     the formula): 1.2x (Q4_1, IQ4_XS), 1.8x (Q5_1), 2.0x (Q5_K), 4.2x (Q2_K) the file's bytes.
 //     One 64-byte load is one unit of 16 rows, the operand of a 16-lane 8-bit multiply-add
 //     with the activations broadcast (decode), or a K-quant's scale word of 16 rows.
 enum class WeightLayout : uint8_t { ROWS, GROUPS16 };

@@ -100,47 +100,97 @@ void file_block(GgmlType t, const uint8_t* row, int64_t b, Block* out) {
   }
 }
 
+namespace {
+
+// The 4-bit index of IQ4_XS value v (kIq4Values holds 16 distinct values).
+uint8_t iq4_index(int8_t v) {
+  for (int i = 0; i < 16; ++i) {
+    if (quant_detail::kIq4Values[i] == v) return static_cast<uint8_t>(i);
+  }
+  GEIST_CHECK(false, "i8m: not an IQ4 value");
+  return 0;
+}
+
+// Block b's row r in the group block at blk (matmul_simd.h's I8M forms).
+void store_block(simd::I8mForm f, const Block& v, int64_t r, uint8_t* blk) {
+  const int64_t codes = simd::i8m_codes_at(f);
+  std::memcpy(blk + simd::kI8mScaleAt + 4 * r, &v.s, 4);
+  if (f != simd::I8mForm::IQ4) std::memcpy(blk + simd::kI8mMinAt + 4 * r, &v.m, 4);
+  if (f == simd::I8mForm::CODES8) {
+    std::memcpy(blk + simd::kI8mWeightsAt + 4 * r, &v.m0, 2);
+    std::memcpy(blk + simd::kI8mWeightsAt + 4 * r + 2, &v.m1, 2);
+    for (int i = 0; i < 32; ++i) {
+      blk[codes + ((i / 4) * kGroup + r) * 4 + i % 4] =
+          static_cast<uint8_t>(static_cast<uint8_t>(v.w[i]) ^ 0x80u);
+    }
+    return;
+  }
+  for (int i = 0; i < 16; ++i) {
+    const bool iq4 = f == simd::I8mForm::IQ4;
+    const uint8_t lo = iq4 ? iq4_index(v.w[i]) : static_cast<uint8_t>(v.w[i]);
+    const uint8_t hi = iq4 ? iq4_index(v.w[i + 16]) : static_cast<uint8_t>(v.w[i + 16]);
+    blk[codes + ((i / 4) * kGroup + r) * 4 + i % 4] = static_cast<uint8_t>(lo | hi << 4);
+  }
+}
+
+// Row r of the group block at blk, back as a Block.
+void load_block(simd::I8mForm f, const uint8_t* blk, int64_t r, Block* v) {
+  const int64_t codes = simd::i8m_codes_at(f);
+  std::memcpy(&v->s, blk + simd::kI8mScaleAt + 4 * r, 4);
+  v->m = 0.0f;
+  v->m0 = v->m1 = f == simd::I8mForm::NIBBLES ? 1 : 0;
+  if (f != simd::I8mForm::IQ4) std::memcpy(&v->m, blk + simd::kI8mMinAt + 4 * r, 4);
+  if (f == simd::I8mForm::CODES8) {
+    std::memcpy(&v->m0, blk + simd::kI8mWeightsAt + 4 * r, 2);
+    std::memcpy(&v->m1, blk + simd::kI8mWeightsAt + 4 * r + 2, 2);
+    for (int i = 0; i < 32; ++i) {
+      v->w[i] = static_cast<int8_t>(blk[codes + ((i / 4) * kGroup + r) * 4 + i % 4] ^ 0x80u);
+    }
+    return;
+  }
+  for (int i = 0; i < 16; ++i) {
+    const uint8_t byte = blk[codes + ((i / 4) * kGroup + r) * 4 + i % 4];
+    const bool iq4 = f == simd::I8mForm::IQ4;
+    v->w[i] = iq4 ? quant_detail::kIq4Values[byte & 15] : static_cast<int8_t>(byte & 15);
+    v->w[i + 16] = iq4 ? quant_detail::kIq4Values[byte >> 4] : static_cast<int8_t>(byte >> 4);
+  }
+}
+
+}  // namespace
+
 void to_groups16(const WeightMatrix& w, uint8_t* dst) {
+  const simd::I8mForm f = simd::i8m_form(w.type);
+  const int64_t gb = simd::i8m_group_block(f);
   const int64_t nb = w.n_in / 32;
   const int64_t groups = (w.n_out + kGroup - 1) / kGroup;
   for (int64_t g = 0; g < groups; ++g) {
     for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* blk = dst + (g * nb + b) * simd::kI8mGroupBlock;
+      uint8_t* blk = dst + (g * nb + b) * gb;
       for (int64_t r = 0; r < kGroup; ++r) {
         const int64_t row = g * kGroup + r;
-        Block v;  // padding rows: all zero (codes 0 stored as 0x80)
-        if (row < w.n_out)
+        Block v;  // padding rows: scale and min 0
+        if (row < w.n_out) {
           file_block(w.type, w.data + static_cast<size_t>(row) * w.row_bytes, b, &v);
-        std::memcpy(blk + simd::kI8mScaleAt + 4 * r, &v.s, 4);
-        std::memcpy(blk + simd::kI8mMinAt + 4 * r, &v.m, 4);
-        std::memcpy(blk + simd::kI8mWeightsAt + 4 * r, &v.m0, 2);
-        std::memcpy(blk + simd::kI8mWeightsAt + 4 * r + 2, &v.m1, 2);
-        for (int i = 0; i < 32; ++i) {
-          blk[simd::kI8mCodesAt + ((i / 4) * kGroup + r) * 4 + i % 4] =
-              static_cast<uint8_t>(static_cast<uint8_t>(v.w[i]) ^ 0x80u);
+        } else if (f == simd::I8mForm::IQ4) {
+          v.w.fill(quant_detail::kIq4Values[8]);  // any valid index
         }
+        store_block(f, v, r, blk);
       }
     }
   }
 }
 
 void get_row(const WeightMatrix& w, int64_t row, float* dst) {
+  const simd::I8mForm f = simd::i8m_form(w.type);
+  const int64_t gb = simd::i8m_group_block(f);
   const int64_t nb = w.n_in / 32, r = row % kGroup;
   const uint8_t* grp = w.data + static_cast<size_t>(row / kGroup) * kGroup * w.row_bytes;
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = grp + b * simd::kI8mGroupBlock;
-    float s, m;
-    int16_t mh[2];
-    std::memcpy(&s, blk + simd::kI8mScaleAt + 4 * r, 4);
-    std::memcpy(&m, blk + simd::kI8mMinAt + 4 * r, 4);
-    std::memcpy(mh, blk + simd::kI8mWeightsAt + 4 * r, 4);
+    Block v;
+    load_block(f, grp + b * gb, r, &v);
     // Both products are exact in f32, so this is the file's dequantized value, bit for bit.
-    const float ml[2] = {m * static_cast<float>(mh[0]), m * static_cast<float>(mh[1])};
-    for (int i = 0; i < 32; ++i) {
-      const auto c =
-          static_cast<int8_t>(blk[simd::kI8mCodesAt + ((i / 4) * kGroup + r) * 4 + i % 4] ^ 0x80u);
-      dst[b * 32 + i] = s * static_cast<float>(c) - ml[i / 16];
-    }
+    const float ml[2] = {v.m * static_cast<float>(v.m0), v.m * static_cast<float>(v.m1)};
+    for (int i = 0; i < 32; ++i) dst[b * 32 + i] = v.s * static_cast<float>(v.w[i]) - ml[i / 16];
   }
 }
 

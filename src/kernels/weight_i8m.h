@@ -3,6 +3,7 @@
 // 32-block. Private to src/kernels (weight_layout.cpp).
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "kernels/matmul.h"
@@ -13,14 +14,14 @@ namespace geist::i8m {
 struct Block {
   float s = 0.0f, m = 0.0f;
   int16_t m0 = 0, m1 = 0;
-  int8_t w[32] = {};
+  std::array<int8_t, 32> w = {};
 };
 
 // Block b of a file row of type t (one of simd::i8m_type's), exactly.
 void file_block(GgmlType t, const uint8_t* row, int64_t b, Block* out);
 
-// Writes the ROWS matrix w (an I8M type, whole blocks) into dst, simd::i8m_row_bytes(n_in) *
-// ceil(n_out / 16) * 16 bytes; padding rows are zero.
+// Writes the ROWS matrix w (an I8M type, whole blocks) into dst, simd::i8m_row_bytes(type,
+// n_in) * ceil(n_out / 16) * 16 bytes; padding rows have scale and min 0.
 void to_groups16(const WeightMatrix& w, uint8_t* dst);
 
 // Row `row` of an I8M GROUPS16 matrix, dequantized: the bits dequantize_row gives for the file.

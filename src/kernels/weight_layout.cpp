@@ -138,7 +138,7 @@ bool weight_groups16_useful(const WeightMatrix& w) {
 }
 
 size_t weight_groups16_row_bytes(GgmlType t, int64_t n_in) {
-  return simd::i8m_type(t) ? simd::i8m_row_bytes(n_in) : ggml_row_size(grouped_type(t), n_in);
+  return simd::i8m_type(t) ? simd::i8m_row_bytes(t, n_in) : ggml_row_size(grouped_type(t), n_in);
 }
 
 size_t weight_groups16_bytes(const WeightMatrix& w) {
@@ -155,7 +155,7 @@ void weight_to_groups16(const WeightMatrix& w, uint8_t* dst, WeightMatrix* out) 
   out->data = dst;
   out->layout = WeightLayout::GROUPS16;
   if (simd::i8m_type(w.type)) {  // keeps its type: the I8M form
-    out->row_bytes = simd::i8m_row_bytes(w.n_in);
+    out->row_bytes = simd::i8m_row_bytes(w.type, w.n_in);
     i8m::to_groups16(w, dst);
     return;
   }

@@ -119,12 +119,14 @@ TEST(I8mMatmul, ReEncodingIsLosslessAndKeepsTheType) {
     const std::vector<uint8_t> bytes = test::random_rows(type, n_in, n_out, &rng, &deq, true);
     const WeightMatrix w{type, bytes.data(), n_in, n_out, ggml_row_size(type, n_in)};
     std::vector<uint8_t> g(weight_groups16_bytes(w));
-    EXPECT_EQ(g.size(), static_cast<size_t>(48 * 44 * (n_in / 32)));
+    // 44 bytes per row and 32-block, 24 for Q4_1 and 20 for IQ4_XS (nibbles kept packed).
+    const size_t per_block = type == GgmlType::Q4_1 ? 24 : type == GgmlType::IQ4_XS ? 20 : 44;
+    EXPECT_EQ(g.size(), 48 * per_block * static_cast<size_t>(n_in / 32));
     WeightMatrix wg;
     weight_to_groups16(w, g.data(), &wg);
     EXPECT_EQ(wg.type, type);
     EXPECT_EQ(wg.layout, WeightLayout::GROUPS16);
-    EXPECT_EQ(wg.row_bytes, simd::i8m_row_bytes(n_in));
+    EXPECT_EQ(wg.row_bytes, simd::i8m_row_bytes(type, n_in));
     std::vector<float> row(n_in);
     for (int64_t o = 0; o < n_out; ++o) {
       get_row(wg, o, row.data());

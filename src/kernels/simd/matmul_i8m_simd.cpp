@@ -19,6 +19,7 @@
 #include <cstring>
 
 #include "base/status.h"
+#include "kernels/quant_blocks.h"
 #include "kernels/simd/matmul_simd.h"
 
 #if HWY_ARCH_X86
@@ -34,28 +35,40 @@ struct I8mBlock {
   int8_t w[32];
 };
 
-inline void read_block(const uint8_t* grp, int64_t lane, int64_t b, I8mBlock* out) {
-  const uint8_t* blk = grp + b * kI8mGroupBlock;
+inline void read_block(I8mForm f, const uint8_t* grp, int64_t lane, int64_t b, I8mBlock* out) {
+  const uint8_t* blk = grp + b * i8m_group_block(f);
+  const uint8_t* codes = blk + i8m_codes_at(f);
   std::memcpy(&out->s, blk + kI8mScaleAt + 4 * lane, 4);
-  std::memcpy(&out->m, blk + kI8mMinAt + 4 * lane, 4);
-  int16_t mh[2];
-  std::memcpy(mh, blk + kI8mWeightsAt + 4 * lane, 4);
-  out->m0 = mh[0];
-  out->m1 = mh[1];
-  for (int i = 0; i < 32; ++i) {
-    out->w[i] = static_cast<int8_t>(blk[kI8mCodesAt + ((i / 4) * 16 + lane) * 4 + i % 4] ^ 0x80);
+  out->m = 0.0f;
+  out->m0 = out->m1 = f == I8mForm::NIBBLES ? 1 : 0;
+  if (f != I8mForm::IQ4) std::memcpy(&out->m, blk + kI8mMinAt + 4 * lane, 4);
+  if (f == I8mForm::CODES8) {
+    int16_t mh[2];
+    std::memcpy(mh, blk + kI8mWeightsAt + 4 * lane, 4);
+    out->m0 = mh[0];
+    out->m1 = mh[1];
+    for (int i = 0; i < 32; ++i) {
+      out->w[i] = static_cast<int8_t>(codes[((i / 4) * 16 + lane) * 4 + i % 4] ^ 0x80);
+    }
+    return;
+  }
+  for (int i = 0; i < 16; ++i) {
+    const uint8_t byte = codes[((i / 4) * 16 + lane) * 4 + i % 4];
+    const int lo = byte & 15, hi = byte >> 4;
+    out->w[i] = static_cast<int8_t>(f == I8mForm::IQ4 ? quant_detail::kIq4Values[lo] : lo);
+    out->w[i + 16] = static_cast<int8_t>(f == I8mForm::IQ4 ? quant_detail::kIq4Values[hi] : hi);
   }
 }
 
 // The formula for one (row, token): act(b, i) the q1 code of element i of block b, hs(b, h) the
 // sum of q1 over half h of block b, dxb(b) its step.
 template <class Act, class Hs, class Dx>
-float dot_formula(bool has_min, const uint8_t* grp, int64_t lane, int64_t nb, Act act, Hs hs,
-                  Dx dxb) {
+float dot_formula(I8mForm f, const uint8_t* grp, int64_t lane, int64_t nb, Act act, Hs hs, Dx dxb) {
+  const bool has_min = f != I8mForm::IQ4;
   float acc = 0.0f;
   I8mBlock blk;
   for (int64_t b = 0; b < nb; ++b) {
-    read_block(grp, lane, b, &blk);
+    read_block(f, grp, lane, b, &blk);
     int32_t isum = 0;
     for (int i = 0; i < 32; ++i) isum += int32_t{blk.w[i]} * act(b, i);
     const float dx = dxb(b);
@@ -80,7 +93,7 @@ namespace geist::simd {
 namespace HWY_NAMESPACE {
 
 // Portable forms (targets without VNNI, and the tails): rows layout activations.
-void I8mRowsGeneric(bool has_min, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
+void I8mRowsGeneric(I8mForm f, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
                     const int8_t* q, const float* dx, int64_t n_tok, float* out,
                     int64_t out_stride) {
   const int64_t nb = n_in / 32;
@@ -95,12 +108,12 @@ void I8mRowsGeneric(bool has_min, const uint8_t* src, size_t row_bytes, int coun
         return v;
       };
       auto dxb = [&](int64_t b) { return dx[t * nb + b]; };
-      out[t * out_stride + r] = i8m_detail::dot_formula(has_min, grp, r % 16, nb, act, hs, dxb);
+      out[t * out_stride + r] = i8m_detail::dot_formula(f, grp, r % 16, nb, act, hs, dxb);
     }
   }
 }
 
-void I8mPanelsGeneric(bool has_min, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
+void I8mPanelsGeneric(I8mForm f, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
                       const int8_t* pq, const float* pdx, int64_t n_tok, float* out,
                       int64_t out_stride) {
   const int64_t nb = n_in / 32;
@@ -118,7 +131,7 @@ void I8mPanelsGeneric(bool has_min, const uint8_t* src, size_t row_bytes, int co
         return v;
       };
       auto dxb = [&](int64_t b) { return pdx[(p * nb + b) * 16 + lane]; };
-      out[t * out_stride + r] = i8m_detail::dot_formula(has_min, grp, r % 16, nb, act, hs, dxb);
+      out[t * out_stride + r] = i8m_detail::dot_formula(f, grp, r % 16, nb, act, hs, dxb);
     }
   }
 }
@@ -141,52 +154,95 @@ inline int32_t PackHalves(int32_t h0, int32_t h1) {
                               (static_cast<uint32_t>(h1) << 16));
 }
 
+// The 16-byte table of kIq4Values + 128 (unsigned, for vpdpbusd) in every 128-bit lane.
+GEIST_I8M_VNNI_ATTR inline __m512i Iq4Table() {
+  alignas(16) uint8_t t[16];
+  for (int i = 0; i < 16; ++i) t[i] = static_cast<uint8_t>(quant_detail::kIq4Values[i] + 128);
+  return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(t)));
+}
+
+// The unsigned operands of one 4-byte nibble unit (16 lanes' or one broadcast): low and high
+// nibbles, as codes (NIBBLES) or looked up to kIq4Values + 128 (IQ4).
+template <I8mForm kForm>
+GEIST_I8M_VNNI_ATTR inline void Nibbles(__m512i v, __m512i table, __m512i* lo, __m512i* hi) {
+  const __m512i m4 = _mm512_set1_epi8(15);
+  *lo = _mm512_and_si512(v, m4);
+  *hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+  if constexpr (kForm == I8mForm::IQ4) {
+    *lo = _mm512_shuffle_epi8(table, *lo);
+    *hi = _mm512_shuffle_epi8(table, *hi);
+  }
+}
+
 // Decode: T tokens (rows layout) against the 16 rows of the group at grp.
-template <bool kMin, int T>
+template <I8mForm kForm, int T>
 GEIST_I8M_VNNI_ATTR void I8mGroupTile(const uint8_t* grp, int64_t nb, int64_t n_in, const int8_t* q,
                                       const float* dx, const int32_t* sx, __m512 acc_out[T]) {
+  constexpr int64_t kBlock = i8m_group_block(kForm), kCodes = i8m_codes_at(kForm);
+  constexpr bool kMin = kForm != I8mForm::IQ4;
+  constexpr int32_t kBias = kForm == I8mForm::NIBBLES ? 0 : 128;  // the unsigned codes' offset
+  const __m512i table = kForm == I8mForm::IQ4 ? Iq4Table() : _mm512_setzero_si512();
   __m512 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = grp + b * kI8mGroupBlock;
-    for (int64_t l = 0; l < kI8mGroupBlock; l += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(blk + kI8mPrefetchBlocks * kI8mGroupBlock + l),
+    const uint8_t* blk = grp + b * kBlock;
+    for (int64_t l = 0; l < kBlock; l += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(blk + kI8mPrefetchBlocks * kBlock + l),
                    _MM_HINT_T0);
     }
+    auto bcast = [&](int t, int at) {
+      int32_t v;
+      std::memcpy(&v, q + t * 2 * n_in + b * 32 + at, 4);
+      return _mm512_set1_epi32(v);
+    };
     __m512i s[T][2];
     for (int t = 0; t < T; ++t) s[t][0] = s[t][1] = _mm512_setzero_si512();
-    for (int u = 0; u < 8; ++u) {
-      const __m512i w = _mm512_loadu_si512(blk + kI8mCodesAt + u * 64);
-      for (int t = 0; t < T; ++t) {
-        int32_t v;
-        std::memcpy(&v, q + t * 2 * n_in + b * 32 + 4 * u, 4);
-        s[t][u & 1] = _mm512_dpbusd_epi32(s[t][u & 1], w, _mm512_set1_epi32(v));
+    if constexpr (kForm == I8mForm::CODES8) {
+      for (int u = 0; u < 8; ++u) {
+        const __m512i w = _mm512_loadu_si512(blk + kCodes + u * 64);
+        for (int t = 0; t < T; ++t)
+          s[t][u & 1] = _mm512_dpbusd_epi32(s[t][u & 1], w, bcast(t, 4 * u));
+      }
+    } else {
+      for (int u = 0; u < 4; ++u) {
+        __m512i lo, hi;
+        Nibbles<kForm>(_mm512_loadu_si512(blk + kCodes + u * 64), table, &lo, &hi);
+        for (int t = 0; t < T; ++t) {
+          s[t][0] = _mm512_dpbusd_epi32(s[t][0], lo, bcast(t, 4 * u));
+          s[t][1] = _mm512_dpbusd_epi32(s[t][1], hi, bcast(t, 16 + 4 * u));
+        }
       }
     }
     const __m512 sv = _mm512_loadu_ps(blk + kI8mScaleAt);
     __m512 mv = _mm512_setzero_ps();
     __m512i mh = _mm512_setzero_si512();
-    if constexpr (kMin) {
-      mv = _mm512_loadu_ps(blk + kI8mMinAt);
-      mh = _mm512_loadu_si512(blk + kI8mWeightsAt);
-    }
+    if constexpr (kMin) mv = _mm512_loadu_ps(blk + kI8mMinAt);
+    if constexpr (kForm == I8mForm::CODES8) mh = _mm512_loadu_si512(blk + kI8mWeightsAt);
     for (int t = 0; t < T; ++t) {
-      const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(s[t][0], s[t][1]),
-                                            _mm512_set1_epi32(sx[t * nb + b] * 128));
+      __m512i isum = _mm512_add_epi32(s[t][0], s[t][1]);
+      if constexpr (kBias != 0) {
+        isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(sx[t * nb + b] * kBias));
+      }
       const __m512 d = _mm512_set1_ps(dx[t * nb + b]);
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(sv, d), acc[t]);
       if constexpr (kMin) {
-        int32_t hs[2];
-        std::memcpy(hs, q + t * 2 * n_in + n_in + b * 8, 8);
-        const __m512i ms = _mm512_madd_epi16(mh, _mm512_set1_epi32(PackHalves(hs[0], hs[1])));
-        acc[t] = _mm512_fnmadd_ps(mv, _mm512_mul_ps(_mm512_cvtepi32_ps(ms), d), acc[t]);
+        __m512 ms;  // m0 * hs0 + m1 * hs1, exact (NIBBLES: m0 = m1 = 1, so the block sum)
+        if constexpr (kForm == I8mForm::CODES8) {
+          int32_t hs[2];
+          std::memcpy(hs, q + t * 2 * n_in + n_in + b * 8, 8);
+          ms = _mm512_cvtepi32_ps(
+              _mm512_madd_epi16(mh, _mm512_set1_epi32(PackHalves(hs[0], hs[1]))));
+        } else {
+          ms = _mm512_set1_ps(static_cast<float>(sx[t * nb + b]));
+        }
+        acc[t] = _mm512_fnmadd_ps(mv, _mm512_mul_ps(ms, d), acc[t]);
       }
     }
   }
   for (int t = 0; t < T; ++t) acc_out[t] = acc[t];
 }
 
-template <bool kMin>
+template <I8mForm kForm>
 GEIST_I8M_VNNI_ATTR void I8mRowsVnni(const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
                                      const int8_t* q, const float* dx, const int32_t* sx,
                                      int64_t n_tok, float* out, int64_t out_stride) {
@@ -198,10 +254,10 @@ GEIST_I8M_VNNI_ATTR void I8mRowsVnni(const uint8_t* src, size_t row_bytes, int c
     for (int64_t t = 0; t < n_tok; t += 2) {
       __m512 acc[2];
       if (n_tok - t >= 2) {
-        I8mGroupTile<kMin, 2>(grp, nb, n_in, q + t * 2 * n_in, dx + t * nb, sx + t * nb, acc);
+        I8mGroupTile<kForm, 2>(grp, nb, n_in, q + t * 2 * n_in, dx + t * nb, sx + t * nb, acc);
         _mm512_mask_storeu_ps(out + (t + 1) * out_stride + r0, keep, acc[1]);
       } else {
-        I8mGroupTile<kMin, 1>(grp, nb, n_in, q + t * 2 * n_in, dx + t * nb, sx + t * nb, acc);
+        I8mGroupTile<kForm, 1>(grp, nb, n_in, q + t * 2 * n_in, dx + t * nb, sx + t * nb, acc);
       }
       _mm512_mask_storeu_ps(out + t * out_stride + r0, keep, acc[0]);
     }
@@ -210,11 +266,15 @@ GEIST_I8M_VNNI_ATTR void I8mRowsVnni(const uint8_t* src, size_t row_bytes, int c
 
 // Prefill: 4 weight rows x P panels of 16 tokens per register tile; rows[r] is row r's first
 // byte in its group (group start + 4 * lane), so its block b's scale is at rows[r] + b *
-// kI8mGroupBlock and its code unit u 64 * u further than the codes' start.
-template <bool kMin, int P>
+// i8m_group_block and its code unit u 64 * u further than the codes' start.
+template <I8mForm kForm, int P>
 GEIST_I8M_VNNI_ATTR void I8mPanelTile(const uint8_t* const rows[4], int64_t nb, const int8_t* pq,
                                       const float* pdx, const int32_t* psx,
                                       float acc_out[4][P][16]) {
+  constexpr int64_t kBlock = i8m_group_block(kForm), kCodes = i8m_codes_at(kForm);
+  constexpr bool kMin = kForm != I8mForm::IQ4;
+  constexpr int kBiasShift = kForm == I8mForm::NIBBLES ? -1 : 7;  // codes' offset 128 = 1 << 7
+  const __m512i table = kForm == I8mForm::IQ4 ? Iq4Table() : _mm512_setzero_si512();
   const int64_t panel_q = nb * 1024;
   __m512 acc[4][P];
   for (int r = 0; r < 4; ++r) {
@@ -226,23 +286,46 @@ GEIST_I8M_VNNI_ATTR void I8mPanelTile(const uint8_t* const rows[4], int64_t nb, 
       for (int p = 0; p < P; ++p) s[r][p] = _mm512_setzero_si512();
     }
     const int8_t* a = pq + b * 512;
+    if constexpr (kForm == I8mForm::CODES8) {
 #pragma GCC unroll 8
-    for (int g = 0; g < 8; ++g) {
-      __m512i x[P];
-      for (int p = 0; p < P; ++p) x[p] = _mm512_loadu_si512(a + p * panel_q + g * 64);
-      for (int r = 0; r < 4; ++r) {
-        int32_t bits;
-        std::memcpy(&bits, rows[r] + b * kI8mGroupBlock + kI8mCodesAt + g * 64, 4);
-        const __m512i w = _mm512_set1_epi32(bits);
-        for (int p = 0; p < P; ++p) s[r][p] = _mm512_dpbusd_epi32(s[r][p], w, x[p]);
+      for (int g = 0; g < 8; ++g) {
+        __m512i x[P];
+        for (int p = 0; p < P; ++p) x[p] = _mm512_loadu_si512(a + p * panel_q + g * 64);
+        for (int r = 0; r < 4; ++r) {
+          int32_t bits;
+          std::memcpy(&bits, rows[r] + b * kBlock + kCodes + g * 64, 4);
+          const __m512i w = _mm512_set1_epi32(bits);
+          for (int p = 0; p < P; ++p) s[r][p] = _mm512_dpbusd_epi32(s[r][p], w, x[p]);
+        }
+      }
+    } else {
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g) {
+        __m512i xl[P], xh[P];
+        for (int p = 0; p < P; ++p) {
+          xl[p] = _mm512_loadu_si512(a + p * panel_q + g * 64);
+          xh[p] = _mm512_loadu_si512(a + p * panel_q + (g + 4) * 64);
+        }
+        for (int r = 0; r < 4; ++r) {
+          int32_t bits;
+          std::memcpy(&bits, rows[r] + b * kBlock + kCodes + g * 64, 4);
+          __m512i lo, hi;
+          Nibbles<kForm>(_mm512_set1_epi32(bits), table, &lo, &hi);
+          for (int p = 0; p < P; ++p) {
+            s[r][p] = _mm512_dpbusd_epi32(s[r][p], lo, xl[p]);
+            s[r][p] = _mm512_dpbusd_epi32(s[r][p], hi, xh[p]);
+          }
+        }
       }
     }
     __m512i corr[P], hp[P];
-    __m512 dxv[P];
+    __m512 dxv[P], fsx[P];
     for (int p = 0; p < P; ++p) {
-      corr[p] = _mm512_slli_epi32(_mm512_loadu_si512(psx + p * nb * 16 + b * 16), 7);
+      const __m512i sxv = _mm512_loadu_si512(psx + p * nb * 16 + b * 16);
+      corr[p] = kBiasShift < 0 ? _mm512_setzero_si512() : _mm512_slli_epi32(sxv, 7);
       dxv[p] = _mm512_loadu_ps(pdx + p * nb * 16 + b * 16);
-      if constexpr (kMin) {
+      fsx[p] = _mm512_cvtepi32_ps(sxv);
+      if constexpr (kForm == I8mForm::CODES8) {
         const auto* hs = reinterpret_cast<const int32_t*>(pq + p * panel_q + nb * 512) + b * 32;
         const __m512i h0 = _mm512_loadu_si512(hs), h1 = _mm512_loadu_si512(hs + 16);
         hp[p] = _mm512_or_si512(_mm512_and_si512(h0, _mm512_set1_epi32(0xFFFF)),
@@ -250,20 +333,23 @@ GEIST_I8M_VNNI_ATTR void I8mPanelTile(const uint8_t* const rows[4], int64_t nb, 
       }
     }
     for (int r = 0; r < 4; ++r) {
-      const uint8_t* blk = rows[r] + b * kI8mGroupBlock;
-      float sc, mn;
-      int32_t mh;
+      const uint8_t* blk = rows[r] + b * kBlock;
+      float sc, mn = 0.0f;
+      int32_t mh = 0;
       std::memcpy(&sc, blk + kI8mScaleAt, 4);
-      std::memcpy(&mn, blk + kI8mMinAt, 4);
-      std::memcpy(&mh, blk + kI8mWeightsAt, 4);
+      if constexpr (kMin) std::memcpy(&mn, blk + kI8mMinAt, 4);
+      if constexpr (kForm == I8mForm::CODES8) std::memcpy(&mh, blk + kI8mWeightsAt, 4);
       const __m512 sv = _mm512_set1_ps(sc);
       for (int p = 0; p < P; ++p) {
         const __m512 fs = _mm512_cvtepi32_ps(_mm512_sub_epi32(s[r][p], corr[p]));
         acc[r][p] = _mm512_fmadd_ps(fs, _mm512_mul_ps(sv, dxv[p]), acc[r][p]);
         if constexpr (kMin) {
-          const __m512i ms = _mm512_madd_epi16(hp[p], _mm512_set1_epi32(mh));
-          acc[r][p] = _mm512_fnmadd_ps(_mm512_set1_ps(mn),
-                                       _mm512_mul_ps(_mm512_cvtepi32_ps(ms), dxv[p]), acc[r][p]);
+          // m0 * hs0 + m1 * hs1, exact (NIBBLES: m0 = m1 = 1, so the block sum).
+          const __m512 ms =
+              kForm == I8mForm::CODES8
+                  ? _mm512_cvtepi32_ps(_mm512_madd_epi16(hp[p], _mm512_set1_epi32(mh)))
+                  : fsx[p];
+          acc[r][p] = _mm512_fnmadd_ps(_mm512_set1_ps(mn), _mm512_mul_ps(ms, dxv[p]), acc[r][p]);
         }
       }
     }
@@ -273,7 +359,7 @@ GEIST_I8M_VNNI_ATTR void I8mPanelTile(const uint8_t* const rows[4], int64_t nb, 
   }
 }
 
-template <bool kMin>
+template <I8mForm kForm>
 GEIST_I8M_VNNI_ATTR void I8mPanelsVnni(const uint8_t* src, size_t row_bytes, int count,
                                        int64_t n_in, const int8_t* pq, const float* pdx,
                                        const int32_t* psx, int64_t n_tok, float* out,
@@ -295,10 +381,10 @@ GEIST_I8M_VNNI_ATTR void I8mPanelsVnni(const uint8_t* src, size_t row_bytes, int
       const float* d = pdx + p0 * nb * 16;
       const int32_t* sx = psx + p0 * nb * 16;
       if (np == kTileP) {
-        I8mPanelTile<kMin, kTileP>(rows, nb, q, d, sx, res);
+        I8mPanelTile<kForm, kTileP>(rows, nb, q, d, sx, res);
       } else {
         float res1[4][1][16];
-        I8mPanelTile<kMin, 1>(rows, nb, q, d, sx, res1);
+        I8mPanelTile<kForm, 1>(rows, nb, q, d, sx, res1);
         for (int r = 0; r < 4; ++r) std::memcpy(res[r][0], res1[r][0], sizeof(res1[r][0]));
       }
       for (int p = 0; p < np; ++p) {
@@ -316,32 +402,36 @@ bool I8mHasVnni() { return __builtin_cpu_supports("avx512vnni"); }
 #pragma GCC diagnostic pop
 #endif
 
-void I8mRows(bool has_min, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
+void I8mRows(I8mForm f, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
              const int8_t* q, const float* dx, const int32_t* sx, int64_t n_tok, float* out,
              int64_t out_stride) {
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
   if (I8mHasVnni()) {
-    (has_min ? I8mRowsVnni<true> : I8mRowsVnni<false>)(src, row_bytes, count, n_in, q, dx, sx,
-                                                       n_tok, out, out_stride);
+    auto* kernel = f == I8mForm::CODES8    ? I8mRowsVnni<I8mForm::CODES8>
+                   : f == I8mForm::NIBBLES ? I8mRowsVnni<I8mForm::NIBBLES>
+                                           : I8mRowsVnni<I8mForm::IQ4>;
+    kernel(src, row_bytes, count, n_in, q, dx, sx, n_tok, out, out_stride);
     return;
   }
 #endif
   (void)sx;
-  I8mRowsGeneric(has_min, src, row_bytes, count, n_in, q, dx, n_tok, out, out_stride);
+  I8mRowsGeneric(f, src, row_bytes, count, n_in, q, dx, n_tok, out, out_stride);
 }
 
-void I8mPanels(bool has_min, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
+void I8mPanels(I8mForm f, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
                const int8_t* pq, const float* pdx, const int32_t* psx, int64_t n_tok, float* out,
                int64_t out_stride) {
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
   if (I8mHasVnni()) {
-    (has_min ? I8mPanelsVnni<true> : I8mPanelsVnni<false>)(src, row_bytes, count, n_in, pq, pdx,
-                                                           psx, n_tok, out, out_stride);
+    auto* kernel = f == I8mForm::CODES8    ? I8mPanelsVnni<I8mForm::CODES8>
+                   : f == I8mForm::NIBBLES ? I8mPanelsVnni<I8mForm::NIBBLES>
+                                           : I8mPanelsVnni<I8mForm::IQ4>;
+    kernel(src, row_bytes, count, n_in, pq, pdx, psx, n_tok, out, out_stride);
     return;
   }
 #endif
   (void)psx;
-  I8mPanelsGeneric(has_min, src, row_bytes, count, n_in, pq, pdx, n_tok, out, out_stride);
+  I8mPanelsGeneric(f, src, row_bytes, count, n_in, pq, pdx, n_tok, out, out_stride);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -362,19 +452,19 @@ bool i8m_type(GgmlType t) {
 void dot_i8m_rows(GgmlType t, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
                   const int8_t* q, const float* dx, const int32_t* sx, int64_t n_tok, float* out,
                   int64_t out_stride) {
-  GEIST_CHECK(i8m_type(t) && n_in % 32 == 0 && row_bytes == i8m_row_bytes(n_in),
+  GEIST_CHECK(i8m_type(t) && n_in % 32 == 0 && row_bytes == i8m_row_bytes(t, n_in),
               "dot_i8m_rows: I8M rows (Q4_1 / Q5_1 / Q5_K / Q2_K / IQ4_XS in GROUPS16)");
   HWY_DYNAMIC_DISPATCH(I8mRows)
-  (t != GgmlType::IQ4_XS, src, row_bytes, count, n_in, q, dx, sx, n_tok, out, out_stride);
+  (i8m_form(t), src, row_bytes, count, n_in, q, dx, sx, n_tok, out, out_stride);
 }
 
 void dot_i8m_panels(GgmlType t, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
                     const int8_t* pq, const float* pdx, const int32_t* psx, int64_t n_tok,
                     float* out, int64_t out_stride) {
-  GEIST_CHECK(i8m_type(t) && n_in % 32 == 0 && row_bytes == i8m_row_bytes(n_in),
+  GEIST_CHECK(i8m_type(t) && n_in % 32 == 0 && row_bytes == i8m_row_bytes(t, n_in),
               "dot_i8m_panels: I8M rows (Q4_1 / Q5_1 / Q5_K / Q2_K / IQ4_XS in GROUPS16)");
   HWY_DYNAMIC_DISPATCH(I8mPanels)
-  (t != GgmlType::IQ4_XS, src, row_bytes, count, n_in, pq, pdx, psx, n_tok, out, out_stride);
+  (i8m_form(t), src, row_bytes, count, n_in, pq, pdx, psx, n_tok, out, out_stride);
 }
 
 }  // namespace geist::simd
