@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "archs/loaders.h"
+#include "archs/rope_yarn.h"
 #include "archs/tensors.h"
 #include "backends/backend.h"
 #include "kernels/attention.h"
@@ -36,6 +37,8 @@ struct LlamaConfig {
   int32_t n_rot = 0;
   float rope_freq_base = 10000;
   float rope_freq_scale = 1;
+  bool yarn = false;  // rope.scaling.type yarn: rope_freq_scale stays 1, yarn_cfg applies
+  YarnConfig yarn_cfg;
   float rms_eps = 0;
 };
 
@@ -49,6 +52,15 @@ struct LlamaLayer {
   WeightMatrix w_gate;               // [n_ff][n_embd]
   WeightMatrix w_up;                 // [n_ff][n_embd]
   WeightMatrix w_down;               // [n_embd][n_ff]
+  // Optional biases (llama.cpp reads them when present), added after their matrix: [n_q],
+  // [n_k], [n_v], [n_embd], [n_ff], [n_ff], [n_embd]; nullptr where the file has none.
+  const float* bq = nullptr;
+  const float* bk = nullptr;
+  const float* bv = nullptr;
+  const float* bo = nullptr;
+  const float* b_gate = nullptr;
+  const float* b_up = nullptr;
+  const float* b_down = nullptr;
 };
 
 class LlamaState : public ArchState {
@@ -217,32 +229,45 @@ Status read_config(const GgufFile& f, LlamaConfig* c) {
     if (factor == 0) GEIST_RETURN_IF_ERROR(read_f32(f, p + "rope.scale_linear", false, &factor));
     if (factor < 0) return Status(GEIST_E_FORMAT, "rope scaling factor is negative");
     c->rope_freq_scale = factor == 0 ? 1.0f : 1.0f / factor;
+  } else if (scaling == "yarn") {
+    c->yarn = true;
+    GEIST_RETURN_IF_ERROR(read_yarn_config(f, p, c->n_ctx_train, &c->yarn_cfg));
   } else if (scaling != "none") {
     return Status::error(GEIST_E_UNSUPPORTED, "%srope.scaling.type '%.*s' is not supported",
                          p.c_str(), static_cast<int>(scaling.size()), scaling.data());
   }
-  // ggml's rope multiplies cos and sin by the attention factor: refused rather than ignored.
+  // ggml's rope multiplies cos and sin by the attention factor: applied with YaRN (mscale),
+  // refused rather than ignored otherwise.
   float attn_factor = 1;
   GEIST_RETURN_IF_ERROR(read_f32(f, p + "rope.scaling.attn_factor", false, &attn_factor));
-  if (attn_factor != 1.0f) {
+  if (c->yarn) {
+    if (!(attn_factor > 0) || !std::isfinite(attn_factor)) {
+      return Status::error(GEIST_E_FORMAT, "%srope.scaling.attn_factor %g must be positive",
+                           p.c_str(), static_cast<double>(attn_factor));
+    }
+    c->yarn_cfg.attn_factor = attn_factor;
+  } else if (attn_factor != 1.0f) {
     return Status::error(GEIST_E_UNSUPPORTED, "%srope.scaling.attn_factor %g is not supported",
                          p.c_str(), static_cast<double>(attn_factor));
   }
   return Status::ok();
 }
 
-// Tensors llama.cpp reads for llama files when present (create_tensor with TENSOR_NOT_REQUIRED)
-// that the forward does not apply: a file holding one is refused by name, never run without it.
-Status refuse_biases(const TensorChecks& tc, int32_t il) {
-  for (Tn t : {Tn::ATTN_Q, Tn::ATTN_K, Tn::ATTN_V, Tn::ATTN_OUTPUT, Tn::FFN_GATE, Tn::FFN_DOWN,
-               Tn::FFN_UP}) {
-    const std::string name = tn(t, "bias", il);
-    if (tc.has(name)) {
-      return Status::error(GEIST_E_UNSUPPORTED,
-                           "llama: tensor '%s': attention and feed-forward biases are not "
-                           "supported yet",
-                           name.c_str());
-    }
+// The biases llama.cpp reads for llama files when present (create_tensor with
+// TENSOR_NOT_REQUIRED): f32 vectors of their matrix's output size.
+Status load_biases(const TensorChecks& tc, int32_t il, int64_t n_q, int64_t n_k, int64_t n_v,
+                   int64_t n_embd, int64_t n_ff, LlamaLayer* l) {
+  const struct {
+    Tn t;
+    int64_t n;
+    const float** out;
+  } biases[] = {{Tn::ATTN_Q, n_q, &l->bq},         {Tn::ATTN_K, n_k, &l->bk},
+                {Tn::ATTN_V, n_v, &l->bv},         {Tn::ATTN_OUTPUT, n_embd, &l->bo},
+                {Tn::FFN_GATE, n_ff, &l->b_gate},  {Tn::FFN_UP, n_ff, &l->b_up},
+                {Tn::FFN_DOWN, n_embd, &l->b_down}};
+  for (const auto& b : biases) {
+    const std::string name = tn(b.t, "bias", il);
+    if (tc.has(name)) GEIST_RETURN_IF_ERROR(tc.f32_view(name, b.n, b.out));
   }
   return Status::ok();
 }
@@ -294,7 +319,7 @@ Status load_weights(const GgufFile& f, LlamaModel* m) {
     GEIST_RETURN_IF_ERROR(tc.matrix(w(Tn::FFN_GATE), c.n_embd, c.n_ff, &l.w_gate));
     GEIST_RETURN_IF_ERROR(tc.matrix(w(Tn::FFN_UP), c.n_embd, c.n_ff, &l.w_up));
     GEIST_RETURN_IF_ERROR(tc.matrix(w(Tn::FFN_DOWN), c.n_ff, c.n_embd, &l.w_down));
-    GEIST_RETURN_IF_ERROR(refuse_biases(tc, il));
+    GEIST_RETURN_IF_ERROR(load_biases(tc, il, n_q, n_k, n_v, c.n_embd, c.n_ff, &l));
   }
   return Status::ok();
 }
@@ -315,6 +340,13 @@ Status LlamaModel::upload_weights(const GgufFile& file) {
     GEIST_RETURN_IF_ERROR(b.upload_floats(l.ffn_norm, e, &l.ffn_norm));
     for (WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
       GEIST_RETURN_IF_ERROR(upload_matrix(b, file, w));
+    }
+    const std::pair<const float**, int64_t> biases[] = {
+        {&l.bq, l.wq.n_out},        {&l.bk, l.wk.n_out},         {&l.bv, l.wv.n_out},
+        {&l.bo, l.wo.n_out},        {&l.b_gate, l.w_gate.n_out}, {&l.b_up, l.w_up.n_out},
+        {&l.b_down, l.w_down.n_out}};
+    for (const auto& [bias, n] : biases) {
+      if (*bias) GEIST_RETURN_IF_ERROR(b.upload_floats(*bias, static_cast<size_t>(n), bias));
     }
   }
   return Status::ok();
@@ -357,6 +389,12 @@ Status LlamaModel::create_state(int32_t max_seq_len, KvMode kv_mode,
   return Status::ok();
 }
 
+// y[t][0, len) += bias for the n rows of y (stride floats apart); nothing without a bias.
+void add_bias(Stream& s, float* y, int64_t stride, int32_t n, const float* bias, int64_t len) {
+  if (bias == nullptr) return;
+  for (int32_t t = 0; t < n; ++t) s.add(y + t * stride, bias, len);
+}
+
 void LlamaModel::run_micro_batch(ArchState& state, const MicroBatch& mb) const {
   LlamaState& st = static_cast<LlamaState&>(state);
   const int32_t n = mb.n_rows;
@@ -385,6 +423,9 @@ void LlamaModel::run_micro_batch(ArchState& state, const MicroBatch& mb) const {
     s.matmul(l.wq, xn, n_embd, n, q, n_q);
     s.matmul(l.wk, xn, n_embd, n, k, n_k);
     s.matmul(l.wv, xn, n_embd, n, v, n_v);
+    add_bias(s, q, n_q, n, l.bq, n_q);
+    add_bias(s, k, n_k, n, l.bk, n_k);
+    add_bias(s, v, n_v, n, l.bv, n_v);
     for (const Segment& g : segments(mb)) {  // positions and the KV cache are the session's
       const int64_t r = g.row0;
       s.rope(q + r * n_q, n_q, g.n, c.n_head, c.head_dim_k, g.pos, rope_);
@@ -394,13 +435,17 @@ void LlamaModel::run_micro_batch(ArchState& state, const MicroBatch& mb) const {
                                                     attn + r * n_o, n_o);
     }
     s.matmul(l.wo, attn, n_o, n, xn, n_embd);
+    add_bias(s, xn, n_embd, n, l.bo, n_embd);
     s.add(x, xn, n * n_embd);
 
     s.rms_norm(x, n_embd, l.ffn_norm, xn, n_embd, n, n_embd, c.rms_eps);
     s.matmul(l.w_gate, xn, n_embd, n, gate, c.n_ff);
     s.matmul(l.w_up, xn, n_embd, n, up, c.n_ff);
+    add_bias(s, gate, c.n_ff, n, l.b_gate, c.n_ff);
+    add_bias(s, up, c.n_ff, n, l.b_up, c.n_ff);
     s.swiglu(gate, up, gate, static_cast<int64_t>(n) * c.n_ff);
     s.matmul(l.w_down, gate, c.n_ff, n, xn, n_embd);
+    add_bias(s, xn, n_embd, n, l.b_down, n_embd);
     s.add(x, xn, n * n_embd);
   }
   logits_head(s, mb, x, xn, n_embd, output_norm_, c.rms_eps, output_, c.n_vocab);
@@ -420,13 +465,26 @@ Status load_llama(const GgufFile& file, std::unique_ptr<Backend> backend, const 
   m->rope_.n_rot = c.n_rot;
   m->rope_.freq_base = c.rope_freq_base;
   m->rope_.freq_scale = c.rope_freq_scale;
+  if (c.yarn) {
+    // The CUDA rope kernels have no magnitude scale yet: refused there rather than run wrong.
+    if (m->backend_->kind() == BackendKind::CUDA) {
+      return Status(GEIST_E_UNSUPPORTED,
+                    "llama.rope.scaling.type 'yarn' is not supported on the cuda backend");
+    }
+    // YaRN as per-pair frequency factors (times the file's rope_freqs) and mscale.
+    std::vector<float>& ff = m->rope_freq_factors_host_;
+    if (ff.empty()) ff.assign(static_cast<size_t>(c.n_rot / 2), 1.0f);
+    yarn_rope_factors(c.yarn_cfg, c.n_rot, c.rope_freq_base, ff.data(), &m->rope_.mscale);
+    m->rope_.freq_factors = ff.data();
+  }
   m->info_ = ModelInfo{"llama",  c.n_vocab,   c.n_ctx_train, c.n_embd,    c.n_layer,
                        c.n_head, c.n_head_kv, c.n_ff,        c.head_dim_k};
   log.log(GEIST_LOG_INFO,
           "llama: %d layers, n_embd %d, %d/%d heads of %d, n_ff %d, vocab %d, rope %d dims "
-          "base %g scale %g%s",
+          "base %g scale %g%s%s",
           c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim_k, c.n_ff, c.n_vocab, c.n_rot,
-          c.rope_freq_base, c.rope_freq_scale, m->rope_.freq_factors ? " with rope_freqs" : "");
+          c.rope_freq_base, c.rope_freq_scale,
+          m->rope_.freq_factors && !c.yarn ? " with rope_freqs" : "", c.yarn ? " yarn" : "");
   GEIST_RETURN_IF_ERROR(m->upload_weights(file));
   log.log(GEIST_LOG_INFO, "llama: backend %s", m->backend_->description().c_str());
   *out = std::move(m);

@@ -45,6 +45,7 @@ Status Qwen35Model::upload_weights(const GgufFile& file) {
     return v.empty() ? Status::ok() : b.upload_floats(v.data(), v.size(), dev);
   };
   GEIST_RETURN_IF_ERROR(up(output_norm_, &d_output_norm_));
+  GEIST_RETURN_IF_ERROR(up(rope_factors_host_, &d_rope_factors_));
   for (Qwen35Layer& L : layers_) {
     GEIST_RETURN_IF_ERROR(up(L.attn_norm, &L.d.attn_norm));
     GEIST_RETURN_IF_ERROR(up(L.post_norm, &L.d.post_norm));
@@ -80,6 +81,9 @@ Status Qwen35Model::create_state(int32_t max_seq_len, KvMode kv_mode,
       specs[static_cast<size_t>(il)].rope.style = RopeStyle::NEOX;
       specs[static_cast<size_t>(il)].rope.n_rot = c.n_rot;
       specs[static_cast<size_t>(il)].rope.freq_base = c.rope_base;
+      specs[static_cast<size_t>(il)].rope.freq_factors =
+          rope_factors_host_.empty() ? nullptr : rope_factors_host_.data();
+      specs[static_cast<size_t>(il)].rope.mscale = rope_mscale_;
     }
   }
   std::unique_ptr<Qwen35State> st(new (std::nothrow) Qwen35State());
@@ -242,6 +246,8 @@ void Qwen35Model::attention_layer(Qwen35State& st, int32_t il, const MicroBatch&
   rp.style = RopeStyle::NEOX;
   rp.n_rot = c.n_rot;
   rp.freq_base = c.rope_base;
+  rp.freq_factors = d_rope_factors_;  // YaRN's, else nullptr
+  rp.mscale = rope_mscale_;
   // Rows (token, head) of the interleaved [query | gate] pairs sit 2 * head_dim apart.
   s.rms_norm(qg, 2 * hd, L.d.q_norm, q, hd, n * c.n_head, hd, c.norm_eps);
   s.rms_norm(k, hd, L.d.k_norm, k, hd, n * c.n_head_kv, hd, c.norm_eps);

@@ -18,6 +18,7 @@
 
 #include "archs/arch.h"
 #include "kernels/matmul.h"
+#include "kernels/ops.h"
 #include "kv/kv_cache.h"
 
 namespace geist {
@@ -34,6 +35,8 @@ struct Qwen35Config {
   int32_t head_dim = 0;  // attention key_length == value_length
   int32_t n_rot = 0;     // rotated dims per head
   float rope_base = 0;
+  bool yarn = false;  // rope.scaling.type yarn (rope_yarn.h)
+  YarnConfig yarn_cfg;
   float norm_eps = 0;
   int32_t full_attention_interval = 0;
   // DeltaNet
@@ -186,7 +189,11 @@ class Qwen35Model final : public ArchModel {
   std::vector<float> output_norm_;        // [n_embd]
   const float* d_output_norm_ = nullptr;  // output_norm_ on the backend
   std::vector<Qwen35Layer> layers_;       // [n_layer]
-  std::vector<int32_t> rec_slot_;         // [n_layer]
+  // YaRN (cfg_.yarn): the pairs' frequency factors (host copy, and on the backend) and mscale.
+  std::vector<float> rope_factors_host_;
+  const float* d_rope_factors_ = nullptr;
+  float rope_mscale_ = 1;
+  std::vector<int32_t> rec_slot_;  // [n_layer]
   int32_t n_rec_ = 0;
 };
 

@@ -6,6 +6,7 @@
 
 #include "archs/loaders.h"
 #include "archs/qwen35.h"
+#include "archs/rope_yarn.h"
 #include "archs/tensors.h"
 
 namespace geist {
@@ -56,13 +57,29 @@ Status read_head_counts(const GgufFile& f, const std::string& a, int32_t block_c
   return Status::ok();
 }
 
-// The forward runs RoPE unscaled, so any scaling a file asks for is refused by key rather than
-// ignored: YaRN, longrope, a linear factor other than 1, an attention factor other than 1.
-Status check_rope_scaling(const GgufFile& f, const std::string& a) {
+// YaRN is applied (rope_yarn.h; CPU only); any other scaling a file asks for is refused by key
+// rather than ignored: longrope, a linear factor other than 1, an attention factor other than 1
+// without YaRN.
+Status check_rope_scaling(const GgufFile& f, const std::string& a, Qwen35Config* c) {
   std::string_view type = "linear";  // llama.cpp's default when the key is absent
   Status st = f.get_str(a + "rope.scaling.type", &type);
   if (!st && st.code() != GEIST_E_NOT_FOUND)
     return Status(GEIST_E_FORMAT, "qwen35: " + st.message());
+  float attn_factor = 1;
+  st = f.get_f32(a + "rope.scaling.attn_factor", &attn_factor);
+  if (!st && st.code() != GEIST_E_NOT_FOUND)
+    return Status(GEIST_E_FORMAT, "qwen35: " + st.message());
+  if (type == "yarn") {
+    c->yarn = true;
+    st = read_yarn_config(f, a, c->n_ctx_train, &c->yarn_cfg);
+    if (!st) return Status(st.code(), "qwen35: " + st.message());
+    if (!(attn_factor > 0) || !std::isfinite(attn_factor)) {
+      return Status::error(GEIST_E_FORMAT, "qwen35: %srope.scaling.attn_factor %g must be positive",
+                           a.c_str(), static_cast<double>(attn_factor));
+    }
+    c->yarn_cfg.attn_factor = attn_factor;
+    return Status::ok();
+  }
   float factor = 0;
   st = f.get_f32(a + "rope.scaling.factor", &factor);
   if (!st && st.code() != GEIST_E_NOT_FOUND)
@@ -70,7 +87,7 @@ Status check_rope_scaling(const GgufFile& f, const std::string& a) {
   if (type != "none" && !(factor == 0.0f || factor == 1.0f)) {
     return Status::error(GEIST_E_UNSUPPORTED,
                          "qwen35: %srope.scaling.type '%.*s' with %srope.scaling.factor %g is not "
-                         "supported (geist runs qwen35 RoPE unscaled)",
+                         "supported (geist runs qwen35 RoPE unscaled unless it is YaRN)",
                          a.c_str(), static_cast<int>(type.size()), type.data(), a.c_str(),
                          static_cast<double>(factor));
   }
@@ -78,10 +95,6 @@ Status check_rope_scaling(const GgufFile& f, const std::string& a) {
     return Status::error(GEIST_E_UNSUPPORTED, "qwen35: %srope.scaling.type '%.*s' is not supported",
                          a.c_str(), static_cast<int>(type.size()), type.data());
   }
-  float attn_factor = 1;
-  st = f.get_f32(a + "rope.scaling.attn_factor", &attn_factor);
-  if (!st && st.code() != GEIST_E_NOT_FOUND)
-    return Status(GEIST_E_FORMAT, "qwen35: " + st.message());
   if (attn_factor != 1.0f) {
     return Status::error(GEIST_E_UNSUPPORTED,
                          "qwen35: %srope.scaling.attn_factor %g is not supported", a.c_str(),
@@ -127,7 +140,7 @@ Status read_config(const GgufFile& f, Qwen35Config* c) {
     return Status(GEIST_E_FORMAT, "qwen35: " + st.message());
   }
 
-  GEIST_RETURN_IF_ERROR(check_rope_scaling(f, a));
+  GEIST_RETURN_IF_ERROR(check_rope_scaling(f, a, c));
 
   auto bad = [](const char* what) {
     return Status::error(GEIST_E_FORMAT, "qwen35: invalid hyper-parameters: %s", what);
@@ -243,6 +256,16 @@ Status load_qwen35(const GgufFile& file, std::unique_ptr<Backend> backend, const
           c.n_layer, m->n_rec_, c.n_layer - m->n_rec_,
           c.n_layer_nextn > 0 ? ", MTP blocks ignored" : "", c.n_embd, c.n_head, c.n_head_kv,
           c.head_dim, c.n_k_heads, c.n_v_heads, c.d_k, c.d_v);
+  if (c.yarn) {
+    // The CUDA rope kernels have no magnitude scale yet: refused there rather than run wrong.
+    if (m->backend_->kind() == BackendKind::CUDA) {
+      return Status(GEIST_E_UNSUPPORTED,
+                    "qwen35: qwen35.rope.scaling.type 'yarn' is not supported on the cuda backend");
+    }
+    m->rope_factors_host_.assign(static_cast<size_t>(c.n_rot / 2), 1.0f);
+    yarn_rope_factors(c.yarn_cfg, c.n_rot, c.rope_base, m->rope_factors_host_.data(),
+                      &m->rope_mscale_);
+  }
   GEIST_RETURN_IF_ERROR(m->upload_weights(file));
   log.log(GEIST_LOG_INFO, "qwen35: backend %s", m->backend_->description().c_str());
   *out = std::move(m);

@@ -286,8 +286,8 @@ void kv_rope_table(const RopeParams& p, int32_t n_pos, float* out) {
       double theta = static_cast<double>(pos) * p.freq_scale *
                      std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.n_rot);
       if (p.freq_factors) theta /= p.freq_factors[i];
-      out[(int64_t{pos} * half + i) * 2] = static_cast<float>(std::cos(theta));
-      out[(int64_t{pos} * half + i) * 2 + 1] = static_cast<float>(std::sin(theta));
+      out[(int64_t{pos} * half + i) * 2] = static_cast<float>(std::cos(theta)) * p.mscale;
+      out[(int64_t{pos} * half + i) * 2 + 1] = static_cast<float>(std::sin(theta)) * p.mscale;
     }
   }
 }

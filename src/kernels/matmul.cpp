@@ -91,7 +91,8 @@ constexpr int64_t kQ8RowsMax = 2;  // up to this many tokens: row layout and the
 constexpr int64_t kRowUnit = 16;   // weight rows per unit of work split over the threads (and
                                    // rows per GROUPS16 group)
 
-// Q8 path (Q8_0, Q4_0, Q4_K, Q6_K): activations quantized to int8 per 32-block, 8-bit
+// Q8 path (Q8_0, Q4_0, Q4_K, Q6_K; Q4_1, Q5_1, Q5_K, Q2_K and IQ4_XS in their I8M GROUPS16
+// form): activations quantized to int8 per 32-block, 8-bit
 // multiply-adds. A chunk of at most kQ8RowsMax tokens keeps the row layout (the decode kernel
 // puts weight rows in vector lanes); longer chunks go to panels of 16 tokens (the prefill kernel
 // puts tokens in lanes). Both compute the same per-output formula (matmul_simd.h), so the bits
@@ -107,7 +108,9 @@ void matmul_q8(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t 
       reinterpret_cast<uint8_t*>(scratch + static_cast<size_t>(nt) * weight_buf_floats(n_in));
   const int64_t n_units = (w.n_out + kRowUnit - 1) / kRowUnit;
   const int planes = simd::q8_planes(w.type);
-  const bool half_sums = w.type == GgmlType::Q6_K;  // its kernels' -32 (matmul_simd.h)
+  // Q6_K's kernels take its -32 from the activations' half sums, the I8M ones their mins
+  // (matmul_simd.h).
+  const bool half_sums = w.type == GgmlType::Q6_K || simd::i8m_type(w.type);
   for (int64_t t0 = 0; t0 < n_tok; t0 += chunk) {
     const int64_t m = n_tok - t0 < chunk ? n_tok - t0 : chunk;
     const bool row_layout = m <= kQ8RowsMax;
@@ -201,7 +204,10 @@ size_t matmul_scratch_floats(int64_t n_in, int n_threads) {
 
 void matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
             int64_t y_stride, float* scratch, ThreadPool& pool) {
-  GEIST_CHECK(w.row_bytes == ggml_row_size(w.type, w.n_in), "matmul: row_bytes mismatch");
+  GEIST_CHECK(
+      w.row_bytes == (w.layout == WeightLayout::GROUPS16 ? weight_groups16_row_bytes(w.type, w.n_in)
+                                                         : ggml_row_size(w.type, w.n_in)),
+      "matmul: row_bytes mismatch");
   if (w.layout == WeightLayout::GROUPS16) {
     GEIST_CHECK(simd::q8_panels_fast() && w.n_in % simd::kQ16Block == 0,
                 "matmul: GROUPS16 weights need the 8-bit kernels (weight_groups16_useful)");

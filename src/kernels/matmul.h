@@ -28,6 +28,12 @@ namespace geist {
 //     its f16 d, of row r at 52 * 64 + 2 * r. Q4_K units: 0 d and dmin, 1-3 the 12 packed
 //     scale bytes, 4 + 8c + i bytes 4i..4i+3 of quant chunk c (low nibbles sub-block 2c, high
 //     2c + 1). Q6_K units: ql 0-31, qh 32-47, the 16 int8 scales 48-51.
+//     Q4_1 / Q5_1 / Q5_K / Q2_K / IQ4_XS (the I8M form: the view keeps the file's type, its
+//     row_bytes is simd::i8m_row_bytes(type, n_in)): every 32-block of every row as codes with
+//     an f32 scale and an f32 min (Q5_1 / Q5_K / Q2_K: 8-bit codes and two int16 min weights,
+//     44 bytes; Q4_1: the file's nibbles, 24 bytes; IQ4_XS: its nibble indices, no min, 20
+//     bytes), exactly the file's values (kernels/simd/matmul_simd.h "I8M" has the layouts and
+//     the formula): 1.2x (Q4_1, IQ4_XS), 1.8x (Q5_1), 2.0x (Q5_K), 4.2x (Q2_K) the file's bytes.
 //     One 64-byte load is one unit of 16 rows, the operand of a 16-lane 8-bit multiply-add
 //     with the activations broadcast (decode), or a K-quant's scale word of 16 rows.
 enum class WeightLayout : uint8_t { ROWS, GROUPS16 };
@@ -42,18 +48,29 @@ struct WeightMatrix {
   WeightLayout layout = WeightLayout::ROWS;
 };
 
-// Whether matmul() has kernels for w in the GROUPS16 layout on this CPU (Q8_0 / Q4_0 / Q5_0 /
-// IQ4_NL rows with n_in % 32 == 0 or Q3_K / Q4_K / Q6_K rows with n_in % 256 == 0, and the 8-bit
-// multiply-add kernels present). They give the same bits as the ROWS layout (Q5_0 / IQ4_NL /
-// Q3_K: as Q8_0 / Q6_K rows of the same values, which the ROWS layout of those types does not
-// take: it runs the int16 path) and read the weights about twice as fast at decode.
+// Whether matmul() has kernels for w in the GROUPS16 layout on this CPU (Q8_0 / Q4_0 / Q4_1 /
+// Q5_0 / Q5_1 / IQ4_NL rows with n_in % 32 == 0 or Q2_K / Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS rows
+// with n_in % 256 == 0, and the 8-bit multiply-add kernels present). They give the same bits as
+// the ROWS layout for Q8_0 / Q4_0 / Q4_K / Q6_K (Q5_0 / IQ4_NL / Q3_K: as Q8_0 / Q6_K rows of
+// the same values; the I8M types: their own formula; the ROWS layout of these types runs the
+// int16 path) and read the weights about twice as fast at decode.
 bool weight_groups16_useful(const WeightMatrix& w);
-// Bytes of w in the GROUPS16 layout: ceil(n_out / 16) * 16 * row_bytes (of the Q8_0 rows for
-// Q5_0 / IQ4_NL, of the Q6_K rows for Q3_K).
+// Bytes of one row of a type-t matrix of n_in columns in the GROUPS16 layout (the Q8_0 rows'
+// for Q5_0 / IQ4_NL, the Q6_K rows' for Q3_K, simd::i8m_row_bytes for the I8M types).
+size_t weight_groups16_row_bytes(GgmlType t, int64_t n_in);
+// Bytes of w in the GROUPS16 layout: ceil(n_out / 16) * 16 * weight_groups16_row_bytes.
 size_t weight_groups16_bytes(const WeightMatrix& w);
 // Writes w (ROWS) into dst (weight_groups16_bytes(w) bytes) in the GROUPS16 layout and sets
 // *out to the view of dst.
 void weight_to_groups16(const WeightMatrix& w, uint8_t* dst, WeightMatrix* out);
+
+// For backends without kernels of their own for a type: the type whose GGUF rows hold every
+// value of a type-t row exactly (Q8_0 for Q5_0 and IQ4_NL, Q6_K for Q3_K: the re-encodings
+// GROUPS16 uses), or t itself. weight_to_exact_rows writes w (ROWS, whole blocks) in that type
+// into dst (ggml_row_size(weight_exact_rows_type(w.type), n_in) * n_out bytes) and sets *out
+// to the view of dst; its rows dequantize to w's bits.
+GgmlType weight_exact_rows_type(GgmlType t);
+void weight_to_exact_rows(const WeightMatrix& w, uint8_t* dst, WeightMatrix* out);
 
 // Floats of scratch matmul() needs for rows of n_in elements on n_threads threads (linear in
 // n_threads: a caller may size it as n_threads * matmul_scratch_floats(n_in, 1)).
@@ -68,15 +85,16 @@ size_t matmul_scratch_floats(int64_t n_in, int n_threads);
 // Q4_0, Q4_K and Q6_K weights take the Q8 path: each x row is quantized per 32-element block to
 // int8 (steps of 1/127 of the block's max, as llama.cpp does; for Q8_0 weights a second plane
 // refines them to 1/(127 * 254)) and dotted with 8-bit multiply-adds, K-quants read in
-// super-blocks. Elsewhere Q4_K and Q6_K (and Q8_0 / Q4_0) take the int16 path: x
-// quantized to int16 per block (steps of 1/32767 of the max) and dotted in int32 per block; so do
-// Q4_1, Q5_0, Q5_1, Q3_K, Q5_K, IQ4_NL and IQ4_XS on every CPU. F32, F16, BF16 and Q2_K are
-// widened or dequantized to f32 and dotted in f32. Output rows are split over the pool's
-// threads in groups of four; long batches run in chunks of 64 rows per thread, each chunk
-// reading the weights once.
-// Determinism: y[t][o] is bitwise the same for any n_tok, chunking and thread count (it
-// depends on the SIMD target the CPU selects, so two machines may differ in the last bits).
-// Does not allocate. w.type must satisfy quant_type_supported (checked at model load).
+// super-blocks; so do every other type's GROUPS16 views (the CPU backend makes them at load
+// where the VNNI kernels exist). Elsewhere, and for ROWS matrices of the other types, the
+// int16 path: x quantized to int16 per block (steps of 1/32767 of the max) and dotted in int32
+// per block (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS). F32, F16,
+// BF16 and ROWS Q2_K are widened or dequantized to f32 and dotted in f32. Output rows are split
+// over the pool's threads in groups of four; long batches run in chunks of 64 rows per thread, each
+// chunk reading the weights once. Determinism: y[t][o] is bitwise the same for any n_tok, chunking
+// and thread count (it depends on the SIMD target the CPU selects, so two machines may differ in
+// the last bits). Does not allocate. w.type must satisfy quant_type_supported (checked at model
+// load).
 void matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
             int64_t y_stride, float* scratch, ThreadPool& pool);
 

@@ -1,5 +1,6 @@
 #include "kernels/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -102,8 +103,8 @@ void rope(float* x, int32_t n_head, int32_t head_dim, int32_t pos, const RopePar
     double theta = static_cast<double>(pos) * p.freq_scale *
                    std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.n_rot);
     if (p.freq_factors) theta /= p.freq_factors[i];
-    const float c = static_cast<float>(std::cos(theta));
-    const float s = static_cast<float>(std::sin(theta));
+    const float c = static_cast<float>(std::cos(theta)) * p.mscale;
+    const float s = static_cast<float>(std::sin(theta)) * p.mscale;
     for (int32_t h = 0; h < n_head; ++h) {
       float* a = x + static_cast<int64_t>(h) * head_dim + i * stride_pair;
       float* b = a + offset_second;
@@ -113,6 +114,26 @@ void rope(float* x, int32_t n_head, int32_t head_dim, int32_t pos, const RopePar
       *b = x0 * s + x1 * c;
     }
   }
+}
+
+void yarn_rope_factors(const YarnConfig& y, int32_t n_rot, float freq_base, float* factors,
+                       float* mscale) {
+  GEIST_CHECK(y.factor > 0 && y.n_ctx_orig > 0 && n_rot > 0 && freq_base > 0,
+              "yarn_rope_factors: factor, original context, n_rot and base must be positive");
+  const double pi = 3.14159265358979323846;
+  auto corr_dim = [&](double beta) {
+    return n_rot * std::log(y.n_ctx_orig / (beta * 2.0 * pi)) / (2.0 * std::log(double{freq_base}));
+  };
+  const double low = std::max(0.0, std::floor(corr_dim(y.beta_fast)));
+  const double high = std::min(static_cast<double>(n_rot - 1), std::ceil(corr_dim(y.beta_slow)));
+  const double s = y.factor;
+  for (int32_t i = 0; i < n_rot / 2; ++i) {
+    const double t = (i - low) / std::max(0.001, high - low);
+    const double ramp = 1.0 - std::min(1.0, std::max(0.0, t));
+    const double mult = (1.0 - ramp) / s + ramp;  // the frequency's multiplier
+    factors[i] = static_cast<float>(double{factors[i]} / mult);
+  }
+  *mscale = static_cast<float>(double{y.attn_factor} * (1.0 + 0.1 * std::log(s)));
 }
 
 }  // namespace geist

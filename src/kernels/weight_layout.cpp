@@ -6,6 +6,7 @@
 #include "kernels/quant.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/simd/matmul_simd.h"
+#include "kernels/weight_i8m.h"
 
 namespace geist {
 namespace {
@@ -120,32 +121,44 @@ void kquant_to_groups16(const WeightMatrix& w, uint8_t* dst) {
   }
 }
 
+// Whether w's type and width have a GROUPS16 form (whole blocks of the file's type).
+bool groups16_typed(const WeightMatrix& w) {
+  const int64_t block = ggml_type_traits(w.type).block_size;
+  return ((w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0 || as_q8_0(w.type)) &&
+          w.n_in % 32 == 0) ||
+         ((is_kquant(w.type) || w.type == GgmlType::Q3_K) && w.n_in % 256 == 0) ||
+         (simd::i8m_type(w.type) && block > 0 && w.n_in % block == 0);
+}
+
 }  // namespace
 
 bool weight_groups16_useful(const WeightMatrix& w) {
-  const bool typed = ((w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0 || as_q8_0(w.type)) &&
-                      w.n_in % 32 == 0) ||
-                     ((is_kquant(w.type) || w.type == GgmlType::Q3_K) && w.n_in % 256 == 0);
-  return w.layout == WeightLayout::ROWS && typed && w.n_in > 0 && w.n_out > 0 &&
+  return w.layout == WeightLayout::ROWS && groups16_typed(w) && w.n_in > 0 && w.n_out > 0 &&
          simd::q8_panels_fast();
+}
+
+size_t weight_groups16_row_bytes(GgmlType t, int64_t n_in) {
+  return simd::i8m_type(t) ? simd::i8m_row_bytes(t, n_in) : ggml_row_size(grouped_type(t), n_in);
 }
 
 size_t weight_groups16_bytes(const WeightMatrix& w) {
   const int64_t groups = (w.n_out + kGroup - 1) / kGroup;
-  return static_cast<size_t>(groups * kGroup) * ggml_row_size(grouped_type(w.type), w.n_in);
+  return static_cast<size_t>(groups * kGroup) * weight_groups16_row_bytes(w.type, w.n_in);
 }
 
 void weight_to_groups16(const WeightMatrix& w, uint8_t* dst, WeightMatrix* out) {
-  GEIST_CHECK(w.layout == WeightLayout::ROWS &&
-                  (((w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0 || as_q8_0(w.type)) &&
-                    w.n_in % 32 == 0) ||
-                   ((is_kquant(w.type) || w.type == GgmlType::Q3_K) && w.n_in % 256 == 0)),
-              "weight_to_groups16: Q8_0 / Q4_0 / Q5_0 / IQ4_NL / Q3_K / Q4_K / Q6_K rows of whole "
-              "blocks only");
+  GEIST_CHECK(w.layout == WeightLayout::ROWS && groups16_typed(w),
+              "weight_to_groups16: Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL / IQ4_XS / Q2_K / "
+              "Q3_K / Q4_K / Q5_K / Q6_K rows of whole blocks only");
   GEIST_CHECK(w.row_bytes == ggml_row_size(w.type, w.n_in), "weight_to_groups16: row_bytes");
   *out = w;
   out->data = dst;
   out->layout = WeightLayout::GROUPS16;
+  if (simd::i8m_type(w.type)) {  // keeps its type: the I8M form
+    out->row_bytes = simd::i8m_row_bytes(w.type, w.n_in);
+    i8m::to_groups16(w, dst);
+    return;
+  }
   const GgmlType gt = grouped_type(w.type);
   out->type = gt;
   out->row_bytes = ggml_row_size(gt, w.n_in);
@@ -180,6 +193,35 @@ void weight_to_groups16(const WeightMatrix& w, uint8_t* dst, WeightMatrix* out) 
           uint8_t* d = blk + 32 + (u * kGroup + r) * 4;
           for (int k = 0; k < 4; ++k) d[k] = to_group_byte(gt, src[2 + 4 * u + k]);
         }
+      }
+    }
+  }
+}
+
+GgmlType weight_exact_rows_type(GgmlType t) {
+  return as_q8_0(t) || t == GgmlType::Q3_K ? grouped_type(t) : t;
+}
+
+void weight_to_exact_rows(const WeightMatrix& w, uint8_t* dst, WeightMatrix* out) {
+  const GgmlType to = weight_exact_rows_type(w.type);
+  GEIST_CHECK(w.layout == WeightLayout::ROWS && to != w.type && w.n_in > 0 &&
+                  w.row_bytes == ggml_row_size(w.type, w.n_in) && ggml_row_size(to, w.n_in) > 0,
+              "weight_to_exact_rows: Q5_0 / IQ4_NL / Q3_K rows of whole blocks only");
+  *out = w;
+  out->type = to;
+  out->data = dst;
+  out->row_bytes = ggml_row_size(to, w.n_in);
+  const int64_t src_block = ggml_type_traits(w.type).type_size;
+  const int64_t dst_block = ggml_type_traits(to).type_size;
+  const int64_t nb = w.n_in / ggml_type_traits(w.type).block_size;
+  for (int64_t r = 0; r < w.n_out; ++r) {
+    const uint8_t* src = w.data + static_cast<size_t>(r) * w.row_bytes;
+    uint8_t* d = dst + static_cast<size_t>(r) * out->row_bytes;
+    for (int64_t b = 0; b < nb; ++b) {
+      if (to == GgmlType::Q6_K) {
+        q3_k_to_q6_k(src + b * src_block, d + b * dst_block);
+      } else {
+        to_q8_0_block(w.type, src + b * src_block, d + b * dst_block);
       }
     }
   }
@@ -226,6 +268,10 @@ void get_row_groups16(const WeightMatrix& w, int64_t row, float* dst) {
 
 void get_row(const WeightMatrix& w, int64_t row, float* dst) {
   GEIST_CHECK(row >= 0 && row < w.n_out, "get_row: row out of range");
+  if (w.layout == WeightLayout::GROUPS16 && simd::i8m_type(w.type)) {
+    i8m::get_row(w, row, dst);
+    return;
+  }
   if (w.layout == WeightLayout::GROUPS16) {
     get_row_groups16(w, row, dst);
     return;

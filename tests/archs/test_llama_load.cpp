@@ -177,12 +177,24 @@ TEST(LlamaLoad, BadHyperParameters) {
   }
   {
     Spec s;
-    s.extra_kv = [](GgufWriter& w) { w.add_str("llama.rope.scaling.type", "yarn"); };
+    s.extra_kv = [](GgufWriter& w) { w.add_str("llama.rope.scaling.type", "longrope"); };
     Built b;
     std::unique_ptr<ArchModel> m;
     Status st = load(s, &b, &m);
     EXPECT_EQ(st.code(), GEIST_E_UNSUPPORTED);
-    EXPECT_NE(st.message().find("yarn"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("longrope"), std::string::npos) << st.message();
+  }
+  {  // YaRN is applied (test_metadata_variants.cpp), a negative factor is a format error
+    Spec s;
+    s.extra_kv = [](GgufWriter& w) {
+      w.add_str("llama.rope.scaling.type", "yarn");
+      w.add_f32("llama.rope.scaling.factor", -2.0f);
+    };
+    Built b;
+    std::unique_ptr<ArchModel> m;
+    Status st = load(s, &b, &m);
+    EXPECT_EQ(st.code(), GEIST_E_FORMAT);
+    EXPECT_NE(st.message().find("llama.rope.scaling.factor"), std::string::npos) << st.message();
   }
 }
 

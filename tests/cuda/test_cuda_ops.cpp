@@ -86,11 +86,47 @@ struct MatmulCase {
 };
 
 const MatmulCase kMatmulCases[] = {
-    {GgmlType::F32, 67},   {GgmlType::F32, 300},   {GgmlType::F16, 67},    {GgmlType::F16, 520},
-    {GgmlType::BF16, 75},  {GgmlType::BF16, 256},  {GgmlType::Q8_0, 96},   {GgmlType::Q8_0, 544},
-    {GgmlType::Q4_0, 32},  {GgmlType::Q4_0, 800},  {GgmlType::Q4_K, 256},  {GgmlType::Q4_K, 768},
-    {GgmlType::Q6_K, 256}, {GgmlType::Q6_K, 1280}, {GgmlType::Q8_0, 4096}, {GgmlType::F16, 2085},
+    {GgmlType::F32, 67},
+    {GgmlType::F32, 300},
+    {GgmlType::F16, 67},
+    {GgmlType::F16, 520},
+    {GgmlType::BF16, 75},
+    {GgmlType::BF16, 256},
+    {GgmlType::Q8_0, 96},
+    {GgmlType::Q8_0, 544},
+    {GgmlType::Q4_0, 32},
+    {GgmlType::Q4_0, 800},
+    {GgmlType::Q4_K, 256},
+    {GgmlType::Q4_K, 768},
+    {GgmlType::Q6_K, 256},
+    {GgmlType::Q6_K, 1280},
+    {GgmlType::Q8_0, 4096},
+    {GgmlType::F16, 2085},
+    // Issue 26's types: Q5_0 / IQ4_NL / Q3_K reach the kernels as Q8_0 / Q6_K rows of the same
+    // values (weight_to_exact_rows), the others have decoders of their own (cuda_quant.cuh).
+    {GgmlType::Q4_1, 96},
+    {GgmlType::Q4_1, 800},
+    {GgmlType::Q5_1, 64},
+    {GgmlType::Q5_1, 544},
+    {GgmlType::Q5_0, 160},
+    {GgmlType::Q5_0, 800},
+    {GgmlType::IQ4_NL, 96},
+    {GgmlType::IQ4_NL, 544},
+    {GgmlType::Q2_K, 256},
+    {GgmlType::Q2_K, 768},
+    {GgmlType::Q3_K, 256},
+    {GgmlType::Q3_K, 1280},
+    {GgmlType::Q5_K, 256},
+    {GgmlType::Q5_K, 768},
+    {GgmlType::IQ4_XS, 256},
+    {GgmlType::IQ4_XS, 1280},
 };
+
+// The types whose GPU matmul is the CPU's 8-bit Q8_0 formula (two activation planes) or Q4_0's
+// (one plane), on the device copy's type.
+bool gpu_q8_two_planes(GgmlType t) {
+  return t == GgmlType::Q8_0 || t == GgmlType::Q5_0 || t == GgmlType::IQ4_NL;
+}
 
 TEST_F(CudaOps, GetRowsDecodesBitwiseLikeDequantizeRow) {
   for (const MatmulCase& c : kMatmulCases) {
@@ -148,7 +184,7 @@ TEST_F(CudaOps, MatmulMatchesExactDotAndCpuMatmul) {
               c.type == GgmlType::Q4_0 || c.type == GgmlType::Q4_K || c.type == GgmlType::Q6_K;
           // The GPU's Q8_0 / Q4_0 path has the CPU's 8-bit activation codes (matmul_q8_cuda.cu):
           // half a step per activation, amax_b / 254 (Q4_0, one plane) or amax_b / 64516 (Q8_0).
-          const bool gpu_q8 = c.type == GgmlType::Q8_0 || c.type == GgmlType::Q4_0;
+          const bool gpu_q8 = gpu_q8_two_planes(c.type) || c.type == GgmlType::Q4_0;
           double q8_err = 0, gpu_q8_err = 0;
           for (int64_t b0 = 0; (one_plane || gpu_q8) && b0 < c.n_in; b0 += 32) {
             double amax = 0, wsum = 0;
@@ -157,7 +193,7 @@ TEST_F(CudaOps, MatmulMatchesExactDotAndCpuMatmul) {
               wsum += std::fabs(static_cast<double>(h.deq[o * c.n_in + i]));
             }
             if (one_plane) q8_err += amax / 254.0 * wsum;
-            if (gpu_q8) gpu_q8_err += amax / (c.type == GgmlType::Q4_0 ? 254.0 : 64516.0) * wsum;
+            if (gpu_q8) gpu_q8_err += amax / (gpu_q8_two_planes(c.type) ? 64516.0 : 254.0) * wsum;
           }
           const float g = y[t * y_stride + o];
           const double tol_exact =
@@ -184,10 +220,13 @@ TEST_F(CudaOps, MatmulMatchesExactDotAndCpuMatmul) {
 // kernel (k split over warps), longer ones the prefill kernel: both must agree bitwise. n_in
 // 2304 has 72 chunks of 32, the most k parts; 2085 (F16) ends in a partial chunk.
 TEST_F(CudaOps, MatmulRowsAreBitwiseIndependentOfBatchSize) {
-  const MatmulCase cases[] = {{GgmlType::F32, 512},   {GgmlType::Q8_0, 512},
-                              {GgmlType::Q8_0, 2304}, {GgmlType::Q4_0, 2304},
-                              {GgmlType::Q4_K, 2304}, {GgmlType::Q6_K, 2304},
-                              {GgmlType::F16, 2085},  {GgmlType::BF16, 2304}};
+  const MatmulCase cases[] = {
+      {GgmlType::F32, 512},    {GgmlType::Q8_0, 512},  {GgmlType::Q8_0, 2304},
+      {GgmlType::Q4_0, 2304},  {GgmlType::Q4_K, 2304}, {GgmlType::Q6_K, 2304},
+      {GgmlType::F16, 2085},   {GgmlType::BF16, 2304}, {GgmlType::Q4_1, 2304},
+      {GgmlType::Q5_1, 2304},  {GgmlType::Q5_0, 2304}, {GgmlType::IQ4_NL, 2304},
+      {GgmlType::Q2_K, 2304},  {GgmlType::Q3_K, 2304}, {GgmlType::Q5_K, 2304},
+      {GgmlType::IQ4_XS, 2304}};
   for (const MatmulCase& c : cases) {
     SCOPED_TRACE(std::string(ggml_type_name(c.type)) + " n_in=" + std::to_string(c.n_in));
     const int64_t n_in = c.n_in, n_out = 70;
@@ -480,12 +519,15 @@ TEST_F(CudaOps, MemoryAllocUploadDownloadFillZero) {
 }
 
 TEST_F(CudaOps, UnsupportedWeightTypeIsReported) {
-  std::vector<uint8_t> bytes(ggml_row_size(GgmlType::Q5_K, 256) * 2);
-  const WeightMatrix host{GgmlType::Q5_K, bytes.data(), 256, 2, ggml_row_size(GgmlType::Q5_K, 256)};
+  // Every type the CPU computes has a CUDA path now; IQ2_XS (known to the format, computed by
+  // neither backend) must still be refused by name.
+  std::vector<uint8_t> bytes(ggml_row_size(GgmlType::IQ2_XS, 256) * 2);
+  const WeightMatrix host{GgmlType::IQ2_XS, bytes.data(), 256, 2,
+                          ggml_row_size(GgmlType::IQ2_XS, 256)};
   WeightMatrix dev;
   const Status st = backend_->upload_weight(host, &dev);
   EXPECT_EQ(st.code(), GEIST_E_UNSUPPORTED);
-  EXPECT_NE(st.message().find(ggml_type_name(GgmlType::Q5_K)), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find(ggml_type_name(GgmlType::IQ2_XS)), std::string::npos) << st.message();
   EXPECT_NE(backend_->description().find("cuda ("), std::string::npos) << backend_->description();
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -119,6 +120,37 @@ TEST(Groups16Q8, Q3_KRunsAsQ6_KOfTheSameValues) {
       }
       ASSERT_NEAR(all[t * n_out + o], ref, 1e-5 + 1.01 * qerr) << t << " " << o;
     }
+  }
+}
+
+// The same re-encodings in the GGUF row layout, for backends without kernels of their own for
+// these types (the CUDA backend's upload): rows of Q8_0 / Q6_K that dequantize to the file's bits.
+TEST(Groups16Q8, ExactRowsHoldTheFilesValues) {
+  const std::pair<GgmlType, GgmlType> cases[] = {{GgmlType::Q5_0, GgmlType::Q8_0},
+                                                 {GgmlType::IQ4_NL, GgmlType::Q8_0},
+                                                 {GgmlType::Q3_K, GgmlType::Q6_K}};
+  for (const auto& [type, to] : cases) {
+    SCOPED_TRACE(ggml_type_name(type));
+    ASSERT_EQ(weight_exact_rows_type(type), to);
+    std::mt19937 rng(29);
+    const int64_t n_in = 256 * 2, n_out = 9;
+    std::vector<float> deq;
+    const std::vector<uint8_t> bytes = test::random_rows(type, n_in, n_out, &rng, &deq, true);
+    const WeightMatrix w{type, bytes.data(), n_in, n_out, ggml_row_size(type, n_in)};
+    std::vector<uint8_t> dst(ggml_row_size(to, n_in) * n_out);
+    WeightMatrix v;
+    weight_to_exact_rows(w, dst.data(), &v);
+    EXPECT_EQ(v.type, to);
+    EXPECT_EQ(v.layout, WeightLayout::ROWS);
+    EXPECT_EQ(v.row_bytes, ggml_row_size(to, n_in));
+    std::vector<float> row(n_in);
+    for (int64_t o = 0; o < n_out; ++o) {
+      dequantize_row(to, v.data + o * v.row_bytes, row.data(), n_in);
+      ASSERT_EQ(std::memcmp(row.data(), deq.data() + o * n_in, n_in * sizeof(float)), 0) << o;
+    }
+  }
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_1, GgmlType::Q5_K, GgmlType::IQ4_XS}) {
+    EXPECT_EQ(weight_exact_rows_type(t), t) << ggml_type_name(t);
   }
 }
 

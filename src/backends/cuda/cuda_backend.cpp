@@ -40,10 +40,26 @@ class CudaBackend final : public Backend {
   std::string description() const override { return desc_; }
 
   Status upload_weight(const WeightMatrix& host, WeightMatrix* dev) override {
+    if (host.layout == WeightLayout::ROWS && weight_exact_rows_type(host.type) != host.type &&
+        host.n_in > 0 && host.n_out > 0 && host.row_bytes == ggml_row_size(host.type, host.n_in)) {
+      // Q5_0 / IQ4_NL / Q3_K: their values, exactly, as Q8_0 / Q6_K rows (the CPU backend's
+      // 8-bit kernels read the same re-encodings), which the kernels here compute.
+      std::vector<uint8_t> rows;
+      try {
+        rows.resize(ggml_row_size(weight_exact_rows_type(host.type), host.n_in) *
+                    static_cast<size_t>(host.n_out));
+      } catch (const std::bad_alloc&) {
+        return Status(GEIST_E_OOM, "cuda backend: out of host memory re-encoding a weight");
+      }
+      WeightMatrix view;
+      weight_to_exact_rows(host, rows.data(), &view);
+      return upload_weight(view, dev);  // copies synchronously: rows may go afterwards
+    }
     if (!cuda::weight_type_supported(host.type)) {
       return Status::error(GEIST_E_UNSUPPORTED,
                            "cuda backend: weight type %s is not supported (supported: f32, f16, "
-                           "bf16, q8_0, q4_0, q4_k, q6_k)",
+                           "bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, "
+                           "iq4_nl, iq4_xs)",
                            ggml_type_name(host.type));
     }
     if (host.layout != WeightLayout::ROWS) {

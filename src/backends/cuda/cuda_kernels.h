@@ -23,7 +23,8 @@
 
 namespace geist::cuda {
 
-// The weight types the matmul / get_rows kernels decode.
+// The weight types the matmul / get_rows kernels decode (Q5_0, IQ4_NL and Q3_K reach them as
+// Q8_0 / Q6_K rows of the same values: CudaBackend::upload_weight, weight_to_exact_rows).
 bool weight_type_supported(GgmlType t);
 
 // Device copies of weights: Q8_0 is repacked for the kernels (matmul_cuda.cu, DevW: the same
@@ -40,8 +41,8 @@ cudaError_t repack_weight(cudaStream_t s, const WeightMatrix& w, uint8_t* dst);
 // 256c + 8l + 8) of each 256-chunk c in index order with FMAs, then the 32 lanes combine by a xor
 // tree. Q8_0 and Q4_0: the CPU's Q8 formula bitwise (activations quantized to int8 per 32-block,
 // exact int8 dots, one f32 FMA per block in block order; matmul_q8_cuda.cu). F16, BF16, Q4_K,
-// Q6_K: tensor cores (bf16 mma, weights and activations each split into bf16 hi + lo, f32
-// accumulation) in a k order fixed by n_in alone; matmul_cuda.cu says how.
+// Q6_K, Q4_1, Q5_1, Q5_K, Q2_K, IQ4_XS: tensor cores (bf16 mma, weights and activations each split
+// into bf16 hi + lo, f32 accumulation) in a k order fixed by n_in alone; matmul_cuda.cu says how.
 // scratch: device bytes [scratch_bytes] for the activation codes of a Q8_0 / Q4_0 prefill
 // (matmul_scratch_bytes(w, n_tok) takes the batch in one round; less takes it in rounds, none
 // in 8-token decode launches: the same bits, slower). In use until the launches finish.

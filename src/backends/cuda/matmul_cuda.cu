@@ -5,11 +5,11 @@
 // matmul_prefill_cuda.cu). This file dispatches to it and holds the other types' kernels.
 //
 // F32 weights keep the exact f32 path (one warp per output row, FMAs in a fixed order).
-// F16, BF16, Q4_K and Q6_K run on the tensor cores: mma.sync m16n8k16 with bf16 inputs and f32
-// accumulation. A weight w (decoded to f32 bitwise as dequantize_row() does) and an
-// activation x are each split into two bf16 terms, hi = bf16(v) and lo = bf16(v - hi), and
-// the product is w_hi x_hi + w_hi x_lo + w_lo x_hi (three mma per k16 step): about 16
-// significant bits per factor, and no overflow (bf16 has f32's exponent range).
+// F16, BF16, Q4_K, Q6_K and Q4_1, Q5_1, Q5_K, Q2_K, IQ4_XS run on the tensor cores: mma.sync
+// m16n8k16 with bf16 inputs and f32 accumulation. A weight w (decoded to f32 bitwise as
+// dequantize_row() does) and an activation x are each split into two bf16 terms, hi = bf16(v) and
+// lo = bf16(v - hi), and the product is w_hi x_hi + w_hi x_lo + w_lo x_hi (three mma per k16 step):
+// about 16 significant bits per factor, and no overflow (bf16 has f32's exponent range).
 //
 // Determinism (cuda_kernels.h): an output element's arithmetic is fixed by n_in alone.
 //   - k runs over 32-element chunks; inside chunk c, lane quad q (lane & 3) feeds elements
@@ -387,6 +387,11 @@ bool weight_type_supported(GgmlType t) {
     case GgmlType::Q4_0:
     case GgmlType::Q4_K:
     case GgmlType::Q6_K:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1:
+    case GgmlType::Q5_K:
+    case GgmlType::Q2_K:
+    case GgmlType::IQ4_XS:
       return true;
     default:
       return false;
@@ -445,6 +450,16 @@ cudaError_t matmul(cudaStream_t s, const WeightMatrix& w, const float* x, int64_
       return launch_mma<GgmlType::Q4_K>(s, w, x, x_stride, n_tok, y, y_stride);
     case GgmlType::Q6_K:
       return launch_mma<GgmlType::Q6_K>(s, w, x, x_stride, n_tok, y, y_stride);
+    case GgmlType::Q4_1:
+      return launch_mma<GgmlType::Q4_1>(s, w, x, x_stride, n_tok, y, y_stride);
+    case GgmlType::Q5_1:
+      return launch_mma<GgmlType::Q5_1>(s, w, x, x_stride, n_tok, y, y_stride);
+    case GgmlType::Q5_K:
+      return launch_mma<GgmlType::Q5_K>(s, w, x, x_stride, n_tok, y, y_stride);
+    case GgmlType::Q2_K:
+      return launch_mma<GgmlType::Q2_K>(s, w, x, x_stride, n_tok, y, y_stride);
+    case GgmlType::IQ4_XS:
+      return launch_mma<GgmlType::IQ4_XS>(s, w, x, x_stride, n_tok, y, y_stride);
     default:
       return cudaErrorInvalidValue;
   }
@@ -468,6 +483,16 @@ cudaError_t get_rows(cudaStream_t s, const WeightMatrix& w, const int32_t* ids, 
       return launch_get_rows_t<GgmlType::Q4_K>(s, w, ids, n, out);
     case GgmlType::Q6_K:
       return launch_get_rows_t<GgmlType::Q6_K>(s, w, ids, n, out);
+    case GgmlType::Q4_1:
+      return launch_get_rows_t<GgmlType::Q4_1>(s, w, ids, n, out);
+    case GgmlType::Q5_1:
+      return launch_get_rows_t<GgmlType::Q5_1>(s, w, ids, n, out);
+    case GgmlType::Q5_K:
+      return launch_get_rows_t<GgmlType::Q5_K>(s, w, ids, n, out);
+    case GgmlType::Q2_K:
+      return launch_get_rows_t<GgmlType::Q2_K>(s, w, ids, n, out);
+    case GgmlType::IQ4_XS:
+      return launch_get_rows_t<GgmlType::IQ4_XS>(s, w, ids, n, out);
     default:
       return cudaErrorInvalidValue;
   }

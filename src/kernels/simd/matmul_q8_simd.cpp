@@ -557,6 +557,10 @@ void quantize_row_q8(const float* x, int64_t n_in, int planes, int8_t* q, float*
 void dot_q8_rows(GgmlType t, bool groups, const uint8_t* src, size_t row_bytes, int count,
                  int64_t n_in, const int8_t* q, const float* dx, const int32_t* sx, int64_t n_tok,
                  float* out, int64_t out_stride) {
+  if (groups && i8m_type(t)) {
+    dot_i8m_rows(t, src, row_bytes, count, n_in, q, dx, sx, n_tok, out, out_stride);
+    return;
+  }
   if (t == GgmlType::Q4_K || t == GgmlType::Q6_K) {
     dot_kq_rows(t, groups, src, row_bytes, count, n_in, q, dx, sx, n_tok, out, out_stride);
     return;
@@ -568,6 +572,10 @@ void dot_q8_rows(GgmlType t, bool groups, const uint8_t* src, size_t row_bytes, 
 void dot_q8_panels(GgmlType t, bool groups, const uint8_t* src, size_t row_bytes, int count,
                    int64_t n_in, const int8_t* pq, const float* pdx, const int32_t* psx,
                    int64_t n_tok, float* out, int64_t out_stride) {
+  if (groups && i8m_type(t)) {
+    dot_i8m_panels(t, src, row_bytes, count, n_in, pq, pdx, psx, n_tok, out, out_stride);
+    return;
+  }
   if (t == GgmlType::Q4_K || t == GgmlType::Q6_K) {
     dot_kq_panels(t, groups, src, row_bytes, count, n_in, pq, pdx, psx, n_tok, out, out_stride);
     return;

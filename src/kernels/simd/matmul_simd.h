@@ -120,6 +120,55 @@ void dot_kq_panels(GgmlType t, bool groups, const uint8_t* src, size_t row_bytes
                    int64_t n_in, const int8_t* pq, const float* pdx, const int32_t* psx,
                    int64_t n_tok, float* out, int64_t out_stride);
 
+// I8M (Q4_1, Q5_1, Q5_K, Q2_K, IQ4_XS in the GROUPS16 layout, re-encoded at load by
+// weight_to_groups16: src/kernels/weight_i8m.cpp; kernels in matmul_i8m_simd.cpp). Every
+// 32-block of every row is held as signed 8-bit codes w[32], an f32 scale S, an f32 min scale M
+// and two int16 min weights m0, m1 (of the block's 16-element halves), value = S * w - M * m_h,
+// all exact re-encodings of the file's values (Q4_1 / Q5_1: S = d, M = -m, m0 = m1 = 1; Q5_K:
+// S = d * sc_j, M = dmin * m_j, m0 = m1 = 1; Q2_K: w = sc * q, S = d, M = dmin, m_h = the two
+// 16-element mins; IQ4_XS: w = the non-linear value, S = d * (ls - 32), no min). One activation
+// plane (dx_b = d_b) and its half sums (q8_half_sums_*: hs0, hs1). Every output is, bitwise,
+// on every target and for any batch:
+//   acc = 0; for b in blocks: isum = dot(w, q1), ms = m0 * hs0 + m1 * hs1 (exact int32)
+//     acc = fma(float(isum), S * dx_b, acc)
+//     acc = fma(M, -(float(ms) * dx_b), acc)      (omitted for IQ4_XS, which has no min)
+// The form keeps a 4-bit type's nibbles packed, so that decode reads few more bytes than the
+// file's: CODES8 (Q5_1, Q5_K, Q2_K) holds a group's block b (16 rows, i8m_group_block bytes at
+// group + b * i8m_group_block) as S of row r at kI8mScaleAt + 4r, M at kI8mMinAt + 4r, (m0, m1)
+// int16 at kI8mWeightsAt + 4r, then code unit u (elements 4u..4u+3) of row r at
+// i8m_codes_at + (u * 16 + r) * 4, stored w + 128 (44 bytes a row). NIBBLES (Q4_1: m0 = m1 = 1,
+// codes 0..15) holds S, M, then 4 units of nibbles, unit u of row r at i8m_codes_at + (u * 16 + r)
+// * 4 with elements 4u..4u+3 in its low nibbles and 16 + 4u.. in its high ones (the file's qs
+// bytes 4u..4u+3; 24 bytes a row); IQ4 (IQ4_XS: no min) holds S and the same nibble units of
+// indices into kIq4Values (20 bytes a row).
+enum class I8mForm : uint8_t { CODES8, NIBBLES, IQ4 };
+constexpr int64_t kI8mScaleAt = 0;
+constexpr int64_t kI8mMinAt = 64;
+constexpr int64_t kI8mWeightsAt = 128;
+constexpr int64_t i8m_group_block(I8mForm f) {
+  return f == I8mForm::CODES8 ? 704 : f == I8mForm::NIBBLES ? 384 : 320;
+}
+constexpr int64_t i8m_codes_at(I8mForm f) {
+  return f == I8mForm::CODES8 ? 192 : f == I8mForm::NIBBLES ? 128 : 64;
+}
+inline I8mForm i8m_form(GgmlType t) {
+  return t == GgmlType::Q4_1     ? I8mForm::NIBBLES
+         : t == GgmlType::IQ4_XS ? I8mForm::IQ4
+                                 : I8mForm::CODES8;
+}
+inline size_t i8m_row_bytes(GgmlType t, int64_t n_in) {
+  return static_cast<size_t>(n_in / 32 * i8m_group_block(i8m_form(t)) / 16);
+}
+bool i8m_type(GgmlType t);
+// dot_q8_rows / dot_q8_panels for I8M weights (src at the start of a group, row_bytes =
+// i8m_row_bytes(t, n_in)); the activations with one plane and their half sums.
+void dot_i8m_rows(GgmlType t, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
+                  const int8_t* q, const float* dx, const int32_t* sx, int64_t n_tok, float* out,
+                  int64_t out_stride);
+void dot_i8m_panels(GgmlType t, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
+                    const int8_t* pq, const float* pdx, const int32_t* psx, int64_t n_tok,
+                    float* out, int64_t out_stride);
+
 // True where dot_q8_panels / dot_q8_rows run the 8-bit multiply-add kernels (VNNI).
 bool q8_panels_fast();
 

@@ -1,0 +1,266 @@
+// Q4_1, Q5_1, Q5_K, Q2_K and IQ4_XS on the 8-bit path: the CPU backend re-encodes them at load to
+// the I8M form of GROUPS16 (kernels/matmul.h, kernels/simd/matmul_simd.h). The re-encoding is
+// lossless (its rows dequantize to the file's bits), and the kernels equal the I8M formula,
+// written out below from the file's block bytes (ggml's layouts, not through our decoders),
+// bitwise on every SIMD target, for decode and prefill, odd row counts and partial panels.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernel_test_util.h"
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
+#include "kernels/simd/matmul_simd.h"
+
+namespace geist {
+namespace {
+
+constexpr GgmlType kTypes[] = {GgmlType::Q4_1, GgmlType::Q5_1, GgmlType::Q5_K, GgmlType::Q2_K,
+                               GgmlType::IQ4_XS};
+constexpr int8_t kIq4[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                             1,    13,   25,  38,  53,  69,  89,  113};
+
+float half(const uint8_t* p) { return fp16_to_fp32(static_cast<uint16_t>(p[0] | p[1] << 8)); }
+
+// Block b (32 elements) of a file row, as the formula's terms: codes w, factor S, min factor M,
+// the two halves' min weights. From ggml's block layouts (ggml-common.h).
+struct Terms {
+  float s = 0, m = 0;
+  int m0 = 0, m1 = 0;
+  int w[32] = {};
+};
+
+Terms terms(GgmlType t, const uint8_t* row, int64_t b) {
+  Terms r;
+  if (t == GgmlType::Q4_1 || t == GgmlType::Q5_1) {  // d, m, [qh], qs; q * d + m
+    const bool five = t == GgmlType::Q5_1;
+    const uint8_t* blk = row + b * (five ? 24 : 20);
+    r.s = half(blk);
+    r.m = -half(blk + 2);
+    r.m0 = r.m1 = 1;
+    uint32_t qh = 0;
+    if (five) std::memcpy(&qh, blk + 4, 4);
+    const uint8_t* qs = blk + (five ? 8 : 4);
+    for (int j = 0; j < 32; ++j) {
+      const int nib = j < 16 ? qs[j] & 15 : qs[j - 16] >> 4;
+      r.w[j] = nib + 16 * static_cast<int>((qh >> j) & 1);
+    }
+    return r;
+  }
+  const int k = static_cast<int>(b % 8);  // the block in its 256-element super-block
+  if (t == GgmlType::Q5_K) {              // d, dmin, scales[12], qh[32], qs[128]
+    const uint8_t* sb = row + b / 8 * 176;
+    const uint8_t* sc = sb + 4;
+    const int scale = k < 4 ? sc[k] & 63 : (sc[k + 4] & 15) | ((sc[k - 4] >> 6) << 4);
+    const int min = k < 4 ? sc[k + 4] & 63 : (sc[k + 4] >> 4) | ((sc[k] >> 6) << 4);
+    r.s = half(sb) * static_cast<float>(scale);
+    r.m = half(sb + 2) * static_cast<float>(min);
+    r.m0 = r.m1 = 1;
+    for (int l = 0; l < 32; ++l) {
+      r.w[l] = ((sb[48 + 32 * (k / 2) + l] >> (4 * (k % 2))) & 15) + 16 * ((sb[16 + l] >> k) & 1);
+    }
+    return r;
+  }
+  if (t == GgmlType::Q2_K) {  // scales[16] (low nibble scale, high min), qs[64], d, dmin
+    const uint8_t* sb = row + b / 8 * 84;
+    r.s = half(sb + 80);
+    r.m = half(sb + 82);
+    r.m0 = sb[2 * k] >> 4;
+    r.m1 = sb[2 * k + 1] >> 4;
+    for (int l = 0; l < 32; ++l) {
+      const int q = (sb[16 + 32 * (k / 4) + l] >> (2 * (k % 4))) & 3;
+      r.w[l] = (sb[2 * k + l / 16] & 15) * q;
+    }
+    return r;
+  }
+  // IQ4_XS: d, scales_h, scales_l[4], qs[128]
+  const uint8_t* sb = row + b / 8 * 136;
+  const int ls = ((sb[4 + k / 2] >> (4 * (k % 2))) & 15) | (((sb[2] | sb[3] << 8) >> (2 * k)) & 3)
+                                                               << 4;
+  r.s = half(sb) * static_cast<float>(ls - 32);
+  for (int j = 0; j < 32; ++j) {
+    const uint8_t byte = sb[8 + 16 * k + j % 16];
+    r.w[j] = kIq4[j < 16 ? byte & 15 : byte >> 4];
+  }
+  return r;
+}
+
+// The I8M formula of matmul_simd.h for one row and one token (row-layout activations: q1 codes,
+// steps dx per block).
+float formula(GgmlType t, const uint8_t* row, const int8_t* q1, const float* dx, int64_t n_in) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < n_in / 32; ++b) {
+    const Terms tm = terms(t, row, b);
+    int32_t isum = 0, hs[2] = {0, 0};
+    for (int i = 0; i < 32; ++i) {
+      isum += tm.w[i] * q1[b * 32 + i];
+      hs[i / 16] += q1[b * 32 + i];
+    }
+    acc = std::fma(static_cast<float>(isum), tm.s * dx[b], acc);
+    if (t != GgmlType::IQ4_XS) {
+      const int32_t ms = tm.m0 * hs[0] + tm.m1 * hs[1];
+      acc = std::fma(tm.m, -(static_cast<float>(ms) * dx[b]), acc);
+    }
+  }
+  return acc;
+}
+
+TEST(I8mMatmul, ReEncodingIsLosslessAndKeepsTheType) {
+  for (GgmlType type : kTypes) {
+    SCOPED_TRACE(ggml_type_name(type));
+    std::mt19937 rng(3);
+    const int64_t n_in = 256 * 3, n_out = 37;  // a partial last group
+    std::vector<float> deq;
+    const std::vector<uint8_t> bytes = test::random_rows(type, n_in, n_out, &rng, &deq, true);
+    const WeightMatrix w{type, bytes.data(), n_in, n_out, ggml_row_size(type, n_in)};
+    std::vector<uint8_t> g(weight_groups16_bytes(w));
+    // 44 bytes per row and 32-block, 24 for Q4_1 and 20 for IQ4_XS (nibbles kept packed).
+    const size_t per_block = type == GgmlType::Q4_1 ? 24 : type == GgmlType::IQ4_XS ? 20 : 44;
+    EXPECT_EQ(g.size(), 48 * per_block * static_cast<size_t>(n_in / 32));
+    WeightMatrix wg;
+    weight_to_groups16(w, g.data(), &wg);
+    EXPECT_EQ(wg.type, type);
+    EXPECT_EQ(wg.layout, WeightLayout::GROUPS16);
+    EXPECT_EQ(wg.row_bytes, simd::i8m_row_bytes(type, n_in));
+    std::vector<float> row(n_in);
+    for (int64_t o = 0; o < n_out; ++o) {
+      get_row(wg, o, row.data());
+      ASSERT_EQ(std::memcmp(row.data(), deq.data() + o * n_in, n_in * sizeof(float)), 0) << o;
+      // The formula's terms are the file's values, exactly (double arithmetic).
+      for (int64_t b = 0; b < n_in / 32; ++b) {
+        const Terms tm = terms(type, bytes.data() + o * w.row_bytes, b);
+        for (int i = 0; i < 32; ++i) {
+          const double v = double{tm.s} * tm.w[i] - double{tm.m} * (i < 16 ? tm.m0 : tm.m1);
+          ASSERT_EQ(v, double{deq[static_cast<size_t>(o * n_in + b * 32 + i)]}) << o << " " << b;
+        }
+      }
+    }
+  }
+}
+
+TEST(I8mMatmul, KernelsEqualTheFormulaBitwiseOnEveryTarget) {
+  std::mt19937 rng(41);
+  test::for_each_target([&] {
+    for (GgmlType type : kTypes) {
+      for (int rep = 0; rep < 3; ++rep) {
+        SCOPED_TRACE(::testing::Message() << ggml_type_name(type) << " rep " << rep);
+        const int64_t block = ggml_type_traits(type).block_size;
+        const int64_t n_in = block * (1 + static_cast<int64_t>(rng() % (block == 32 ? 20 : 4)));
+        const int count = 1 + static_cast<int>(rng() % 37);
+        const int64_t n_tok = 1 + static_cast<int64_t>(rng() % 40);
+        const int64_t nb = n_in / 32, ys = count + 3;
+        std::vector<float> deq;
+        const std::vector<uint8_t> bytes = test::random_rows(type, n_in, count, &rng, &deq, true);
+        const size_t rb = ggml_row_size(type, n_in);
+        const WeightMatrix w{type, bytes.data(), n_in, count, rb};
+        std::vector<uint8_t> grouped(weight_groups16_bytes(w));
+        WeightMatrix wg;
+        weight_to_groups16(w, grouped.data(), &wg);
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        std::vector<float> x(static_cast<size_t>(n_tok * n_in));
+        for (float& f : x) f = 3.0f * nd(rng);
+        std::vector<int8_t> q(2 * x.size());
+        std::vector<float> dx(static_cast<size_t>(n_tok * nb));
+        std::vector<int32_t> sx(dx.size());
+        const int64_t n_panels = (n_tok + 15) / 16;
+        std::vector<int8_t> pq(static_cast<size_t>(n_panels * nb * 1024));
+        std::vector<float> pdx(static_cast<size_t>(n_panels * nb * 16));
+        std::vector<int32_t> psx(pdx.size());
+        for (int64_t t = 0; t < n_panels * 16; ++t) {
+          const float* xt = t < n_tok ? x.data() + t * n_in : nullptr;
+          if (xt) {
+            simd::quantize_row_q8(xt, n_in, 1, q.data() + t * 2 * n_in, dx.data() + t * nb,
+                                  sx.data() + t * nb);
+            simd::q8_half_sums_row(q.data() + t * 2 * n_in, n_in);
+          }
+          const int64_t p = t / 16;
+          simd::quantize_row_q8_panel(xt, n_in, 1, t % 16, pq.data() + p * nb * 1024,
+                                      pdx.data() + p * nb * 16, psx.data() + p * nb * 16);
+          simd::q8_half_sums_panel(pq.data() + p * nb * 1024, nb, t % 16);
+        }
+        std::vector<float> y_rows(static_cast<size_t>(n_tok * ys), -3.0f), y_pan(y_rows);
+        simd::dot_q8_rows(type, true, grouped.data(), wg.row_bytes, count, n_in, q.data(),
+                          dx.data(), sx.data(), n_tok, y_rows.data(), ys);
+        simd::dot_q8_panels(type, true, grouped.data(), wg.row_bytes, count, n_in, pq.data(),
+                            pdx.data(), psx.data(), n_tok, y_pan.data(), ys);
+        for (int64_t t = 0; t < n_tok; ++t) {
+          for (int r = 0; r < count; ++r) {
+            const float ref = formula(type, bytes.data() + r * rb, q.data() + t * 2 * n_in,
+                                      dx.data() + t * nb, n_in);
+            const size_t k = static_cast<size_t>(t * ys + r);
+            ASSERT_EQ(std::bit_cast<uint32_t>(y_rows[k]), std::bit_cast<uint32_t>(ref))
+                << "rows t=" << t << " r=" << r;
+            ASSERT_EQ(std::bit_cast<uint32_t>(y_pan[k]), std::bit_cast<uint32_t>(ref))
+                << "panels t=" << t << " r=" << r;
+          }
+          for (int64_t r = count; r < ys; ++r) {
+            ASSERT_EQ(y_rows[static_cast<size_t>(t * ys + r)], -3.0f);
+            ASSERT_EQ(y_pan[static_cast<size_t>(t * ys + r)], -3.0f);
+          }
+        }
+      }
+    }
+  });
+}
+
+// matmul on the GROUPS16 views: the same bits for any batch and thread count, and within the
+// 8-bit activations' step of the double product of the dequantized weights.
+TEST(I8mMatmul, MatmulIsBatchIndependentAndWithinTheActivationStep) {
+  if (!simd::q8_panels_fast()) {
+    GTEST_SKIP() << "no 8-bit multiply-add kernels on this CPU: the I8M form is not used";
+  }
+  for (GgmlType type : kTypes) {
+    SCOPED_TRACE(ggml_type_name(type));
+    std::mt19937 rng(23);
+    const int64_t n_in = 256 * 2, n_out = 45, n_tok = 70;
+    std::vector<float> deq;
+    const std::vector<uint8_t> bytes = test::random_rows(type, n_in, n_out, &rng, &deq, true);
+    const WeightMatrix w{type, bytes.data(), n_in, n_out, ggml_row_size(type, n_in)};
+    ASSERT_TRUE(weight_groups16_useful(w));
+    std::vector<uint8_t> g(weight_groups16_bytes(w));
+    WeightMatrix wg;
+    weight_to_groups16(w, g.data(), &wg);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> x(static_cast<size_t>(n_tok * n_in));
+    for (float& f : x) f = nd(rng);
+    std::vector<float> all(n_tok * n_out), one(n_out), two(n_tok * n_out);
+    {
+      ThreadPool pool(2);
+      std::vector<float> scratch(matmul_scratch_floats(n_in, 2));
+      matmul(wg, x.data(), n_in, n_tok, all.data(), n_out, scratch.data(), pool);
+      for (int64_t t = 0; t < n_tok; ++t) {
+        matmul(wg, x.data() + t * n_in, n_in, 1, one.data(), n_out, scratch.data(), pool);
+        ASSERT_EQ(std::memcmp(one.data(), all.data() + t * n_out, n_out * sizeof(float)), 0) << t;
+      }
+    }
+    {
+      ThreadPool pool(1);
+      std::vector<float> scratch(matmul_scratch_floats(n_in, 1));
+      matmul(wg, x.data(), n_in, n_tok, two.data(), n_out, scratch.data(), pool);
+      ASSERT_EQ(std::memcmp(two.data(), all.data(), all.size() * sizeof(float)), 0);
+    }
+    for (int64_t t = 0; t < n_tok; ++t) {
+      for (int64_t o = 0; o < n_out; ++o) {
+        double ref = 0, qerr = 0;
+        for (int64_t b = 0; b < n_in / 32; ++b) {
+          double amax = 0;
+          for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(x[t * n_in + b * 32 + i]));
+          for (int i = 0; i < 32; ++i) {
+            const double wv = deq[o * n_in + b * 32 + i];
+            ref += wv * x[t * n_in + b * 32 + i];
+            qerr += std::fabs(wv) * 0.5 * amax / 127.0;
+          }
+        }
+        ASSERT_NEAR(all[t * n_out + o], ref, 1e-5 + 1.01 * qerr) << t << " " << o;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace geist
