@@ -216,7 +216,8 @@ class ArchModel {
   // GEIST_E_INVALID_ARG for a state of another model, n <= 0, positions outside
   // [0, max_seq_len), an id outside the vocabulary, out.argmax with n != 1, out.all or no
   // out.rows; GEIST_E_INVALID_STATE when the state cannot continue at pos
-  // (ArchState::can_continue_at); GEIST_E_BACKEND for a failed device.
+  // (ArchState::can_continue_at); GEIST_E_BACKEND for a failed device; GEIST_E_OOM when the
+  // model's pool needs a new workspace and cannot allocate it.
   Status forward(ArchState& state, const int32_t* tokens, int32_t n, int32_t pos,
                  const LogitsOut& out, ThreadPool& pool) const;
   // The same, logits rows into `logits`: the last token's ([n_vocab]), or every row
@@ -231,7 +232,8 @@ class ArchModel {
   // caller checked both, and ids and capacity). Each wanted segment's logits row (its last)
   // goes to logits[k][n_vocab] in segment order. Every row's bits equal those of its session
   // run alone (the kernels compute each row with a fixed reduction order). CPU backends only:
-  // GEIST_E_UNSUPPORTED elsewhere (the engine then runs the sessions one by one).
+  // GEIST_E_UNSUPPORTED elsewhere (the engine then runs the sessions one by one); GEIST_E_OOM
+  // as forward's.
   Status forward_batch(ArchState& lead, const Segment* segs, int32_t n_seg, float* logits,
                        ThreadPool& pool) const;
   // Rows per micro-batch on this model's backend: a multiple of kPrefillGrid.
