@@ -1,11 +1,19 @@
 // The forward protocol every architecture shares (ArchModel::forward): checks, cutting on the
-// prefill grid, the stream's scope and the backend's ask-again loop. Architecture files
-// describe only the ops of one micro-batch (ArchModel::run_micro_batch).
+// prefill grid, the forward's workspace, the stream's scope and the backend's ask-again loop.
+// Architecture files describe only the ops of one micro-batch (ArchModel::run_micro_batch)
+// and the buffers of their workspace (create_workspace).
 #include "archs/arch.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace geist {
+
+namespace {
+
+bool cpu_kind(BackendKind k) { return k == BackendKind::CPU || k == BackendKind::CPU_DEVICE_LOCAL; }
+
+}  // namespace
 
 void logits_head(Stream& s, const MicroBatch& mb, const float* x, float* xn, int64_t e,
                  const float* norm_w, float eps, const WeightMatrix& output, int32_t n_vocab) {
@@ -34,6 +42,32 @@ int32_t ArchModel::micro_batch_end(int32_t pos, int32_t end) const {
   const int64_t reach = int64_t{pos} + micro_batch();  // micro_batch() >= kPrefillGrid
   const int64_t grid_end = reach / kPrefillGrid * kPrefillGrid;
   return static_cast<int32_t>(std::min<int64_t>(end, grid_end));
+}
+
+Status ArchModel::state_workspace(Stream& s, int32_t rows,
+                                  std::unique_ptr<ArchWorkspace>* out) const {
+  out->reset();
+  if (cpu_kind(backend().kind())) return Status::ok();  // borrowed from the pool per forward
+  GEIST_RETURN_IF_ERROR(create_workspace(s, rows, out));
+  (*out)->rows = rows;
+  return Status::ok();
+}
+
+Status ArchModel::lend_workspace(const ArchState& lead, WorkspaceLease* out) const {
+  if (ArchWorkspace* own = lead.own_workspace()) {
+    *out = WorkspaceLease::own(own);
+    return Status::ok();
+  }
+  GEIST_CHECK(cpu_kind(backend().kind()), "a device state owns its workspace");
+  const WorkspacePool::Make make = [this](std::unique_ptr<ArchWorkspace>* ws) {
+    std::unique_ptr<Stream> s;
+    GEIST_RETURN_IF_ERROR(backend().new_stream(&s));
+    GEIST_RETURN_IF_ERROR(create_workspace(*s, micro_batch(), ws));
+    (*ws)->rows = micro_batch();
+    (*ws)->stream = std::move(s);
+    return Status::ok();
+  };
+  return WorkspaceLease::borrow(workspaces_, make, out);
 }
 
 Status ArchModel::forward(ArchState& st, const int32_t* tokens, int32_t n, int32_t pos,
@@ -65,12 +99,17 @@ Status ArchModel::forward(ArchState& st, const int32_t* tokens, int32_t n, int32
     }
   }
   GEIST_RETURN_IF_ERROR(st.can_continue_at(pos));
-  GEIST_CHECK(st.micro_batch() >= std::min(micro_batch(), st.max_seq_len()),
-              "a state's scratch holds a micro-batch of its model");
+  WorkspaceLease ws;
+  GEIST_RETURN_IF_ERROR(lend_workspace(st, &ws));
+  GEIST_CHECK(
+      st.micro_batch() >= std::min(micro_batch(), st.max_seq_len()) && ws->rows >= st.micro_batch(),
+      "a forward's workspace holds a micro-batch of its model");
 
   Stream& s = st.compute_stream();
   s.set_pool(&pool);
   StreamScope scope(s);
+  std::optional<StreamScope> ws_scope;  // a pooled workspace's buffers (CPU_DEVICE_LOCAL)
+  if (ws->stream) ws_scope.emplace(*ws->stream);
   st.begin_at(pos);
   const int32_t end = pos + n;
   for (int32_t p = pos; p < end;) {
@@ -90,7 +129,7 @@ Status ArchModel::forward(ArchState& st, const int32_t* tokens, int32_t n, int32
     mb.logits = out.all ? out.rows + static_cast<int64_t>(p - pos) * mi.n_vocab : out.rows;
     do {  // a backend may record the step and ask for it again (Stream::end_forward)
       s.begin_forward(seg.tokens, seg.n, seg.pos);
-      run_micro_batch(st, mb);
+      run_micro_batch(st, *ws, mb);
     } while (!s.end_forward());
     st.advanced_to(e);
     p = e;
@@ -100,8 +139,7 @@ Status ArchModel::forward(ArchState& st, const int32_t* tokens, int32_t n, int32
 
 Status ArchModel::forward_batch(ArchState& lead, const Segment* segs, int32_t n_seg, float* logits,
                                 ThreadPool& pool) const {
-  const BackendKind kind = backend().kind();
-  if (kind != BackendKind::CPU && kind != BackendKind::CPU_DEVICE_LOCAL) {
+  if (!cpu_kind(backend().kind())) {
     return Status(GEIST_E_UNSUPPORTED, "batched forward runs on the CPU backends only");
   }
   int32_t rows = 0;
@@ -115,6 +153,9 @@ Status ArchModel::forward_batch(ArchState& lead, const Segment* segs, int32_t n_
     GEIST_RETURN_IF_ERROR(g.state->status());
   }
   GEIST_CHECK(owns(lead) && rows <= lead.micro_batch(), "forward_batch: the lead holds the rows");
+  WorkspaceLease ws;
+  GEIST_RETURN_IF_ERROR(lend_workspace(lead, &ws));
+  GEIST_CHECK(ws->rows >= rows, "forward_batch: the workspace holds the rows");
   MicroBatch mb;
   mb.seg = segs;
   mb.n_seg = n_seg;
@@ -130,7 +171,9 @@ Status ArchModel::forward_batch(ArchState& lead, const Segment* segs, int32_t n_
   Stream& s = lead.compute_stream();
   s.set_pool(&pool);
   StreamScope scope(s);
-  run_micro_batch(lead, mb);
+  std::optional<StreamScope> ws_scope;
+  if (ws->stream) ws_scope.emplace(*ws->stream);
+  run_micro_batch(lead, *ws, mb);
   for (int32_t i = 0; i < n_seg; ++i) {
     segs[i].state->advanced_to(segs[i].pos + segs[i].n);
     segs[i].state->compute_stream().end();

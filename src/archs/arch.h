@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "archs/workspace.h"
 #include "backends/backend.h"
 #include "base/log.h"
 #include "base/status.h"
@@ -51,8 +52,9 @@ inline KvRegion kv_region_of(const StateRegion& r) {
   return KvRegion{r.layer, r.kind - kStateKvPart0, r.nbytes};
 }
 
-// Everything a session mutates while decoding (KV cache, recurrent state, scratch). Created by
-// ArchModel::create_state for one model; not shareable between sessions.
+// Everything a session keeps between forward calls (KV cache, recurrent state; on device
+// backends also its activation workspace). Created by ArchModel::create_state for one model;
+// not shareable between sessions.
 class ArchState {
  public:
   virtual ~ArchState() = default;
@@ -64,9 +66,13 @@ class ArchState {
   Status status() const { return compute_stream().status(); }
   // The execution context every op of this state's forward runs on.
   virtual Stream& compute_stream() const = 0;
-  // Rows per micro-batch the state's scratch was sized for (ArchModel::micro_batch, at most
-  // max_seq_len).
+  // Rows per micro-batch of a forward on this state (ArchModel::micro_batch, at most
+  // max_seq_len); the workspace a forward uses holds at least these.
   virtual int32_t micro_batch() const = 0;
+  // The activation workspace this state owns, or nullptr: a forward then borrows one from its
+  // model's pool (archs/workspace.h; the CPU backends). Device backends keep one per state,
+  // since a stream's asynchronous kernels and recorded graphs hold its addresses.
+  virtual ArchWorkspace* own_workspace() const = 0;
 
   // Forward hooks (ArchModel::forward). Whether the state can take positions from pos on,
   // given that the caller filled [0, pos): GEIST_E_INVALID_STATE when it cannot (a recurrent
@@ -153,9 +159,10 @@ struct Segment {
 // (<= the lead state's micro_batch()). Matmuls run over all rows at once (each weight read
 // once); attention, conv and the delta rule run per segment on its own state and positions,
 // segments in order within each layer (so two segments of one state see each other's rows).
-// The lead state's scratch and stream carry the rows. The wanted logits rows go to `logits`
-// one after the other, segment order ([rows][n_vocab], host memory); all: every row of a
-// wanted segment, else its last. argmax: as LogitsOut::argmax (one segment of one row).
+// The forward's workspace and the lead state's stream carry the rows. The wanted logits
+// rows go to `logits` one after the other, segment order ([rows][n_vocab], host memory); all:
+// every row of a wanted segment, else its last. argmax: as LogitsOut::argmax (one segment of
+// one row).
 struct MicroBatch {
   const Segment* seg = nullptr;
   int32_t n_seg = 0;
@@ -209,7 +216,8 @@ class ArchModel {
   // GEIST_E_INVALID_ARG for a state of another model, n <= 0, positions outside
   // [0, max_seq_len), an id outside the vocabulary, out.argmax with n != 1, out.all or no
   // out.rows; GEIST_E_INVALID_STATE when the state cannot continue at pos
-  // (ArchState::can_continue_at); GEIST_E_BACKEND for a failed device.
+  // (ArchState::can_continue_at); GEIST_E_BACKEND for a failed device; GEIST_E_OOM when the
+  // model's pool needs a new workspace and cannot allocate it.
   Status forward(ArchState& state, const int32_t* tokens, int32_t n, int32_t pos,
                  const LogitsOut& out, ThreadPool& pool) const;
   // The same, logits rows into `logits`: the last token's ([n_vocab]), or every row
@@ -224,7 +232,8 @@ class ArchModel {
   // caller checked both, and ids and capacity). Each wanted segment's logits row (its last)
   // goes to logits[k][n_vocab] in segment order. Every row's bits equal those of its session
   // run alone (the kernels compute each row with a fixed reduction order). CPU backends only:
-  // GEIST_E_UNSUPPORTED elsewhere (the engine then runs the sessions one by one).
+  // GEIST_E_UNSUPPORTED elsewhere (the engine then runs the sessions one by one); GEIST_E_OOM
+  // as forward's.
   Status forward_batch(ArchState& lead, const Segment* segs, int32_t n_seg, float* logits,
                        ThreadPool& pool) const;
   // Rows per micro-batch on this model's backend: a multiple of kPrefillGrid.
@@ -241,14 +250,33 @@ class ArchModel {
   // Bytes of per-session state that do not grow with the context (recurrent + conv state, f32).
   virtual uint64_t fixed_state_bytes() const { return 0; }
 
+  // The pool of activation workspaces forwards borrow on the CPU backends (archs/workspace.h):
+  // how many exist (one per forward that ran at once, at most), and freeing the idle ones.
+  size_t workspaces() const { return workspaces_.size(); }
+  void drop_idle_workspaces() const { workspaces_.drop_idle(); }
+
  protected:
   // What an architecture file describes: whether `state` is one of its states, its rows per
   // micro-batch on the CPU (Backend::micro_batch may raise it), and the ops of one micro-batch
   // (the protocol has checked everything and opened the stream's scope; the ops run on
-  // state.compute_stream() and may be recorded and run again).
+  // state.compute_stream() with their activations in `ws`, and may be recorded and run
+  // again), and its workspace of `rows` rows, allocated on `s`.
   virtual bool owns(const ArchState& state) const = 0;
   virtual int32_t cpu_micro_batch() const = 0;
-  virtual void run_micro_batch(ArchState& state, const MicroBatch& mb) const = 0;
+  virtual void run_micro_batch(ArchState& state, ArchWorkspace& ws, const MicroBatch& mb) const = 0;
+  virtual Status create_workspace(Stream& s, int32_t rows,
+                                  std::unique_ptr<ArchWorkspace>* out) const = 0;
+  // For create_state: the state's own workspace on device backends, nullptr (the pool's) on
+  // the CPU backends.
+  Status state_workspace(Stream& s, int32_t rows, std::unique_ptr<ArchWorkspace>* out) const;
+
+ private:
+  // The workspace of one forward on `lead`: its own, or one of micro_batch() rows from the
+  // pool (made on a stream of its own). GEIST_E_OOM when a new one cannot be allocated.
+  Status lend_workspace(const ArchState& lead, WorkspaceLease* out) const;
+  // Only the CPU backends' workspaces are pooled: their buffers and streams do not refer to
+  // the Backend object, so the pool may outlive the derived model's backend_.
+  mutable WorkspacePool workspaces_;
 };
 
 // Loads the architecture named by general.architecture. GEIST_E_UNSUPPORTED for unknown or

@@ -63,12 +63,25 @@ struct LlamaLayer {
   const float* b_down = nullptr;
 };
 
+// A forward's activations (archs/workspace.h), device memory of the backend, `rows` rows.
+struct LlamaWorkspace final : ArchWorkspace {
+  std::unique_ptr<Buffer> x;     // [rows][n_embd] residual stream
+  std::unique_ptr<Buffer> xn;    // [rows][n_embd] normed input / projection output
+  std::unique_ptr<Buffer> q;     // [rows][n_head * head_dim_k]
+  std::unique_ptr<Buffer> k;     // [rows][n_head_kv * head_dim_k]
+  std::unique_ptr<Buffer> v;     // [rows][n_head_kv * head_dim_v]
+  std::unique_ptr<Buffer> attn;  // [rows][n_head * head_dim_v]
+  std::unique_ptr<Buffer> gate;  // [rows][n_ff]
+  std::unique_ptr<Buffer> up;    // [rows][n_ff]
+};
+
 class LlamaState : public ArchState {
  public:
   int32_t max_seq_len() const override { return max_seq_len_; }
   void reset() override {}  // positions are the caller's; stale KV rows are overwritten
   Stream& compute_stream() const override { return *stream; }
   int32_t micro_batch() const override { return n_batch; }
+  ArchWorkspace* own_workspace() const override { return workspace.get(); }
   // A KIVI cache holds only the f16 rows of the group it is filling: continuing elsewhere in
   // an earlier group (after a call that failed partway) would read rows of other positions.
   Status can_continue_at(int32_t pos) const override {
@@ -96,15 +109,9 @@ class LlamaState : public ArchState {
   int32_t max_seq_len_ = 0;
   int32_t n_batch = 0;  // micro-batch capacity: min(backend's micro_batch, max_seq_len)
   std::unique_ptr<KvStore> kv;
-  // Activations, device memory of the backend:
-  std::unique_ptr<Buffer> x;     // [n_batch][n_embd] residual stream
-  std::unique_ptr<Buffer> xn;    // [n_batch][n_embd] normed input / projection output
-  std::unique_ptr<Buffer> q;     // [n_batch][n_head * head_dim_k]
-  std::unique_ptr<Buffer> k;     // [n_batch][n_head_kv * head_dim_k]
-  std::unique_ptr<Buffer> v;     // [n_batch][n_head_kv * head_dim_v]
-  std::unique_ptr<Buffer> attn;  // [n_batch][n_head * head_dim_v]
-  std::unique_ptr<Buffer> gate;  // [n_batch][n_ff]
-  std::unique_ptr<Buffer> up;    // [n_batch][n_ff]
+  // Device backends: the state's own activations, n_batch rows (nullptr on the CPU backends,
+  // where each forward borrows the model's).
+  std::unique_ptr<ArchWorkspace> workspace;
 };
 
 class LlamaModel : public ArchModel {
@@ -132,7 +139,9 @@ class LlamaModel : public ArchModel {
     return dynamic_cast<const LlamaState*>(&state) != nullptr;
   }
   int32_t cpu_micro_batch() const override { return kMicroBatch; }
-  void run_micro_batch(ArchState& state, const MicroBatch& mb) const override;
+  void run_micro_batch(ArchState& state, ArchWorkspace& ws, const MicroBatch& mb) const override;
+  Status create_workspace(Stream& s, int32_t rows,
+                          std::unique_ptr<ArchWorkspace>* out) const override;
 };
 
 // ---- loading ---------------------------------------------------------------------------------
@@ -370,22 +379,32 @@ Status LlamaModel::create_state(int32_t max_seq_len, KvMode kv_mode,
                                  KvLayerSpec{c.n_head_kv * c.head_dim_k, c.n_head_kv * c.head_dim_v,
                                              c.head_dim_k, c.head_dim_v, kv_rope});
   GEIST_RETURN_IF_ERROR(s.create_kv(kv_mode, specs, max_seq_len, &st->kv));
-  const size_t nb = static_cast<size_t>(st->n_batch) * sizeof(float);
+  GEIST_RETURN_IF_ERROR(state_workspace(s, st->n_batch, &st->workspace));
+  *out = std::move(st);
+  return Status::ok();
+}
+
+Status LlamaModel::create_workspace(Stream& s, int32_t rows,
+                                    std::unique_ptr<ArchWorkspace>* out) const {
+  const LlamaConfig& c = cfg_;
+  std::unique_ptr<LlamaWorkspace> w(new (std::nothrow) LlamaWorkspace());
+  if (!w) return Status(GEIST_E_OOM, "llama: out of memory for a workspace");
+  const size_t nb = static_cast<size_t>(rows) * sizeof(float);
   const size_t n_q = static_cast<size_t>(c.n_head) * static_cast<size_t>(c.head_dim_k);
   const size_t n_k = static_cast<size_t>(c.n_head_kv) * static_cast<size_t>(c.head_dim_k);
   const size_t n_v = static_cast<size_t>(c.n_head_kv) * static_cast<size_t>(c.head_dim_v);
   const size_t n_o = static_cast<size_t>(c.n_head) * static_cast<size_t>(c.head_dim_v);
   const size_t e = static_cast<size_t>(c.n_embd);
   const size_t f = static_cast<size_t>(c.n_ff);
-  GEIST_RETURN_IF_ERROR(s.alloc(nb * e, &st->x));
-  GEIST_RETURN_IF_ERROR(s.alloc(nb * e, &st->xn));
-  GEIST_RETURN_IF_ERROR(s.alloc(nb * n_q, &st->q));
-  GEIST_RETURN_IF_ERROR(s.alloc(nb * n_k, &st->k));
-  GEIST_RETURN_IF_ERROR(s.alloc(nb * n_v, &st->v));
-  GEIST_RETURN_IF_ERROR(s.alloc(nb * n_o, &st->attn));
-  GEIST_RETURN_IF_ERROR(s.alloc(nb * f, &st->gate));
-  GEIST_RETURN_IF_ERROR(s.alloc(nb * f, &st->up));
-  *out = std::move(st);
+  GEIST_RETURN_IF_ERROR(s.alloc(nb * e, &w->x));
+  GEIST_RETURN_IF_ERROR(s.alloc(nb * e, &w->xn));
+  GEIST_RETURN_IF_ERROR(s.alloc(nb * n_q, &w->q));
+  GEIST_RETURN_IF_ERROR(s.alloc(nb * n_k, &w->k));
+  GEIST_RETURN_IF_ERROR(s.alloc(nb * n_v, &w->v));
+  GEIST_RETURN_IF_ERROR(s.alloc(nb * n_o, &w->attn));
+  GEIST_RETURN_IF_ERROR(s.alloc(nb * f, &w->gate));
+  GEIST_RETURN_IF_ERROR(s.alloc(nb * f, &w->up));
+  *out = std::move(w);
   return Status::ok();
 }
 
@@ -395,8 +414,9 @@ void add_bias(Stream& s, float* y, int64_t stride, int32_t n, const float* bias,
   for (int32_t t = 0; t < n; ++t) s.add(y + t * stride, bias, len);
 }
 
-void LlamaModel::run_micro_batch(ArchState& state, const MicroBatch& mb) const {
+void LlamaModel::run_micro_batch(ArchState& state, ArchWorkspace& ws, const MicroBatch& mb) const {
   LlamaState& st = static_cast<LlamaState&>(state);
+  const LlamaWorkspace& w = static_cast<const LlamaWorkspace&>(ws);
   const int32_t n = mb.n_rows;
   const LlamaConfig& c = cfg_;
   Stream& s = *st.stream;
@@ -405,14 +425,14 @@ void LlamaModel::run_micro_batch(ArchState& state, const MicroBatch& mb) const {
   const int64_t n_k = static_cast<int64_t>(c.n_head_kv) * c.head_dim_k;
   const int64_t n_v = static_cast<int64_t>(c.n_head_kv) * c.head_dim_v;
   const int64_t n_o = static_cast<int64_t>(c.n_head) * c.head_dim_v;
-  float* x = st.x->f32();
-  float* xn = st.xn->f32();
-  float* q = st.q->f32();
-  float* k = st.k->f32();
-  float* v = st.v->f32();
-  float* attn = st.attn->f32();
-  float* gate = st.gate->f32();
-  float* up = st.up->f32();
+  float* x = w.x->f32();
+  float* xn = w.xn->f32();
+  float* q = w.q->f32();
+  float* k = w.k->f32();
+  float* v = w.v->f32();
+  float* attn = w.attn->f32();
+  float* gate = w.gate->f32();
+  float* up = w.up->f32();
   const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim_k, c.head_dim_v,
                              1.0f / std::sqrt(static_cast<float>(c.head_dim_k))};
 

@@ -102,14 +102,24 @@ Status Qwen35Model::create_state(int32_t max_seq_len, KvMode kv_mode,
       s.alloc(static_cast<size_t>(st->ssm_layer_floats) * n_rec * sizeof(float), &st->ssm));
 
   st->n_ubatch = std::min(max_seq_len, micro_batch());
-  const size_t ub = static_cast<size_t>(st->n_ubatch) * sizeof(float);
+  GEIST_RETURN_IF_ERROR(state_workspace(s, st->n_ubatch, &st->workspace));
+  *out = std::move(st);
+  return Status::ok();
+}
+
+Status Qwen35Model::create_workspace(Stream& s, int32_t rows,
+                                     std::unique_ptr<ArchWorkspace>* out) const {
+  const Qwen35Config& c = cfg_;
+  std::unique_ptr<Qwen35Workspace> w(new (std::nothrow) Qwen35Workspace());
+  if (!w) return Status(GEIST_E_OOM, "qwen35: out of memory for a workspace");
+  const size_t ub = static_cast<size_t>(rows) * sizeof(float);
   const size_t e = static_cast<size_t>(c.n_embd);
   const size_t big =
       static_cast<size_t>(std::max({c.conv_dim(), 2 * c.n_head * c.head_dim, c.n_ff}));
   const size_t mid = static_cast<size_t>(
       std::max({c.value_dim(), c.n_head_kv * c.head_dim, c.n_head * c.head_dim}));
   const size_t heads = static_cast<size_t>(c.n_v_heads);
-  Qwen35State::Scratch& a = st->s;
+  Qwen35Workspace& a = *w;
   GEIST_RETURN_IF_ERROR(s.alloc(ub * e, &a.x));
   GEIST_RETURN_IF_ERROR(s.alloc(ub * e, &a.xn));
   GEIST_RETURN_IF_ERROR(s.alloc(ub * e, &a.mix));
@@ -120,37 +130,39 @@ Status Qwen35Model::create_state(int32_t max_seq_len, KvMode kv_mode,
   GEIST_RETURN_IF_ERROR(s.alloc(ub * mid, &a.mid2));
   GEIST_RETURN_IF_ERROR(s.alloc(ub * heads, &a.heads0));
   GEIST_RETURN_IF_ERROR(s.alloc(ub * heads, &a.heads1));
-  *out = std::move(st);
+  *out = std::move(w);
   return Status::ok();
 }
 
-void Qwen35Model::run_micro_batch(ArchState& state, const MicroBatch& mb) const {
+void Qwen35Model::run_micro_batch(ArchState& state, ArchWorkspace& ws, const MicroBatch& mb) const {
   Qwen35State& st = static_cast<Qwen35State&>(state);
+  const Qwen35Workspace& w = static_cast<const Qwen35Workspace&>(ws);
   const Qwen35Config& c = cfg_;
   Stream& s = *st.stream;
   const int32_t n = mb.n_rows;
   const int64_t e = c.n_embd;
-  float* x = st.s.x->f32();      // [n][n_embd]
-  float* xn = st.s.xn->f32();    // [n][n_embd]
-  float* mix = st.s.mix->f32();  // [n][n_embd]
+  float* x = w.x->f32();      // [n][n_embd]
+  float* xn = w.xn->f32();    // [n][n_embd]
+  float* mix = w.mix->f32();  // [n][n_embd]
   for (const Segment& g : segments(mb)) s.get_rows(tok_embd_, g.tokens, g.n, x + g.row0 * e);
   for (int32_t il = 0; il < c.n_layer; ++il) {
     const Qwen35Layer& L = layers_[static_cast<size_t>(il)];
     s.rms_norm(x, e, L.d.attn_norm, xn, e, n, e, c.norm_eps);
     if (L.recurrent) {
-      deltanet_layer(st, il, mb);
+      deltanet_layer(st, w, il, mb);
     } else {
-      attention_layer(st, il, mb);
+      attention_layer(st, w, il, mb);
     }
     s.add(x, mix, n * e);
     s.rms_norm(x, e, L.d.post_norm, xn, e, n, e, c.norm_eps);
-    ffn(st, il, n);
+    ffn(st, w, il, n);
     s.add(x, mix, n * e);
   }
   logits_head(s, mb, x, xn, e, d_output_norm_, c.norm_eps, output_, c.n_vocab);
 }
 
-void Qwen35Model::deltanet_layer(Qwen35State& st, int32_t il, const MicroBatch& mb) const {
+void Qwen35Model::deltanet_layer(Qwen35State& st, const Qwen35Workspace& w, int32_t il,
+                                 const MicroBatch& mb) const {
   const int32_t n = mb.n_rows;
   const Qwen35Config& c = cfg_;
   const Qwen35Layer& L = layers_[static_cast<size_t>(il)];
@@ -159,13 +171,13 @@ void Qwen35Model::deltanet_layer(Qwen35State& st, int32_t il, const MicroBatch& 
   const int64_t cd = c.conv_dim();
   const int64_t vd = c.value_dim();
   const int32_t nv = c.n_v_heads;
-  const float* xn = st.s.xn->f32();
-  float* qkv = st.s.big0->f32();       // [n][conv_dim] projections before the conv
-  float* conv_out = st.s.big1->f32();  // [n][conv_dim] q | k | v after conv + SiLU
-  float* z = st.s.mid0->f32();         // [n][value_dim] output gate
-  float* core = st.s.mid1->f32();      // [n][value_dim] delta rule output
-  float* beta = st.s.heads0->f32();    // [n][n_v_heads]
-  float* g = st.s.heads1->f32();       // [n][n_v_heads] log decay
+  const float* xn = w.xn->f32();
+  float* qkv = w.big0->f32();       // [n][conv_dim] projections before the conv
+  float* conv_out = w.big1->f32();  // [n][conv_dim] q | k | v after conv + SiLU
+  float* z = w.mid0->f32();         // [n][value_dim] output gate
+  float* core = w.mid1->f32();      // [n][value_dim] delta rule output
+  float* beta = w.heads0->f32();    // [n][n_v_heads]
+  float* g = w.heads1->f32();       // [n][n_v_heads] log decay
 
   s.matmul(L.wqkv, xn, e, n, qkv, cd);
   s.matmul(L.wz, xn, e, n, z, vd);
@@ -219,10 +231,11 @@ void Qwen35Model::deltanet_layer(Qwen35State& st, int32_t il, const MicroBatch& 
   }
 
   s.rms_norm_gated(core, z, L.d.ssm_norm, n * nv, c.d_v, c.norm_eps, core);
-  s.matmul(L.ssm_out, core, vd, n, st.s.mix->f32(), e);
+  s.matmul(L.ssm_out, core, vd, n, w.mix->f32(), e);
 }
 
-void Qwen35Model::attention_layer(Qwen35State& st, int32_t il, const MicroBatch& mb) const {
+void Qwen35Model::attention_layer(Qwen35State& st, const Qwen35Workspace& w, int32_t il,
+                                  const MicroBatch& mb) const {
   const int32_t n = mb.n_rows;
   const Qwen35Config& c = cfg_;
   const Qwen35Layer& L = layers_[static_cast<size_t>(il)];
@@ -231,12 +244,12 @@ void Qwen35Model::attention_layer(Qwen35State& st, int32_t il, const MicroBatch&
   const int32_t hd = c.head_dim;
   const int64_t qd = int64_t{c.n_head} * hd;      // query / output width
   const int64_t kvd = int64_t{c.n_head_kv} * hd;  // key / value width
-  const float* xn = st.s.xn->f32();
-  float* qg = st.s.big0->f32();   // [n][n_head][2][head_dim]: query then gate per head
-  float* q = st.s.big1->f32();    // [n][n_head][head_dim]
-  float* k = st.s.mid0->f32();    // [n][n_head_kv][head_dim]
-  float* v = st.s.mid1->f32();    // [n][n_head_kv][head_dim]
-  float* att = st.s.mid2->f32();  // [n][n_head][head_dim]
+  const float* xn = w.xn->f32();
+  float* qg = w.big0->f32();   // [n][n_head][2][head_dim]: query then gate per head
+  float* q = w.big1->f32();    // [n][n_head][head_dim]
+  float* k = w.mid0->f32();    // [n][n_head_kv][head_dim]
+  float* v = w.mid1->f32();    // [n][n_head_kv][head_dim]
+  float* att = w.mid2->f32();  // [n][n_head][head_dim]
 
   s.matmul(L.wq, xn, e, n, qg, 2 * qd);
   s.matmul(L.wk, xn, e, n, k, kvd);
@@ -267,21 +280,21 @@ void Qwen35Model::attention_layer(Qwen35State& st, int32_t il, const MicroBatch&
   }
 
   s.sigmoid_mul(att, hd, qg + hd, 2 * hd, n * c.n_head, hd);
-  s.matmul(L.wo, att, qd, n, st.s.mix->f32(), e);
+  s.matmul(L.wo, att, qd, n, w.mix->f32(), e);
 }
 
-void Qwen35Model::ffn(Qwen35State& st, int32_t il, int32_t n) const {
+void Qwen35Model::ffn(Qwen35State& st, const Qwen35Workspace& w, int32_t il, int32_t n) const {
   const Qwen35Config& c = cfg_;
   const Qwen35Layer& L = layers_[static_cast<size_t>(il)];
   Stream& s = *st.stream;
   const int64_t e = c.n_embd;
   const int64_t f = c.n_ff;
-  float* gate = st.s.big0->f32();  // [n][n_ff]
-  float* up = st.s.big1->f32();    // [n][n_ff]
-  s.matmul(L.ffn_gate, st.s.xn->f32(), e, n, gate, f);
-  s.matmul(L.ffn_up, st.s.xn->f32(), e, n, up, f);
+  float* gate = w.big0->f32();  // [n][n_ff]
+  float* up = w.big1->f32();    // [n][n_ff]
+  s.matmul(L.ffn_gate, w.xn->f32(), e, n, gate, f);
+  s.matmul(L.ffn_up, w.xn->f32(), e, n, up, f);
   s.swiglu(gate, up, gate, n * f);
-  s.matmul(L.ffn_down, gate, f, n, st.s.mix->f32(), e);
+  s.matmul(L.ffn_down, gate, f, n, w.mix->f32(), e);
 }
 
 }  // namespace geist

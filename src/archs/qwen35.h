@@ -89,8 +89,22 @@ struct Qwen35Layer {
   } d;
 };
 
+// A forward's activations (archs/workspace.h), sized for `rows` rows of a micro-batch.
+struct Qwen35Workspace final : ArchWorkspace {
+  std::unique_ptr<Buffer> x;       // [n][n_embd] residual stream
+  std::unique_ptr<Buffer> xn;      // [n][n_embd] normed input of a sub-layer
+  std::unique_ptr<Buffer> mix;     // [n][n_embd] sub-layer output
+  std::unique_ptr<Buffer> big0;    // [n][max(conv_dim, n_head*2*head_dim, n_ff)]
+  std::unique_ptr<Buffer> big1;    // [n][max(conv_dim, n_head*head_dim, n_ff)]
+  std::unique_ptr<Buffer> mid0;    // [n][max(value_dim, n_head_kv*head_dim)]
+  std::unique_ptr<Buffer> mid1;    // [n][max(value_dim, n_head_kv*head_dim)]
+  std::unique_ptr<Buffer> mid2;    // [n][max(value_dim, n_head*head_dim)]
+  std::unique_ptr<Buffer> heads0;  // [n][n_v_heads]
+  std::unique_ptr<Buffer> heads1;  // [n][n_v_heads]
+};
+
 // Per-session state. Everything a snapshot must carry is in n_past, kv, conv and ssm; the
-// rest is scratch that forward() overwrites before reading.
+// workspace, on device backends only, is scratch that forward() overwrites before reading.
 class Qwen35State final : public ArchState {
  public:
   int32_t max_seq_len() const override { return max_seq_len_; }
@@ -98,6 +112,7 @@ class Qwen35State final : public ArchState {
   void reset() override;
   Stream& compute_stream() const override { return *stream; }
   int32_t micro_batch() const override { return n_ubatch; }
+  ArchWorkspace* own_workspace() const override { return workspace.get(); }
   // The recurrent state is at n_past and cannot be rolled back: it continues there, or starts
   // over at 0 (begin_at zeroes it).
   Status can_continue_at(int32_t pos) const override;
@@ -122,19 +137,9 @@ class Qwen35State final : public ArchState {
   int64_t ssm_layer_floats = 0;   // floats of one layer's slice of `ssm`
 
   int32_t n_ubatch = 0;  // tokens per micro-batch: min(backend's micro_batch, max_seq_len)
-  // Activations on the backend, sized for n_ubatch rows at creation.
-  struct Scratch {
-    std::unique_ptr<Buffer> x;       // [n][n_embd] residual stream
-    std::unique_ptr<Buffer> xn;      // [n][n_embd] normed input of a sub-layer
-    std::unique_ptr<Buffer> mix;     // [n][n_embd] sub-layer output
-    std::unique_ptr<Buffer> big0;    // [n][max(conv_dim, n_head*2*head_dim, n_ff)]
-    std::unique_ptr<Buffer> big1;    // [n][max(conv_dim, n_head*head_dim, n_ff)]
-    std::unique_ptr<Buffer> mid0;    // [n][max(value_dim, n_head_kv*head_dim)]
-    std::unique_ptr<Buffer> mid1;    // [n][max(value_dim, n_head_kv*head_dim)]
-    std::unique_ptr<Buffer> mid2;    // [n][max(value_dim, n_head*head_dim)]
-    std::unique_ptr<Buffer> heads0;  // [n][n_v_heads]
-    std::unique_ptr<Buffer> heads1;  // [n][n_v_heads]
-  } s;
+  // Device backends: the state's own activations, n_ubatch rows (nullptr on the CPU backends,
+  // where each forward borrows the model's).
+  std::unique_ptr<ArchWorkspace> workspace;
 
  private:
   friend class Qwen35Model;
@@ -167,7 +172,9 @@ class Qwen35Model final : public ArchModel {
     return dynamic_cast<const Qwen35State*>(&state) != nullptr;
   }
   int32_t cpu_micro_batch() const override;
-  void run_micro_batch(ArchState& state, const MicroBatch& mb) const override;
+  void run_micro_batch(ArchState& state, ArchWorkspace& ws, const MicroBatch& mb) const override;
+  Status create_workspace(Stream& s, int32_t rows,
+                          std::unique_ptr<ArchWorkspace>* out) const override;
 
  private:
   friend Status load_qwen35(const GgufFile& file, std::unique_ptr<Backend> backend,
@@ -176,10 +183,13 @@ class Qwen35Model final : public ArchModel {
   // Replaces every host weight view by its copy on the backend (identity on the CPU).
   Status upload_weights(const GgufFile& file);
 
-  // st: the lead state (scratch); each segment's own state for its conv, delta rule and KV.
-  void deltanet_layer(Qwen35State& st, int32_t il, const MicroBatch& mb) const;
-  void attention_layer(Qwen35State& st, int32_t il, const MicroBatch& mb) const;
-  void ffn(Qwen35State& st, int32_t il, int32_t n) const;
+  // st: the lead state (stream); w: the forward's activations; each segment's own state for
+  // its conv, delta rule and KV.
+  void deltanet_layer(Qwen35State& st, const Qwen35Workspace& w, int32_t il,
+                      const MicroBatch& mb) const;
+  void attention_layer(Qwen35State& st, const Qwen35Workspace& w, int32_t il,
+                       const MicroBatch& mb) const;
+  void ffn(Qwen35State& st, const Qwen35Workspace& w, int32_t il, int32_t n) const;
 
   std::unique_ptr<Backend> backend_;
   ModelInfo info_;

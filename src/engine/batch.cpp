@@ -78,7 +78,8 @@ struct BatchRunner {
     }
     if (work.empty()) return Status::ok();
 
-    // The lead: the state with the largest scratch carries every micro-batch's rows.
+    // The lead: the state with the longest micro-batch bounds the rows of each micro-batch (the
+    // forward's workspace carries them, ArchModel::forward_batch).
     Work* lead = &work[0];
     for (Work& w : work) {
       if (w.s->state_->micro_batch() > lead->s->state_->micro_batch()) lead = &w;

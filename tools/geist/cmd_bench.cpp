@@ -93,7 +93,8 @@ const VerbSpec& bench_spec() {
           {nullptr, "--kv-mode", "M", "KV cache: f32, f16 (default), q8, q4, kivi4, kivi2"},
           {nullptr, "--parallel", "B,...",
            "B sessions together per test (geist_batch_forward): aggregate prefill and decode "
-           "tok/s, time to first token and RSS per B"},
+           "tok/s, time to first token, RSS per B, its growth per added session and one "
+           "session's state bytes"},
           {nullptr, "--json", nullptr,
            "print one JSON object on stdout (one line per B with --parallel) instead of a "
            "table"},

@@ -1,8 +1,10 @@
 // geist bench --parallel B1,B2,...: B sessions advanced together through geist_batch_forward,
 // as llama-batched-bench measures them: each session prefills its own P-token prompt (all B
 // prompts in one batched call), then N decode steps, each one batched forward of the B owed
-// tokens and B samplings. Aggregate tok/s over all sessions, time to first token, and the
-// resident memory with B sessions alive.
+// tokens and B samplings. Aggregate tok/s over all sessions, time to first token, the
+// resident memory with B sessions alive, its growth per session added since the previous B,
+// and one session's state (its snapshot size: KV cache and recurrent state, plus the image's
+// small header and token list), which that growth should match.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +34,7 @@ double rss_mib() {
 struct Row {
   int32_t parallel = 0;
   double prefill_tps = 0, decode_tps = 0, ttft_ms = 0, rss = 0;
+  size_t state_bytes = 0;  // one session's snapshot size at the end of the run
 };
 
 bool run_b(const char* verb, const ModelHandle& m, const geist_session_params& sp, int32_t b,
@@ -94,6 +97,10 @@ bool run_b(const char* verb, const ModelHandle& m, const geist_session_params& s
   out->ttft_ms = (t2 - t0) * 1e3;
   out->decode_tps = n_gen > 1 ? static_cast<double>(b) * (n_gen - 1) / (t3 - t2) : 0;
   out->rss = rss_mib();
+  if (ss[0].snapshot_size(&out->state_bytes) != GEIST_OK) {
+    cli_error(verb, "snapshot size failed: %s", ss[0].last_error());
+    return false;
+  }
   return true;
 }
 
@@ -119,10 +126,13 @@ int bench_parallel(const char* verb, const std::string& list, const ModelHandle&
   if (!json) {
     std::printf(
         "model %s, %d threads, KV mode %s, prompt %d + %d generated per session, "
-        "median of %d runs\n\n%8s %14s %14s %12s %10s\n",
+        "median of %d runs\n\n%8s %14s %14s %12s %10s %14s %14s\n",
         name.c_str(), sp.n_threads, geist::kv_mode_name(sp.kv_mode), n_prompt, n_gen, reps,
-        "parallel", "prefill tok/s", "decode tok/s", "ttft ms", "RSS MiB");
+        "parallel", "prefill tok/s", "decode tok/s", "ttft ms", "RSS MiB", "RSS/extra MiB",
+        "state MiB");
   }
+  int32_t prev_b = 0;
+  double prev_rss = 0;
   for (int32_t b : bs) {
     std::vector<Row> rows;
     for (int32_t r = 0; r <= reps; ++r) {  // run 0 warms up
@@ -142,16 +152,32 @@ int bench_parallel(const char* verb, const std::string& list, const ModelHandle&
     };
     const double pp = median(&Row::prefill_tps), tg = median(&Row::decode_tps),
                  ttft = median(&Row::ttft_ms), rss = median(&Row::rss);
+    const double state = static_cast<double>(rows[0].state_bytes) / (1024.0 * 1024.0);
+    // RSS growth per session added since the previous count (none for the first, or when the
+    // counts are not increasing).
+    const bool has_delta = prev_b > 0 && b > prev_b;
+    const double per_extra = has_delta ? (rss - prev_rss) / (b - prev_b) : 0;
+    prev_b = b;
+    prev_rss = rss;
     if (json) {
       std::printf("{\"model\": ");
       json_string(name);
       std::printf(
           ", \"threads\": %d, \"kv_mode\": \"%s\", \"n_prompt\": %d, \"n_gen\": %d, "
           "\"parallel\": %d, \"prefill_tps\": %.3f, \"decode_tps\": %.3f, "
-          "\"ttft_ms\": %.3f, \"rss_mib\": %.1f}\n",
+          "\"ttft_ms\": %.3f, \"rss_mib\": %.1f, ",
           sp.n_threads, geist::kv_mode_name(sp.kv_mode), n_prompt, n_gen, b, pp, tg, ttft, rss);
+      if (has_delta) {
+        std::printf("\"rss_per_extra_session_mib\": %.2f, ", per_extra);
+      } else {
+        std::printf("\"rss_per_extra_session_mib\": null, ");
+      }
+      std::printf("\"state_bytes_per_session\": %zu}\n", rows[0].state_bytes);
     } else {
-      std::printf("%8d %14.2f %14.2f %12.2f %10.1f\n", b, pp, tg, ttft, rss);
+      char delta[32] = "-";
+      if (has_delta) std::snprintf(delta, sizeof delta, "%.2f", per_extra);
+      std::printf("%8d %14.2f %14.2f %12.2f %10.1f %14s %14.2f\n", b, pp, tg, ttft, rss, delta,
+                  state);
     }
     std::fflush(stdout);
   }
