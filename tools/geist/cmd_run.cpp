@@ -114,10 +114,10 @@ int cmd_run(int argc, char** argv) {
       cli_error(spec.name, "cannot load state: %s", geist_session_last_error(sess.session));
       return kExitFailure;
     }
-    static const char* const kSamplerFlags[] = {"--temp",           "--top-k",
-                                                "--top-p",          "--min-p",
-                                                "--repeat-penalty", "--presence-penalty",
-                                                "--repeat-last-n",  "--seed"};
+    static const char* const kSamplerFlags[] = {
+        "--temp",          "--top-k",          "--top-p",
+        "--min-p",         "--repeat-penalty", "--presence-penalty",
+        "--repeat-last-n", "--seed",           "--frequency-penalty"};
     bool sampler_given = false;
     for (const char* f : kSamplerFlags) sampler_given = sampler_given || args.has(f);
     if (sampler_given && geist_session_set_sampler(sess.session, &sp.sampler) != GEIST_OK) {
