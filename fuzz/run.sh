@@ -6,6 +6,9 @@
 #                 fuzz_restore_seed); needs the fixtures' models, skipped loudly without them.
 #   fuzz_jinja    seed corpus in build/fuzz/corpus_jinja (the fixtures' chat templates, copied
 #                 at run time); skipped loudly without the fixtures.
+#   fuzz_openai   seed corpus in build/fuzz/corpus_openai (valid chat, completions and session
+#                 bodies written here) with a dictionary of the schema's keys; also renders
+#                 with the fixtures' Qwen3.5 template when present.
 # TARGETS (default "gguf restore jinja") picks which run. Exits non-zero if a fuzzer finds a crash.
 # Usage: fuzz/run.sh [SECONDS] [TARGETS...]
 set -euo pipefail
@@ -13,7 +16,7 @@ set -euo pipefail
 seconds="${1:-30}"
 shift || true
 targets=("$@")
-if [[ ${#targets[@]} -eq 0 ]]; then targets=(gguf restore jinja); fi
+if [[ ${#targets[@]} -eq 0 ]]; then targets=(gguf restore jinja openai); fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build/fuzz"
 fixtures="${GEIST_FIXTURES:-$root/../shared/fixtures}"
@@ -63,8 +66,29 @@ for t in "${targets[@]}"; do
         -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$build/artifacts/jinja-" \
         "$corpus"
       ;;
+    openai)
+      ninja -C "$build" -j2 fuzz_openai
+      corpus="$build/corpus_openai"
+      mkdir -p "$corpus"
+      printf '%s' '{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"max_tokens":8,"temperature":0.7,"top_p":0.9,"top_k":40,"min_p":0.05,"seed":1,"stop":["\n\n","END"],"stream":true,"stream_options":{"include_usage":true},"logprobs":true,"top_logprobs":3,"presence_penalty":0.5,"frequency_penalty":0.5}' >"$corpus/chat.json"
+      printf '%s' '{"messages":[{"role":"user","content":[{"type":"text","text":"Weather?"}]},{"role":"assistant","content":null,"tool_calls":[{"id":"c0","type":"function","function":{"name":"get","arguments":"{\"city\":\"Oslo\"}"}}]},{"role":"tool","tool_call_id":"c0","content":"3 C"}],"tools":[{"type":"function","function":{"name":"get","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}],"tool_choice":"auto","chat_template_kwargs":{"enable_thinking":false},"response_format":{"type":"text"},"cache_salt":"a","n":1}' >"$corpus/tools.json"
+      printf '%s' '{"prompt":"Once upon a time","max_tokens":16,"logprobs":2,"echo":false,"stop":"x","repeat_penalty":1.1,"repeat_last_n":64,"n_predict":4}' >"$corpus/completion.json"
+      printf '%s' '{"prompt":[[1,2,3,511]],"max_completion_tokens":3,"seed":-5}' >"$corpus/ids.json"
+      printf '%s' '{"id":"sess-1.a_b","messages":[{"role":"user","content":"Hello"}]}' >"$corpus/session.json"
+      dict="$build/openai.dict"
+      : >"$dict"
+      for k in messages role content system user assistant tool tools tool_calls tool_choice \
+        function name arguments parameters prompt max_tokens max_completion_tokens n_predict \
+        temperature top_p top_k min_p presence_penalty frequency_penalty repeat_penalty \
+        repeat_last_n seed stop n logprobs top_logprobs stream stream_options include_usage \
+        response_format type text cache_salt prompt_cache_key user model chat_template_kwargs \
+        enable_thinking id reasoning_content; do
+        printf '"\\"%s\\""\n' "$k" >>"$dict"
+      done
+      GEIST_FIXTURES="$fixtures" "$build/fuzz/fuzz_openai" -max_total_time="$seconds"         -max_len=16384 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -dict="$dict"         -artifact_prefix="$build/artifacts/openai-" "$corpus"
+      ;;
     *)
-      echo "unknown fuzz target '$t' (gguf, restore, jinja)" >&2
+      echo "unknown fuzz target '$t' (gguf, restore, jinja, openai)" >&2
       exit 2
       ;;
   esac

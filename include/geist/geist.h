@@ -155,22 +155,29 @@ geist_status geist_token_to_piece(geist_model* model, geist_token token, char* o
 /* Sessions                                                                                  */
 
 /* STABLE. Sampler settings. temperature 0 means greedy (argmax; ties pick the lowest id).
- * Order of application: repetition/presence penalties -> top-k -> temperature -> top-p ->
- * min-p -> draw. geist_session_create and geist_session_set_sampler refuse a value outside
- * the range given here with GEIST_E_INVALID_ARG and a message naming the field. */
+ * Order of application: repetition penalty, then presence/frequency penalties -> top-k ->
+ * temperature -> top-p -> min-p -> draw. The repetition penalty looks at the last
+ * penalty_last_n tokens of the history (prompt included, llama.cpp's semantics); the presence
+ * and frequency penalties look at the tokens the session sampled since its last prompt input
+ * (prefill or batch tokens), i.e. the current completion, as OpenAI defines them:
+ * logit[t] -= frequency_penalty * count[t] + presence_penalty * (count[t] > 0).
+ * geist_session_create and geist_session_set_sampler refuse a value outside the range given here
+ * with GEIST_E_INVALID_ARG and a message naming the field. */
 typedef struct geist_sampler_params {
-  uint32_t struct_size;   /* sizeof(geist_sampler_params) */
-  float temperature;      /* default 0.8; 0: greedy; finite and >= 0 */
-  int32_t top_k;          /* default 40; <= 0: off */
-  float top_p;            /* default 0.95; in [0, 1]; 1: off */
-  float min_p;            /* default 0.05; in [0, 1]; 0: off */
-  float repeat_penalty;   /* default 1.0 (off); > 1 penalises tokens seen in the window;
-                           * finite and > 0 */
-  float presence_penalty; /* default 0.0 (off); subtracted once from seen tokens' logits;
-                           * finite */
-  int32_t penalty_last_n; /* window of history for penalties, default 64; -1: whole history;
-                           * >= -1 */
-  uint64_t seed;          /* RNG seed, default 0 */
+  uint32_t struct_size;    /* sizeof(geist_sampler_params) */
+  float temperature;       /* default 0.8; 0: greedy; finite and >= 0 */
+  int32_t top_k;           /* default 40; <= 0: off */
+  float top_p;             /* default 0.95; in [0, 1]; 1: off */
+  float min_p;             /* default 0.05; in [0, 1]; 0: off */
+  float repeat_penalty;    /* default 1.0 (off); > 1 penalises tokens seen in the window;
+                            * finite and > 0 */
+  float presence_penalty;  /* default 0.0 (off); subtracted once from the logit of each token
+                            * generated in this completion; finite */
+  int32_t penalty_last_n;  /* the repetition penalty's window of history, default 64; -1:
+                            * whole history; >= -1 */
+  uint64_t seed;           /* RNG seed, default 0 */
+  float frequency_penalty; /* default 0.0 (off); subtracted once per occurrence from the logit
+                            * of each token generated in this completion; finite */
 } geist_sampler_params;
 
 /* STABLE. Fills *params with the defaults listed above. */

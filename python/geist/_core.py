@@ -127,7 +127,7 @@ class SamplerSettings:
     """geist_sampler_params as keyword arguments (names as the C struct has them)."""
 
     FIELDS = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "presence_penalty",
-              "penalty_last_n", "seed")
+              "penalty_last_n", "seed", "frequency_penalty")
 
     @staticmethod
     def to_c(base: _lib.SamplerParams | None = None, **kw) -> _lib.SamplerParams:
@@ -321,7 +321,7 @@ class Session(Closeable):
     n_ctx: capacity in tokens (0: min(training context, 4096)); n_threads: compute threads
     (0: all cores); kv_mode: "f32", "f16", "q8", "q4", "kivi4", "kivi2"; sampler settings as
     keywords (temperature, top_k, top_p, min_p, repeat_penalty, presence_penalty,
-    penalty_last_n, seed).
+    frequency_penalty, penalty_last_n, seed).
 
     A session is used by one thread at a time (calls from other threads wait); different
     sessions run in parallel on different threads, the GIL released while they compute."""

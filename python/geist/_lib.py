@@ -46,6 +46,7 @@ class SamplerParams(ctypes.Structure):
         ("presence_penalty", c_float),
         ("penalty_last_n", c_int32),
         ("seed", c_uint64),
+        ("frequency_penalty", c_float),
     ]
 
 

@@ -266,16 +266,17 @@ class Llama(Closing):
 
     # -- low level --
     def _set_sampler(self, temperature, top_k, top_p, min_p, repeat_penalty, presence_penalty,
-                     penalty_last_n, seed):
+                     penalty_last_n, seed, frequency_penalty=0.0):
         """Sets the sampler unless it already has these settings (then its RNG keeps running);
         an explicit seed always re-seeds, else the next per-call seed is drawn."""
-        key = (temperature, top_k, top_p, min_p, repeat_penalty, presence_penalty, penalty_last_n)
+        key = (temperature, top_k, top_p, min_p, repeat_penalty, presence_penalty, penalty_last_n,
+               frequency_penalty)
         if key == self._sampler_key and seed is None:
             return
         self._session.set_sampler(
             temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
             repeat_penalty=repeat_penalty, presence_penalty=presence_penalty,
-            penalty_last_n=penalty_last_n,
+            penalty_last_n=penalty_last_n, frequency_penalty=frequency_penalty,
             seed=self._rng.getrandbits(64) if seed is None else seed)
         self._sampler_key = key
 
@@ -289,24 +290,25 @@ class Llama(Closing):
 
     def sample(self, top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05,
                temp: float = 0.80, repeat_penalty: float = 1.0, presence_penalty: float = 0.0,
-               penalty_last_n: int = 64, seed: int | None = None) -> int:
+               penalty_last_n: int = 64, seed: int | None = None,
+               frequency_penalty: float = 0.0) -> int:
         """Samples the next token and appends it to the session (unlike llama-cpp-python,
         whose sample leaves the eval of the token to the caller: do not eval it again)."""
         self._set_sampler(temp, top_k, top_p, min_p, repeat_penalty, presence_penalty,
-                          penalty_last_n, seed)
+                          penalty_last_n, seed, frequency_penalty)
         return self._session.decode()
 
     def generate(self, tokens, top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05,
                  temp: float = 0.80, repeat_penalty: float = 1.0, presence_penalty: float = 0.0,
-                 penalty_last_n: int = 64, reset: bool = True, seed: int | None = None
-                 ) -> Iterator[int]:
+                 penalty_last_n: int = 64, reset: bool = True, seed: int | None = None,
+                 frequency_penalty: float = 0.0) -> Iterator[int]:
         """Prefills tokens (after a reset when `reset`) and yields sampled tokens, end-of-
         generation tokens included, until the caller stops or the context is full."""
         if reset:
             self.reset()
         self.eval(tokens)
         self._set_sampler(temp, top_k, top_p, min_p, repeat_penalty, presence_penalty,
-                          penalty_last_n, seed)
+                          penalty_last_n, seed, frequency_penalty)
         while True:
             try:
                 yield self._session.decode()
@@ -371,7 +373,7 @@ class Llama(Closing):
     def _decode_text(self, prompt_tokens, max_tokens, sampling, seed):
         """Yields (text, n_completion_tokens, finish_reason or None) for one generation."""
         self._prefill_prompt(prompt_tokens)
-        self._set_sampler(*sampling, seed)
+        self._set_sampler(*sampling[:7], seed, *sampling[7:])
         limit = -1 if max_tokens is None or max_tokens <= 0 else int(max_tokens)
         dec = codecs.getincrementaldecoder("utf-8")("replace")
         n = 0
@@ -395,7 +397,7 @@ class Llama(Closing):
                           echo: bool = False, stop=None, presence_penalty: float = 0.0,
                           repeat_penalty: float = 1.0, top_k: int = 40, stream: bool = False,
                           seed: int | None = None, penalty_last_n: int = 64, logprobs=None,
-                          model: str | None = None, **kwargs):
+                          model: str | None = None, frequency_penalty: float = 0.0, **kwargs):
         """An OpenAI text completion dict, or with stream=True an iterator of chunks."""
         if suffix is not None or logprobs is not None:
             raise GeistUnsupported("suffix and logprobs are not supported")
@@ -404,7 +406,7 @@ class Llama(Closing):
         stops = _stops(stop)
         prompt_tokens = self._prompt_tokens(prompt)
         sampling = (temperature, top_k, top_p, min_p, repeat_penalty, presence_penalty,
-                    penalty_last_n)
+                    penalty_last_n, frequency_penalty)
         cid = f"cmpl-{uuid.uuid4()}"
         created = int(time.time())
         name = model or self.model_path
@@ -465,7 +467,8 @@ class Llama(Closing):
                                seed: int | None = None, max_tokens: int | None = None,
                                presence_penalty: float = 0.0, repeat_penalty: float = 1.0,
                                penalty_last_n: int = 64, model: str | None = None,
-                               chat_template_kwargs: dict | None = None, **kwargs):
+                               chat_template_kwargs: dict | None = None,
+                               frequency_penalty: float = 0.0, **kwargs):
         """An OpenAI chat.completion dict, or with stream=True an iterator of
         chat.completion.chunk dicts. Rendered with the model's chat template (ChatML when it
         has none); reasoning and tool calls split out as the template's family writes them."""
@@ -483,7 +486,7 @@ class Llama(Closing):
             stops.append("<|im_end|>")
         prompt_tokens = self._model.tokenize(prompt, add_special=True, parse_special=True)
         sampling = (temperature, top_k, top_p, min_p, repeat_penalty, presence_penalty,
-                    penalty_last_n)
+                    penalty_last_n, frequency_penalty)
         cid = f"chatcmpl-{uuid.uuid4()}"
         created = int(time.time())
         name = model or self.model_path

@@ -70,6 +70,7 @@ std::string build_layout() {
   GEIST_LAYOUT_FIELD(w, geist_sampler_params, presence_penalty);
   GEIST_LAYOUT_FIELD(w, geist_sampler_params, penalty_last_n);
   GEIST_LAYOUT_FIELD(w, geist_sampler_params, seed);
+  GEIST_LAYOUT_FIELD(w, geist_sampler_params, frequency_penalty);
   w.end();
 
   GEIST_LAYOUT_BEGIN(w, geist_session_params);

@@ -161,6 +161,7 @@ struct BatchRunner {
       Session& s = *w.s;
       const BatchItem& it = *w.item;
       s.tokens_.insert(s.tokens_.end(), it.tokens, it.tokens + it.n);
+      if (it.n > 0) s.n_generated_ = 0;  // prompt input: a new completion starts
       if (w.got_logits) std::swap(s.logits_, s.logits_scratch_);
       if (it.n > 0) s.has_logits_ = true;
     }

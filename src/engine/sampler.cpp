@@ -25,6 +25,7 @@ geist_sampler_params default_sampler_params() {
   p.presence_penalty = 0.0f;
   p.penalty_last_n = 64;
   p.seed = 0;
+  p.frequency_penalty = 0.0f;
   return p;
 }
 
@@ -56,6 +57,9 @@ Status validate_sampler_params(const geist_sampler_params& p) {
   if (!std::isfinite(p.presence_penalty)) {
     return Status::error(GEIST_E_INVALID_ARG, "sampler presence_penalty is not finite");
   }
+  if (!std::isfinite(p.frequency_penalty)) {
+    return Status::error(GEIST_E_INVALID_ARG, "sampler frequency_penalty is not finite");
+  }
   if (p.penalty_last_n < -1) {
     return Status::error(GEIST_E_INVALID_ARG, "sampler penalty_last_n %d must be >= -1",
                          p.penalty_last_n);
@@ -67,29 +71,46 @@ Sampler::Sampler(int32_t n_vocab)
     : n_vocab_(n_vocab),
       work_(static_cast<size_t>(n_vocab)),
       seen_(static_cast<size_t>(n_vocab), 0),
+      count_(static_cast<size_t>(n_vocab), 0),
       cand_(static_cast<size_t>(n_vocab)) {
   GEIST_CHECK(n_vocab > 0, "sampler needs a non-empty vocabulary");
 }
 
-void Sampler::apply_penalties(const int32_t* history, size_t n_history,
+void Sampler::apply_penalties(const int32_t* history, size_t n_history, size_t n_generated,
                               const geist_sampler_params& p) {
-  const bool repeat = p.repeat_penalty != 1.0f;
-  const bool presence = p.presence_penalty != 0.0f;
-  if ((!repeat && !presence) || p.penalty_last_n == 0 || n_history == 0) return;
-  const size_t window =
-      p.penalty_last_n < 0 ? n_history : std::min(n_history, static_cast<size_t>(p.penalty_last_n));
-  const int32_t* begin = history + (n_history - window);
-  // Each distinct token is penalised once, however often it occurs (llama.cpp semantics).
-  for (size_t i = 0; i < window; ++i) {
-    const int32_t t = begin[i];
-    GEIST_CHECK(t >= 0 && t < n_vocab_, "history token outside the vocabulary");
-    if (seen_[static_cast<size_t>(t)]) continue;
-    seen_[static_cast<size_t>(t)] = 1;
-    float& l = work_[static_cast<size_t>(t)];
-    if (repeat) l = l > 0.0f ? l / p.repeat_penalty : l * p.repeat_penalty;
-    if (presence) l -= p.presence_penalty;
+  GEIST_CHECK(n_generated <= n_history, "more generated tokens than history");
+  const bool repeat = p.repeat_penalty != 1.0f && p.penalty_last_n != 0;
+  if (repeat && n_history > 0) {
+    const size_t window = p.penalty_last_n < 0
+                              ? n_history
+                              : std::min(n_history, static_cast<size_t>(p.penalty_last_n));
+    const int32_t* begin = history + (n_history - window);
+    // Each distinct token is penalised once, however often it occurs (llama.cpp semantics).
+    for (size_t i = 0; i < window; ++i) {
+      const int32_t t = begin[i];
+      GEIST_CHECK(t >= 0 && t < n_vocab_, "history token outside the vocabulary");
+      if (seen_[static_cast<size_t>(t)]) continue;
+      seen_[static_cast<size_t>(t)] = 1;
+      float& l = work_[static_cast<size_t>(t)];
+      l = l > 0.0f ? l / p.repeat_penalty : l * p.repeat_penalty;
+    }
+    for (size_t i = 0; i < window; ++i) seen_[static_cast<size_t>(begin[i])] = 0;
   }
-  for (size_t i = 0; i < window; ++i) seen_[static_cast<size_t>(begin[i])] = 0;
+  // OpenAI's presence and frequency penalties, over the tokens of this completion:
+  // logit -= frequency * count + presence * (count > 0).
+  if ((p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f) || n_generated == 0) return;
+  const int32_t* gen = history + (n_history - n_generated);
+  for (size_t i = 0; i < n_generated; ++i) {
+    GEIST_CHECK(gen[i] >= 0 && gen[i] < n_vocab_, "history token outside the vocabulary");
+    ++count_[static_cast<size_t>(gen[i])];
+  }
+  for (size_t i = 0; i < n_generated; ++i) {
+    int32_t& c = count_[static_cast<size_t>(gen[i])];
+    if (c == 0) continue;  // a repeat already handled
+    work_[static_cast<size_t>(gen[i])] -=
+        p.frequency_penalty * static_cast<float>(c) + p.presence_penalty;
+    c = 0;
+  }
 }
 
 // The k best by `better` (a strict total order: ids are distinct), so the same set and order as
@@ -129,22 +150,22 @@ void Sampler::select_top_k(size_t k) {
   std::sort_heap(cand_.begin(), heap_end, cmp);  // best first
 }
 
-bool Sampler::is_argmax(const geist_sampler_params& p, size_t n_history) {
-  const bool penalised = (p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f) &&
-                         p.penalty_last_n != 0 && n_history != 0;
-  return !(p.temperature > 0.0f) && !penalised;
+bool Sampler::is_argmax(const geist_sampler_params& p, size_t n_history, size_t n_generated) {
+  const bool repeat = p.repeat_penalty != 1.0f && p.penalty_last_n != 0 && n_history != 0;
+  const bool openai = (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) && n_generated;
+  return !(p.temperature > 0.0f) && !repeat && !openai;
 }
 
 int32_t Sampler::sample(const float* logits, const int32_t* history, size_t n_history,
-                        const geist_sampler_params& p, Rng& rng) {
+                        size_t n_generated, const geist_sampler_params& p, Rng& rng) {
   const size_t n = static_cast<size_t>(n_vocab_);
   // What the path below finds through work_, without the copy.
-  if (is_argmax(p, n_history)) {
+  if (is_argmax(p, n_history, n_generated)) {
     return static_cast<int32_t>(argmax_first(logits, static_cast<int64_t>(n)));
   }
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   for (size_t i = 0; i < n; ++i) work_[i] = std::isnan(logits[i]) ? kNegInf : logits[i];
-  apply_penalties(history, n_history, p);
+  apply_penalties(history, n_history, n_generated, p);
 
   if (!(p.temperature > 0.0f)) {  // penalised greedy: the same choice over work_
     return static_cast<int32_t>(argmax_first(work_.data(), static_cast<int64_t>(n)));

@@ -139,6 +139,7 @@ Status Session::prefill(const int32_t* tokens, size_t n, float* all_logits) {
   if (st.code() != GEIST_E_CANCELLED && !st) return st;  // history as it was
   // Only now, with the forwards done, does the session change observably.
   tokens_.insert(tokens_.end(), tokens, tokens + (p - pos0));
+  if (p > pos0) n_generated_ = 0;  // prompt input: a new completion starts
   std::swap(logits_, logits_scratch_);
   has_logits_ = true;
   return st;
@@ -166,7 +167,8 @@ Status Session::decode(int32_t* out_token) {
   // cannot run the forward it then owes: say so now.
   GEIST_RETURN_IF_ERROR(state_->status());
   int32_t tok = 0;
-  if (forward_owed_ && Sampler::is_argmax(sampler_params_, tokens_.size())) {
+  const size_t n_gen = static_cast<size_t>(n_generated_);
+  if (forward_owed_ && Sampler::is_argmax(sampler_params_, tokens_.size(), n_gen)) {
     // The owed forward's row would be used for its argmax only and then go stale (the token
     // appended below owes the next forward), so only the argmax is asked for: a device
     // backend copies out 4 bytes instead of the row. logits_ stays stale; nothing reads it
@@ -174,9 +176,11 @@ Status Session::decode(int32_t* out_token) {
     GEIST_RETURN_IF_ERROR(pay_forward(&tok));
   } else {
     GEIST_RETURN_IF_ERROR(pay_forward());
-    tok = sampler_.sample(logits_.data(), tokens_.data(), tokens_.size(), sampler_params_, rng_);
+    tok = sampler_.sample(logits_.data(), tokens_.data(), tokens_.size(), n_gen, sampler_params_,
+                          rng_);
   }
   tokens_.push_back(tok);
+  ++n_generated_;
   forward_owed_ = true;
   *out_token = tok;
   return Status::ok();
@@ -194,6 +198,7 @@ Status Session::logits(const float** out) {
 void Session::reset() {
   pin_image_.clear();  // the pin relies on the cache's prefix, which a reset gives up
   tokens_.clear();
+  n_generated_ = 0;
   state_->reset();
   has_logits_ = false;
   forward_owed_ = false;

@@ -109,6 +109,8 @@ class Session {
   std::vector<float> logits_scratch_;  // [n_vocab] forward target, swapped in on success
   bool has_logits_ = false;            // something was prefilled since create/reset
   bool forward_owed_ = false;          // tokens_.back() is not yet in state_
+  int32_t n_generated_ = 0;  // last tokens_ that decode sampled since the last prompt input
+                             // (the presence / frequency penalties' completion)
   geist_sampler_params sampler_params_;
   Sampler sampler_;
   Rng rng_;

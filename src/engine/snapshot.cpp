@@ -159,6 +159,7 @@ Status snapshot_write(const SnapshotSource& s, uint8_t* dst, size_t size) {
   put<uint32_t>(dst, 68,
                 s.forward_owed ? static_cast<uint32_t>(s.tokens[s.n_tokens - 1]) : kNoToken);
   put<uint32_t>(dst, 72, s.pin != nullptr ? static_cast<uint32_t>(s.pin_len) : 0u);
+  put<uint32_t>(dst, 76, static_cast<uint32_t>(s.n_generated));
 
   uint64_t off = header;
   size_t region = 0;
@@ -181,6 +182,7 @@ Status snapshot_write(const SnapshotSource& s, uint8_t* dst, size_t size) {
         put<float>(p, 16, sp.repeat_penalty);
         put<float>(p, 20, sp.presence_penalty);
         put<int32_t>(p, 24, sp.penalty_last_n);
+        put<float>(p, 28, sp.frequency_penalty);
         put<uint64_t>(p, 32, sp.seed);
         for (int w = 0; w < 4; ++w) put<uint64_t>(p, 40 + 8 * size_t(w), s.rng->s[w]);
         break;
@@ -273,7 +275,12 @@ Status snapshot_parse(const uint8_t* buf, size_t size, const SnapshotTarget& t, 
     return check_failed(what, "capacity", "image holds %u tokens, the session's max_seq_len is %d",
                         n_tokens, t.max_seq_len);
   }
-  for (size_t i = 76; i < 96; ++i) {
+  const uint32_t n_generated = get<uint32_t>(buf, 76);
+  if (n_generated > n_tokens) {
+    return check_failed(what, "n_generated", "%u generated tokens, the history holds %u",
+                        n_generated, n_tokens);
+  }
+  for (size_t i = 80; i < 96; ++i) {
     if (buf[i] != 0) return check_failed(what, "reserved", "header byte %zu is not zero", i);
   }
   if ((flags & ~kKnownFlags) != 0)
@@ -373,8 +380,7 @@ Status snapshot_parse(const uint8_t* buf, size_t size, const SnapshotTarget& t, 
   sampler.presence_penalty = get<float>(sp, 20);
   sampler.penalty_last_n = get<int32_t>(sp, 24);
   sampler.seed = get<uint64_t>(sp, 32);
-  if (get<uint32_t>(sp, 28) != 0)
-    return check_failed(what, "sampler", "%s", "reserved field is not zero");
+  sampler.frequency_penalty = get<float>(sp, 28);
   Status sv = validate_sampler_params(sampler);
   if (!sv.is_ok()) return check_failed(what, "sampler", "%s", sv.message().c_str());
   uint64_t any = 0;
@@ -411,6 +417,7 @@ Status snapshot_parse(const uint8_t* buf, size_t size, const SnapshotTarget& t, 
   p.n_tokens = static_cast<int32_t>(n_tokens);
   p.kv_len = static_cast<int32_t>(kv_len);
   p.pin_len = static_cast<int32_t>(pin_len);
+  p.n_generated = static_cast<int32_t>(n_generated);
   p.sampler = sampler;
   *out = std::move(p);
   return Status::ok();

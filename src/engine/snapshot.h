@@ -53,6 +53,7 @@ struct SnapshotSource {
   const float* logits = nullptr;  // [n_vocab] pending logits, read when logits_pending
   bool logits_pending = false;
   bool forward_owed = false;  // tokens[n_tokens - 1] has not been run
+  int32_t n_generated = 0;    // last history tokens sampled since the last prompt input
   const geist_sampler_params* sampler = nullptr;
   const Rng* rng = nullptr;
   const uint8_t* pin = nullptr;  // [pin_size] nested image of the pinned state, or null
@@ -88,6 +89,7 @@ struct ParsedSnapshot {
   int32_t n_tokens = 0;
   int32_t kv_len = 0;
   int32_t pin_len = 0;
+  int32_t n_generated = 0;
   geist_sampler_params sampler{};
   Rng rng{};
   const uint8_t* tokens = nullptr;  // int32 LE [n_tokens]

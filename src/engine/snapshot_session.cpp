@@ -16,6 +16,7 @@ SnapshotSource Session::snapshot_source(bool nested) const {
   s.logits = logits_.data();
   s.logits_pending = has_logits_ && !forward_owed_;
   s.forward_owed = forward_owed_;
+  s.n_generated = n_generated_;
   s.sampler = &sampler_params_;
   s.rng = &rng_;
   s.nested = nested;
@@ -64,6 +65,7 @@ Status Session::apply_snapshot(const ParsedSnapshot& p, bool keep_sampler, const
   }
   has_logits_ = n > 0;
   forward_owed_ = (p.flags & kSnapFlagForwardOwed) != 0;
+  n_generated_ = p.n_generated;
 #ifdef GEIST_SNAPSHOT_MUTATION_DROP_OWED
   forward_owed_ = false;  // test-only mutation build: forget the owed forward
 #endif

@@ -2,6 +2,7 @@
 // streamed as SSE or whole.
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <mutex>
 
 #include "server/openai_params.h"
+#include "server/peer_watch.h"
 #include "server/server.h"
 
 namespace geist_server {
@@ -193,35 +195,14 @@ void handle_completion(Server& s, const httplib::Request& hreq, httplib::Respons
       }
     }
   } else {
-    if (!body.contains("prompt"))
-      return send_error(res, bad_param("prompt", "'prompt' is required"));
-    const json& p = body["prompt"];
-    const int32_t nv = geist_model_n_vocab(s.model());
-    auto from_ids = [&](const json& arr) -> bool {
-      for (const json& t : arr) {
-        if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= nv) return false;
-        req->prompt.push_back(t.get<geist_token>());
-      }
-      return true;
-    };
-    if (p.is_string()) {
-      prompt_text = p.get<std::string>();
+    PromptInput pin;
+    if (auto e = parse_prompt(body, geist_model_n_vocab(s.model()), &pin))
+      return send_error(res, *e);
+    if (pin.is_text) {
+      prompt_text = pin.text;
       if (!s.tokenize(prompt_text, true, &req->prompt, &err)) return send_error(res, err);
-    } else if (p.is_array() && p.size() == 1 && p[0].is_string()) {
-      prompt_text = p[0].get<std::string>();
-      if (!s.tokenize(prompt_text, true, &req->prompt, &err)) return send_error(res, err);
-    } else if (p.is_array() && !p.empty() && p[0].is_number()) {
-      if (!from_ids(p)) {
-        return send_error(res, bad_param("prompt", "'prompt' token ids must be integers in [0, " +
-                                                       std::to_string(nv) + ")"));
-      }
-    } else if (p.is_array() && p.size() == 1 && p[0].is_array()) {
-      if (!from_ids(p[0])) return send_error(res, bad_param("prompt", "bad token ids in 'prompt'"));
     } else {
-      return send_error(res, bad_param("prompt",
-                                       "'prompt' must be a string, a list of token ids, "
-                                       "or a list holding one of these (one prompt per "
-                                       "request)"));
+      req->prompt = std::move(pin.ids);
     }
   }
   if (req->prompt.empty()) {
@@ -246,14 +227,7 @@ void handle_completion(Server& s, const httplib::Request& hreq, httplib::Respons
 
   auto g = std::make_shared<Gen>();
   {
-    json popts = json::object();
-    if (!opt.stop.empty()) popts["stop"] = opt.stop;
-    if (chat && body.contains("tools") && body["tools"].is_array()) {
-      popts["tools"] = body["tools"];
-      if (body.contains("tool_choice") && body["tool_choice"] == "none")
-        popts["parse_tool_calls"] = false;
-    }
-    const std::string ps = dump(popts);
+    const std::string ps = dump(parser_options(body, chat, opt));
     char ebuf[512] = {};
     if (geist_chat_parser_create(parser_tmpl, chat ? prompt_text.data() : nullptr,
                                  chat ? prompt_text.size() : 0, ps.data(), ps.size(), &g->parser,
@@ -355,8 +329,21 @@ void handle_completion(Server& s, const httplib::Request& hreq, httplib::Respons
   const std::string model = s.cfg().alias;
 
   if (!opt.stream) {
+    // The client may go away while the answer is computed: polled every kWatchMs, a closed
+    // connection cancels the request (the scheduler drops it before its next step).
+    constexpr int kWatchMs = 20;
+    const PeerWatch peer(hreq.local_addr, hreq.local_port, hreq.remote_addr, hreq.remote_port);
     std::unique_lock<std::mutex> lock(g->mu);
-    g->cv.wait(lock, [&] { return g->done; });
+    while (!g->done) {
+      g->cv.wait_for(lock, std::chrono::milliseconds(kWatchMs), [&] { return g->done; });
+      if (!g->done && !req->cancelled && peer.gone()) req->cancelled = true;
+    }
+    if (g->res.finish_reason == "cancelled") {
+      ApiError e;
+      e.status = 499;  // nginx's "client closed request": nobody reads it
+      e.message = "the client closed the connection";
+      return send_error(res, e);
+    }
     if (g->res.finish_reason == "error") {
       ApiError e;
       e.status = 500;
@@ -394,8 +381,8 @@ void handle_completion(Server& s, const httplib::Request& hreq, httplib::Respons
     return send_json(res, out);
   }
 
-  // Streaming: one SSE frame per delta; the provider waits at most kPollMs per call, writes
-  // a ":" ping when idle for kPingMs, and a failed write (client gone) cancels the request.
+  // Streaming: one SSE frame per delta; the provider waits at most 100 ms per call, writes
+  // a ":" ping when idle for --ping-ms, and a failed write (client gone) cancels the request.
   struct StreamState {
     bool sent_role = false, finished = false;
     json pending_lps = json::array();
@@ -404,13 +391,14 @@ void handle_completion(Server& s, const httplib::Request& hreq, httplib::Respons
   auto st = std::make_shared<StreamState>();
   const bool include_usage = opt.include_usage;
   const bool want_lps = opt.logprobs;
+  const int ping_ms = s.cfg().ping_ms;
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [g, req, st, id, created, model, chat, include_usage, want_lps, sp, path](
+      [g, req, st, id, created, model, chat, include_usage, want_lps, sp, path, ping_ms](
           size_t, httplib::DataSink& sink) -> bool {
-        constexpr int kPollMs = 100, kPingMs = 1000;
+        const int poll_ms = std::min(100, ping_ms);
         auto frame = [&](const json& choice_or_null, const json* usage) {
           json c = {{"id", id},
                     {"object", chat ? "chat.completion.chunk" : "text_completion"},
@@ -444,7 +432,7 @@ void handle_completion(Server& s, const httplib::Request& hreq, httplib::Respons
         bool done = false;
         {
           std::unique_lock<std::mutex> lock(g->mu);
-          g->cv.wait_for(lock, std::chrono::milliseconds(kPollMs),
+          g->cv.wait_for(lock, std::chrono::milliseconds(poll_ms),
                          [&] { return g->done || !g->events.empty(); });
           evs.swap(g->events);
           done = g->done;
@@ -519,7 +507,7 @@ void handle_completion(Server& s, const httplib::Request& hreq, httplib::Respons
           return ok;
         }
         if (ok && std::chrono::steady_clock::now() - st->last_write >
-                      std::chrono::milliseconds(kPingMs)) {
+                      std::chrono::milliseconds(ping_ms)) {
           st->last_write = std::chrono::steady_clock::now();
           ok = sink.write(": ping\n\n", 8);
         }

@@ -1,5 +1,6 @@
 #include "server/openai_params.h"
 
+#include <cctype>
 #include <cstdio>
 #include <random>
 
@@ -73,7 +74,6 @@ std::optional<ApiError> parse_gen_options(const json& body, bool chat, GenOption
   geist_sampler_params& s = o->sampler;
   geist_sampler_params_default(&s);
   std::optional<ApiError> e;
-  float f = 0;
   if ((e = get_number(body, "temperature", 0.0, 2.0, &s.temperature))) return e;
   if ((e = get_number(body, "top_p", 0.0, 1.0, &s.top_p))) return e;
   if (body.contains("top_p") && body["top_p"].is_number() && s.top_p <= 0.0f) {
@@ -82,13 +82,7 @@ std::optional<ApiError> parse_gen_options(const json& body, bool chat, GenOption
   if ((e = get_number(body, "min_p", 0.0, 1.0, &s.min_p))) return e;
   if ((e = get_number(body, "presence_penalty", -2.0, 2.0, &s.presence_penalty))) return e;
   if ((e = get_number(body, "repeat_penalty", 0.0, 10.0, &s.repeat_penalty))) return e;
-  f = 0;
-  if ((e = get_number(body, "frequency_penalty", -2.0, 2.0, &f))) return e;
-  if (f != 0.0f) {
-    return bad_param("frequency_penalty",
-                     "'frequency_penalty' is not supported yet (use presence_penalty or "
-                     "repeat_penalty)");
-  }
+  if ((e = get_number(body, "frequency_penalty", -2.0, 2.0, &s.frequency_penalty))) return e;
   int64_t i = 0;
   i = s.top_k;
   if ((e = get_int(body, "top_k", 0, 1 << 30, &i))) return e;
@@ -175,6 +169,88 @@ std::optional<ApiError> parse_gen_options(const json& body, bool chat, GenOption
   if (body.contains("cache_salt") && body["cache_salt"].is_string()) {
     o->cache_salt = body["cache_salt"].get<std::string>();
   }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_prompt(const json& body, int32_t n_vocab, PromptInput* out) {
+  if (!body.contains("prompt")) return bad_param("prompt", "'prompt' is required");
+  const json& p = body["prompt"];
+  auto from_ids = [&](const json& arr) -> bool {
+    for (const json& t : arr) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= n_vocab)
+        return false;
+      out->ids.push_back(t.get<geist_token>());
+    }
+    return true;
+  };
+  if (p.is_string() || (p.is_array() && p.size() == 1 && p[0].is_string())) {
+    out->is_text = true;
+    out->text = p.is_string() ? p.get<std::string>() : p[0].get<std::string>();
+    return std::nullopt;
+  }
+  if (p.is_array() && !p.empty() && p[0].is_number()) {
+    if (from_ids(p)) return std::nullopt;
+    return bad_param("prompt",
+                     "'prompt' token ids must be integers in [0, " + std::to_string(n_vocab) + ")");
+  }
+  if (p.is_array() && p.size() == 1 && p[0].is_array()) {
+    if (from_ids(p[0])) return std::nullopt;
+    return bad_param("prompt", "bad token ids in 'prompt'");
+  }
+  return bad_param("prompt",
+                   "'prompt' must be a string, a list of token ids, or a list holding one of "
+                   "these (one prompt per request)");
+}
+
+std::optional<ApiError> chat_render_request(const json& body, bool add_generation_prompt,
+                                            json* out) {
+  if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
+    return bad_param("messages", "'messages' must be a non-empty array");
+  }
+  json r = json::object();
+  r["messages"] = body["messages"];
+  if (body.contains("tools") && !body["tools"].is_null()) {
+    if (!body["tools"].is_array()) return bad_param("tools", "'tools' must be an array");
+    const bool none = body.contains("tool_choice") && body["tool_choice"] == "none";
+    if (!none) r["tools"] = body["tools"];
+  }
+  if (body.contains("chat_template_kwargs") && !body["chat_template_kwargs"].is_null()) {
+    if (!body["chat_template_kwargs"].is_object()) {
+      return bad_param("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    }
+    r["chat_template_kwargs"] = body["chat_template_kwargs"];
+  }
+  r["add_generation_prompt"] = add_generation_prompt;
+  *out = std::move(r);
+  return std::nullopt;
+}
+
+json parser_options(const json& body, bool chat, const GenOptions& opt) {
+  json popts = json::object();
+  if (!opt.stop.empty()) popts["stop"] = opt.stop;
+  if (chat && body.contains("tools") && body["tools"].is_array()) {
+    popts["tools"] = body["tools"];
+    if (body.contains("tool_choice") && body["tool_choice"] == "none")
+      popts["parse_tool_calls"] = false;
+  }
+  return popts;
+}
+
+bool valid_session_id(const std::string& id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'))
+      return false;
+  }
+  return true;
+}
+
+std::optional<ApiError> parse_session_id(const json& body, std::string* id) {
+  if (!body.contains("id")) return std::nullopt;
+  if (!body["id"].is_string() || !valid_session_id(body["id"].get<std::string>())) {
+    return bad_param("id", "'id' must be 1-128 characters of [A-Za-z0-9._-]");
+  }
+  *id = body["id"].get<std::string>();
   return std::nullopt;
 }
 

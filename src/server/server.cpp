@@ -81,28 +81,11 @@ bool Server::tokenize(const std::string& text, bool add_special, std::vector<gei
 
 bool Server::render_chat(const json& body, bool add_generation_prompt, std::string* out,
                          ApiError* err) {
-  if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
-    *err = bad_param("messages", "'messages' must be a non-empty array");
+  json r;
+  if (auto e = chat_render_request(body, add_generation_prompt, &r)) {
+    *err = *e;
     return false;
   }
-  json r = json::object();
-  r["messages"] = body["messages"];
-  if (body.contains("tools") && !body["tools"].is_null()) {
-    if (!body["tools"].is_array()) {
-      *err = bad_param("tools", "'tools' must be an array");
-      return false;
-    }
-    const bool none = body.contains("tool_choice") && body["tool_choice"] == "none";
-    if (!none) r["tools"] = body["tools"];
-  }
-  if (body.contains("chat_template_kwargs") && !body["chat_template_kwargs"].is_null()) {
-    if (!body["chat_template_kwargs"].is_object()) {
-      *err = bad_param("chat_template_kwargs", "'chat_template_kwargs' must be an object");
-      return false;
-    }
-    r["chat_template_kwargs"] = body["chat_template_kwargs"];
-  }
-  r["add_generation_prompt"] = add_generation_prompt;
   const std::string req = dump(r);
   std::lock_guard<std::mutex> lock(tmpl_mu_);
   size_t n = 0;
@@ -265,7 +248,7 @@ void Server::routes() {
   // is logged here, except successful /health and /metrics polls.
   h.set_logger([](const httplib::Request& req, const httplib::Response& res) {
     const bool gen = req.path.find("completions") != std::string::npos;
-    if (gen && res.status < 400) return;
+    if (gen && (res.status < 400 || res.status == 499)) return;  // logged by the generation
     if (res.status < 400 && (req.path == "/health" || req.path == "/metrics")) return;
     std::string why;
     if (res.status >= 400) {

@@ -30,6 +30,7 @@ struct ServerConfig {
   std::string api_key;  // "": no auth
   std::string chat_template_file;
   size_t max_body_bytes = 8u << 20;
+  int ping_ms = 1000;   // SSE ": ping" after this long without data
   int32_t backend = 0;  // geist_backend
   geist_serving::SchedulerConfig sched;
 };

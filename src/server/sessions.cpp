@@ -46,15 +46,6 @@ std::vector<std::string> SessionStore::ids() {
 
 namespace {
 
-bool valid_id(const std::string& id) {
-  if (id.empty() || id.size() > 128) return false;
-  for (char c : id) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'))
-      return false;
-  }
-  return true;
-}
-
 json describe(const std::string& id, ChatSession& s) {
   std::lock_guard<std::mutex> lock(s.mu);
   return json{{"id", id},
@@ -123,12 +114,7 @@ void register_session_routes(Server& s, httplib::Server& h) {
     json body;
     if (auto e = parse_body(req.body, &body)) return send_error(res, *e);
     std::string id = sp->next_id("sess-");
-    if (body.contains("id")) {
-      if (!body["id"].is_string() || !valid_id(body["id"].get<std::string>())) {
-        return send_error(res, bad_param("id", "'id' must be 1-128 characters of [A-Za-z0-9._-]"));
-      }
-      id = body["id"].get<std::string>();
-    }
+    if (auto e = parse_session_id(body, &id)) return send_error(res, *e);
     auto sess = std::make_shared<ChatSession>();
     ApiError err;
     std::string text;
@@ -172,39 +158,34 @@ void register_session_routes(Server& s, httplib::Server& h) {
              if (!sp->sessions.erase(id)) return send_error(res, not_found(id));
              send_json(res, json{{"id", id}, {"object", "session"}, {"deleted", true}});
            });
-  h.Post(R"(/v1/sessions/([A-Za-z0-9._-]+)/fork)", [sp](const httplib::Request& req,
-                                                        httplib::Response& res) {
-    const std::string id = req.matches[1];
-    auto ss = sp->sessions.get(id);
-    if (!ss) return send_error(res, not_found(id));
-    json body = json::object();
-    if (!req.body.empty()) {
-      if (auto e = parse_body(req.body, &body)) return send_error(res, *e);
-    }
-    std::string nid = sp->next_id("sess-");
-    if (body.contains("id")) {
-      if (!body["id"].is_string() || !valid_id(body["id"].get<std::string>())) {
-        return send_error(res, bad_param("id", "'id' must be 1-128 characters of [A-Za-z0-9._-]"));
-      }
-      nid = body["id"].get<std::string>();
-    }
-    auto copy = std::make_shared<ChatSession>();
-    {
-      std::lock_guard<std::mutex> lock(ss->mu);
-      copy->messages = ss->messages;
-      copy->text_known = ss->text_known;
-      copy->text = ss->text;
-      copy->tokens = ss->tokens;
-      copy->image = ss->image;  // images are immutable: shared
-    }
-    std::string why;
-    if (!sp->sessions.put_new(nid, copy, &why)) {
-      ApiError e = bad_param("id", why);
-      e.status = 409;
-      return send_error(res, e);
-    }
-    send_json(res, describe(nid, *copy), 201);
-  });
+  h.Post(R"(/v1/sessions/([A-Za-z0-9._-]+)/fork)",
+         [sp](const httplib::Request& req, httplib::Response& res) {
+           const std::string id = req.matches[1];
+           auto ss = sp->sessions.get(id);
+           if (!ss) return send_error(res, not_found(id));
+           json body = json::object();
+           if (!req.body.empty()) {
+             if (auto e = parse_body(req.body, &body)) return send_error(res, *e);
+           }
+           std::string nid = sp->next_id("sess-");
+           if (auto e = parse_session_id(body, &nid)) return send_error(res, *e);
+           auto copy = std::make_shared<ChatSession>();
+           {
+             std::lock_guard<std::mutex> lock(ss->mu);
+             copy->messages = ss->messages;
+             copy->text_known = ss->text_known;
+             copy->text = ss->text;
+             copy->tokens = ss->tokens;
+             copy->image = ss->image;  // images are immutable: shared
+           }
+           std::string why;
+           if (!sp->sessions.put_new(nid, copy, &why)) {
+             ApiError e = bad_param("id", why);
+             e.status = 409;
+             return send_error(res, e);
+           }
+           send_json(res, describe(nid, *copy), 201);
+         });
   h.Get(R"(/v1/sessions/([A-Za-z0-9._-]+)/state)",
         [sp](const httplib::Request& req, httplib::Response& res) {
           const std::string id = req.matches[1];

@@ -31,8 +31,9 @@ TEST(ApiAbi, LayoutIsValidJsonWithEveryPublicStruct) {
   // Every field of every struct, so a field added to a header but not to the layout shows.
   size_t n_fields = 0;
   for (const auto& [name, st] : s.items()) n_fields += st.at("fields").size();
-  // geist.h: 7 in geist_model_params (vocab_only last), 9, 5; geist_batch.h: 5.
-  EXPECT_EQ(n_fields, 7u + 9u + 5u + 5u);
+  // geist.h: 7 in geist_model_params (vocab_only last), 10 in geist_sampler_params
+  // (frequency_penalty last), 5 in geist_session_params; geist_batch.h: 5.
+  EXPECT_EQ(n_fields, 7u + 10u + 5u + 5u);
   EXPECT_EQ(s.size(), 4u);
   const auto& item = s.at("geist_batch_item");
   EXPECT_EQ(item.at("size").get<size_t>(), sizeof(geist_batch_item));
@@ -40,6 +41,9 @@ TEST(ApiAbi, LayoutIsValidJsonWithEveryPublicStruct) {
   EXPECT_EQ(item.at("fields").at("status").at(0).get<size_t>(), offsetof(geist_batch_item, status));
   const auto& vocab_only = s.at("geist_model_params").at("fields").at("vocab_only");
   EXPECT_EQ(vocab_only.at(0).get<size_t>(), offsetof(geist_model_params, vocab_only));
+  const auto& freq = s.at("geist_sampler_params").at("fields").at("frequency_penalty");
+  EXPECT_EQ(freq.at(0).get<size_t>(), offsetof(geist_sampler_params, frequency_penalty));
+  EXPECT_EQ(freq.at(1).get<size_t>(), sizeof(float));
   EXPECT_EQ(geist_abi_layout(), geist_abi_layout());  // one static text
 }
 

@@ -60,6 +60,8 @@ const BadField kBad[] = {
     {"repeat_penalty", [](geist_sampler_params* p) { p->repeat_penalty = 0.0f; }},
     {"repeat_penalty", [](geist_sampler_params* p) { p->repeat_penalty = -2.0f; }},
     {"presence_penalty", [](geist_sampler_params* p) { p->presence_penalty = INFINITY; }},
+    {"frequency_penalty", [](geist_sampler_params* p) { p->frequency_penalty = INFINITY; }},
+    {"frequency_penalty", [](geist_sampler_params* p) { p->frequency_penalty = std::nanf(""); }},
     {"penalty_last_n", [](geist_sampler_params* p) { p->penalty_last_n = -2; }},
     {"struct_size", [](geist_sampler_params* p) { p->struct_size = 3; }},
 };

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -43,13 +44,14 @@ std::vector<double> softmax(const std::vector<double>& x) {
 
 // Draws kSamples tokens and returns their counts [n_vocab].
 std::vector<long> draw(const std::vector<float>& logits, const std::vector<int32_t>& history,
-                       const geist_sampler_params& p, uint64_t seed) {
+                       const geist_sampler_params& p, uint64_t seed, size_t n_generated = 0) {
   Sampler s(static_cast<int32_t>(logits.size()));
   Rng rng;
   rng.seed(seed);
   std::vector<long> counts(logits.size(), 0);
   for (int i = 0; i < kSamples; ++i) {
-    ++counts[static_cast<size_t>(s.sample(logits.data(), history.data(), history.size(), p, rng))];
+    ++counts[static_cast<size_t>(
+        s.sample(logits.data(), history.data(), history.size(), n_generated, p, rng))];
   }
   return counts;
 }
@@ -122,8 +124,8 @@ TEST(Sampler, GreedyPicksArgmaxAndLowestIdOnTies) {
   rng.seed(1);
   const Rng before = rng;
   const std::vector<float> tie = {0.5f, 3.0f, -1.0f, 3.0f, 2.9f, 3.0f};
-  EXPECT_EQ(s.sample(tie.data(), nullptr, 0, plain(0.0f), rng), 1);
-  EXPECT_EQ(s.sample(tie.data(), nullptr, 0, plain(-1.0f), rng), 1);
+  EXPECT_EQ(s.sample(tie.data(), nullptr, 0, 0, plain(0.0f), rng), 1);
+  EXPECT_EQ(s.sample(tie.data(), nullptr, 0, 0, plain(-1.0f), rng), 1);
   // Greedy consumes no randomness.
   EXPECT_EQ(0, std::memcmp(&before, &rng, sizeof rng));
 }
@@ -191,7 +193,7 @@ TEST(Sampler, GreedyWithoutPenaltiesEqualsTheDefinition) {
     Rng rng;
     rng.seed(1);
     const int32_t want = definition(l);
-    ASSERT_EQ(s.sample(l.data(), nullptr, 0, plain(0.0f), rng), want) << "n " << l.size();
+    ASSERT_EQ(s.sample(l.data(), nullptr, 0, 0, plain(0.0f), rng), want) << "n " << l.size();
     // The general path: a repeat penalty on a token that cannot matter here.
     geist_sampler_params p = plain(0.0f);
     p.repeat_penalty = 1.5f;
@@ -199,7 +201,7 @@ TEST(Sampler, GreedyWithoutPenaltiesEqualsTheDefinition) {
     const bool harmless = other != want && (std::isnan(l[static_cast<size_t>(other)]) ||
                                             l[static_cast<size_t>(other)] == -inf);
     if (harmless) {
-      EXPECT_EQ(s.sample(l.data(), &other, 1, p, rng), want) << "n " << l.size();
+      EXPECT_EQ(s.sample(l.data(), &other, 1, 0, p, rng), want) << "n " << l.size();
     }
   }
 }
@@ -284,7 +286,7 @@ TEST(Sampler, TopKDrawsEqualAPartialSortOfTheVocabulary) {
             break;
           }
         }
-        ASSERT_EQ(s.sample(l.data(), nullptr, 0, p, r1), want) << "draw " << draw;
+        ASSERT_EQ(s.sample(l.data(), nullptr, 0, 0, p, r1), want) << "draw " << draw;
       }
     }
   }
@@ -378,16 +380,25 @@ TEST(Sampler, AllFiltersTogether) {
 }
 
 // llama.cpp's repetition penalty: a positive logit is divided by the penalty, a negative one
-// multiplied; presence subtracts once per distinct token in the window.
+// multiplied, once per distinct token in the window.
 std::vector<double> penalised(const std::vector<float>& l, const std::vector<int32_t>& window,
-                              double repeat, double presence) {
+                              double repeat) {
   std::vector<double> x = to_double(l);
   std::set<int32_t> seen(window.begin(), window.end());
   for (int32_t t : seen) {
     double& v = x[static_cast<size_t>(t)];
     v = v > 0 ? v / repeat : v * repeat;
-    v -= presence;
   }
+  return x;
+}
+
+// OpenAI's definition (API reference, "Parameter details"): mu[j] -= c[j] * frequency +
+// (c[j] > 0) * presence, c[j] the times token j was sampled so far in this completion.
+std::vector<double> openai_penalised(std::vector<double> x, const std::vector<int32_t>& generated,
+                                     double presence, double frequency) {
+  std::map<int32_t, int> c;
+  for (int32_t t : generated) ++c[t];
+  for (const auto& [t, n] : c) x[static_cast<size_t>(t)] -= n * frequency + presence;
   return x;
 }
 
@@ -399,18 +410,87 @@ TEST(Sampler, RepetitionPenaltyFollowsTheFormula) {
   p.repeat_penalty = 1.8f;
   p.penalty_last_n = 4;
   const std::vector<double> expected =
-      softmax(penalised(kLogits, {1, 2, 1, 5}, static_cast<double>(p.repeat_penalty), 0.0));
+      softmax(penalised(kLogits, {1, 2, 1, 5}, static_cast<double>(p.repeat_penalty)));
   expect_matches(draw(kLogits, history, p, 19), expected);
 }
 
-TEST(Sampler, PresencePenaltySubtractsOncePerDistinctToken) {
-  const std::vector<int32_t> history = {4, 4, 4, 0, 7};
+TEST(Sampler, PresenceAndFrequencyPenaltiesFollowOpenAI) {
+  // Prompt {4, 4, 0}, then the completion so far {7, 7, 7, 2, 4}: 7 counts 3, 2 and 4 once;
+  // token 0 and the prompt's two 4s are not counted.
+  const std::vector<int32_t> history = {4, 4, 0, 7, 7, 7, 2, 4};
+  const std::vector<int32_t> generated = {7, 7, 7, 2, 4};
   geist_sampler_params p = plain(1.0f);
-  p.presence_penalty = 0.9f;
-  p.penalty_last_n = -1;  // whole history
-  const std::vector<double> expected =
-      softmax(penalised(kLogits, history, 1.0, static_cast<double>(p.presence_penalty)));
-  expect_matches(draw(kLogits, history, p, 23), expected);
+  p.presence_penalty = 0.4f;
+  p.frequency_penalty = 0.3f;
+  const std::vector<double> expected = softmax(
+      openai_penalised(to_double(kLogits), generated, static_cast<double>(p.presence_penalty),
+                       static_cast<double>(p.frequency_penalty)));
+  expect_matches(draw(kLogits, history, p, 23, generated.size()), expected);
+}
+
+TEST(Sampler, PresenceAndFrequencyPenaltiesIgnoreThePrompt) {
+  const std::vector<int32_t> history = {1, 1, 1, 4, 4};  // all prompt: nothing generated yet
+  geist_sampler_params p = plain(1.0f);
+  p.presence_penalty = 1.5f;
+  p.frequency_penalty = 1.5f;
+  expect_matches(draw(kLogits, history, p, 29, 0), softmax(to_double(kLogits)));
+  // With a repetition penalty as well, only that one looks at the prompt.
+  p.repeat_penalty = 1.8f;
+  p.penalty_last_n = -1;
+  const std::vector<int32_t> gen = {4};
+  const std::vector<int32_t> history2 = {1, 1, 1, 4};
+  expect_matches(draw(kLogits, history2, p, 31, 1),
+                 softmax(openai_penalised(penalised(kLogits, history2, 1.8), gen, 1.5, 1.5)));
+}
+
+TEST(Sampler, FrequencyPenaltyGreedyChoiceFlipsWhereTheFormulaSays) {
+  // Token 0 sampled 3 times: its logit 2.0 becomes 2.0 - 3 * 0.25 - 0.1 = 1.15 by hand. The
+  // greedy choice against a rival just above or below 1.15 pins the adjustment to 1e-3.
+  Sampler s(3);
+  Rng rng;
+  rng.seed(0);
+  geist_sampler_params p = plain(0.0f);
+  p.frequency_penalty = 0.25f;
+  p.presence_penalty = 0.1f;
+  const int32_t hist[] = {2, 0, 0, 0};  // token 2 is the prompt
+  for (const auto& [rival, want] :
+       std::vector<std::pair<float, int32_t>>{{1.149f, 0}, {1.151f, 1}, {1.0f, 0}, {1.3f, 1}}) {
+    const std::vector<float> l = {2.0f, rival, -5.0f};
+    EXPECT_EQ(s.sample(l.data(), hist, 4, 3, p, rng), want) << "rival " << rival;
+  }
+  // Frequency alone: 2.0 - 3 * 0.25 = 1.25.
+  p.presence_penalty = 0.0f;
+  for (const auto& [rival, want] :
+       std::vector<std::pair<float, int32_t>>{{1.249f, 0}, {1.251f, 1}}) {
+    const std::vector<float> l = {2.0f, rival, -5.0f};
+    EXPECT_EQ(s.sample(l.data(), hist, 4, 3, p, rng), want) << "rival " << rival;
+  }
+  // Only the tokens of this completion count: with two of the three 0s in the prompt,
+  // 2.0 - 0.25 = 1.75 beats 1.5.
+  const std::vector<float> l = {2.0f, 1.5f, -5.0f};
+  EXPECT_EQ(s.sample(l.data(), hist, 4, 1, p, rng), 0);
+  EXPECT_EQ(s.sample(l.data(), hist, 4, 3, p, rng), 1);
+}
+
+TEST(Sampler, ZeroFrequencyPenaltyChangesNoBit) {
+  // frequency_penalty = 0 (the default) with a history and generated tokens: the same draws,
+  // bit for bit, as no penalties at all, and greedy stays on the argmax-only path.
+  geist_sampler_params p = plain(0.9f);
+  ASSERT_EQ(p.frequency_penalty, 0.0f);
+  const int32_t hist[] = {1, 4, 4, 1, 7};
+  Sampler a(8), b(8);
+  Rng ra, rb;
+  ra.seed(77);
+  rb.seed(77);
+  for (int i = 0; i < 500; ++i) {
+    ASSERT_EQ(a.sample(kLogits.data(), hist, 5, 3, p, ra),
+              b.sample(kLogits.data(), nullptr, 0, 0, p, rb));
+  }
+  EXPECT_TRUE(Sampler::is_argmax(plain(0.0f), 5, 3));
+  geist_sampler_params f = plain(0.0f);
+  f.frequency_penalty = 0.5f;
+  EXPECT_FALSE(Sampler::is_argmax(f, 5, 3));
+  EXPECT_TRUE(Sampler::is_argmax(f, 5, 0));  // nothing generated yet: nothing to penalise
 }
 
 TEST(Sampler, PenaltiesApplyBeforeGreedy) {
@@ -420,11 +500,11 @@ TEST(Sampler, PenaltiesApplyBeforeGreedy) {
   rng.seed(0);
   geist_sampler_params p = plain(0.0f);
   const int32_t hist[] = {1};
-  EXPECT_EQ(s.sample(kLogits.data(), hist, 1, p, rng), 1);
+  EXPECT_EQ(s.sample(kLogits.data(), hist, 1, 0, p, rng), 1);
   p.repeat_penalty = 1.5f;
-  EXPECT_EQ(s.sample(kLogits.data(), hist, 1, p, rng), 4);
+  EXPECT_EQ(s.sample(kLogits.data(), hist, 1, 0, p, rng), 4);
   p.penalty_last_n = 0;  // window 0 disables penalties
-  EXPECT_EQ(s.sample(kLogits.data(), hist, 1, p, rng), 1);
+  EXPECT_EQ(s.sample(kLogits.data(), hist, 1, 0, p, rng), 1);
   // A negative logit gets more negative: token 3 (-0.6) beats token 2 (-0.5) once 2 is
   // penalised.
   const std::vector<float> neg = {-3.0f, -3.0f, -0.5f, -0.6f};
@@ -432,7 +512,7 @@ TEST(Sampler, PenaltiesApplyBeforeGreedy) {
   geist_sampler_params q = plain(0.0f);
   q.repeat_penalty = 1.5f;
   const int32_t h2[] = {2};
-  EXPECT_EQ(s4.sample(neg.data(), h2, 1, q, rng), 3);  // -0.75 < -0.6
+  EXPECT_EQ(s4.sample(neg.data(), h2, 1, 0, q, rng), 3);  // -0.75 < -0.6
 }
 
 TEST(Sampler, SameSeedSameSequenceDifferentSeedsDiffer) {
@@ -442,7 +522,7 @@ TEST(Sampler, SameSeedSameSequenceDifferentSeedsDiffer) {
     Rng rng;
     rng.seed(seed);
     std::vector<int32_t> out;
-    for (int i = 0; i < 200; ++i) out.push_back(s.sample(kLogits.data(), nullptr, 0, p, rng));
+    for (int i = 0; i < 200; ++i) out.push_back(s.sample(kLogits.data(), nullptr, 0, 0, p, rng));
     return out;
   };
   EXPECT_EQ(run(123), run(123));
@@ -455,13 +535,13 @@ TEST(Sampler, CopiedRngContinuesIdentically) {
   Sampler s(8);
   Rng a;
   a.seed(99);
-  for (int i = 0; i < 37; ++i) (void)s.sample(kLogits.data(), nullptr, 0, p, a);
+  for (int i = 0; i < 37; ++i) (void)s.sample(kLogits.data(), nullptr, 0, 0, p, a);
   Rng b;
   std::memcpy(&b, &a, sizeof a);  // what a snapshot does
   Sampler other(8);
   for (int i = 0; i < 100; ++i) {
-    EXPECT_EQ(s.sample(kLogits.data(), nullptr, 0, p, a),
-              other.sample(kLogits.data(), nullptr, 0, p, b));
+    EXPECT_EQ(s.sample(kLogits.data(), nullptr, 0, 0, p, a),
+              other.sample(kLogits.data(), nullptr, 0, 0, p, b));
   }
 }
 
@@ -476,10 +556,10 @@ TEST(Sampler, SampleDoesNotAllocate) {
   Rng rng;
   rng.seed(5);
   const long before = geist_test_alloc_count();
-  for (int i = 0; i < 50; ++i) (void)s.sample(l.data(), hist.data(), hist.size(), p, rng);
+  for (int i = 0; i < 50; ++i) (void)s.sample(l.data(), hist.data(), hist.size(), 2, p, rng);
   p.top_k = 0;
   p.min_p = 0;
-  for (int i = 0; i < 50; ++i) (void)s.sample(l.data(), hist.data(), hist.size(), p, rng);
+  for (int i = 0; i < 50; ++i) (void)s.sample(l.data(), hist.data(), hist.size(), 2, p, rng);
   EXPECT_EQ(geist_test_alloc_count(), before);
 }
 
@@ -489,7 +569,7 @@ TEST(Sampler, NaNLogitsAreNeverChosen) {
   Rng rng;
   rng.seed(3);
   for (int i = 0; i < 1000; ++i) {
-    const int32_t t = s.sample(l.data(), nullptr, 0, plain(1.0f), rng);
+    const int32_t t = s.sample(l.data(), nullptr, 0, 0, plain(1.0f), rng);
     EXPECT_TRUE(t == 1 || t == 3);
   }
 }
@@ -512,6 +592,11 @@ TEST(Sampler, ValidationNamesTheField) {
   p = default_sampler_params();
   p.penalty_last_n = -2;
   EXPECT_EQ(validate_sampler_params(p).code(), GEIST_E_INVALID_ARG);
+  p = default_sampler_params();
+  p.frequency_penalty = std::numeric_limits<float>::infinity();
+  s = validate_sampler_params(p);
+  EXPECT_EQ(s.code(), GEIST_E_INVALID_ARG);
+  EXPECT_NE(s.message().find("frequency_penalty"), std::string::npos);
 }
 
 }  // namespace

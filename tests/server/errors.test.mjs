@@ -141,6 +141,77 @@ describe('overload and cancellation', { skip }, () => {
     }
     await stillServes(srv.base);  // the only sequence is free again
   });
+
+  test('a non-streaming client that disconnects cancels its request within a step and frees the sequence', async () => {
+    const cancelled0 = await metric('geist_requests_total{outcome="cancelled"}');
+    const forwards0 = await metric('geist_batch_forwards_total');
+    const logged0 = srv.log().split('\n').filter((l) => / \/v1\/completions status=499 /.test(l)).length;
+    const ctl = new AbortController();
+    const pending = fetch(`${srv.base}/v1/completions`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, signal: ctl.signal,
+      body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 2000, temperature: 0.8, seed: 2 }) })
+      .catch((e) => e);
+    // Abort once the request is decoding (its forwards are counted), not while it is queued.
+    let t0 = Date.now();
+    while (await metric('geist_batch_forwards_total') < forwards0 + 3) {
+      assert.ok(Date.now() - t0 < 10000, 'the request did not start');
+      await new Promise((res) => setTimeout(res, 5));
+    }
+    ctl.abort();
+    t0 = Date.now();
+    assert.equal((await pending).name, 'AbortError');
+    for (;;) {
+      if (await metric('geist_requests_total{outcome="cancelled"}') > cancelled0) break;
+      assert.ok(Date.now() - t0 < 2000, 'the request was not cancelled within 2 s');
+      await new Promise((res) => setTimeout(res, 10));
+    }
+    // Logged as cancelled (499) with far fewer tokens than asked for.
+    const lines = () => srv.log().split('\n').filter((l) => / \/v1\/completions status=499 .*finish=cancelled/.test(l));
+    const line = lines().at(-1);
+    assert.equal(lines().length, logged0 + 1, srv.log());
+    assert.ok(Number(line.match(/generated=(\d+)/)[1]) < 2000, line);
+    await stillServes(srv.base);  // the only sequence is free again
+  });
+});
+
+describe('stream pings', { skip }, () => {
+  let srv;
+  before(async () => { srv = await startServer(model, ['--parallel', '1', '--ctx', '2048', '--ping-ms', '50']); });
+  after(async () => { await srv?.stop(); });
+
+  test('a stream waiting for a sequence gets ": ping" comments, then its answer', async () => {
+    // The only sequence is busy with a long greedy generation; the second stream waits in the
+    // queue, idle for longer than --ping-ms.
+    const ctl = new AbortController();
+    const long = await fetch(`${srv.base}/v1/completions`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, signal: ctl.signal,
+      body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 1900, temperature: 0, stream: true }) });
+    const longReader = long.body.getReader();
+    await longReader.read();  // it is generating
+    const r = await fetch(`${srv.base}/v1/completions`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ prompt: 'A cat', max_tokens: 4, temperature: 0, stream: true }) });
+    assert.equal(r.status, 200);
+    const reader = r.body.getReader();
+    const dec = new TextDecoder();
+    let text = '';
+    while (!text.includes(': ping') && !text.includes('data: ')) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += dec.decode(value, { stream: true });
+    }
+    ctl.abort();  // free the sequence
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += dec.decode(value, { stream: true });
+    }
+    const firstData = text.indexOf('data: ');
+    assert.ok(text.slice(0, firstData).includes(': ping\n\n'), `no ping before the first frame: ${JSON.stringify(text.slice(0, 200))}`);
+    assert.ok(text.trimEnd().endsWith('data: [DONE]'), text);
+    const chunks = text.split('\n\n').filter((f) => f.startsWith('data: {')).map((f) => JSON.parse(f.slice(6)));
+    assert.equal(chunks.filter((c) => c.choices[0]?.finish_reason).length, 1);
+  });
 });
 
 describe('queue of zero', { skip }, () => {

@@ -72,10 +72,11 @@ async function streamChat(base, body, abortAfterMs) {
   }
 }
 
-function rssKiB(pid) {
+// VmHWM: the peak resident set; VmRSS: the current one.
+function rssKiB(pid, field = 'VmHWM') {
   try {
     const s = readFileSync(`/proc/${pid}/status`, 'utf8');
-    return Number(s.match(/VmHWM:\s+(\d+)/)[1]);
+    return Number(s.match(new RegExp(`${field}:\\s+(\\d+)`))[1]);
   } catch { return NaN; }
 }
 
@@ -88,20 +89,26 @@ export async function runLoad(o) {
     max_tokens: o.maxTokens ?? 32, temperature: q % 2 ? 0.8 : 0, seed: 100 + q });
   const serverArgs = ['--ctx', String(o.ctx ?? 2048), '--queue', String(o.queue ?? 64)];
 
-  // References: uncached, alone.
-  const ref = await startServer(model, [...serverArgs, '--parallel', '1', '--cache-ram', '0']);
-  const expected = [];
-  let promptTokens = 0;
-  for (let q = 0; q < questions.length; q++) {
-    const r = await post(ref.base, '/v1/chat/completions', bodyOf(q));
-    if (r.status !== 200) throw new Error(`reference ${q}: ${r.text}`);
-    expected.push(r.json.choices[0].message.content);
-    promptTokens = r.json.usage.prompt_tokens;
+  // References: uncached, alone (o.references: those of an earlier run with the same options).
+  let refs = o.references;
+  if (!refs) {
+    const ref = await startServer(model, [...serverArgs, '--parallel', '1', '--cache-ram', '0']);
+    refs = { expected: [], promptTokens: 0 };
+    for (let q = 0; q < questions.length; q++) {
+      const r = await post(ref.base, '/v1/chat/completions', bodyOf(q));
+      if (r.status !== 200) throw new Error(`reference ${q}: ${r.text}`);
+      refs.expected.push(r.json.choices[0].message.content);
+      refs.promptTokens = r.json.usage.prompt_tokens;
+    }
+    await ref.stop();
   }
-  await ref.stop();
+  const { expected, promptTokens } = refs;
 
   const cacheMiB = o.cacheMiB ?? 256;
   let srv = await startServer(model, [...serverArgs, '--parallel', String(o.parallel ?? 4), '--cache-ram', String(cacheMiB)]);
+  // Resident set once loaded (model, sequences, threads), before any request: what the load
+  // may add to it is bounded by the cache budget (plus request buffers).
+  const baseline = rssKiB(srv.proc.pid, 'VmRSS');
   const rand = rng(o.seed ?? 1);
   const stats = { ok: 0, wrong: 0, serverErrors: 0, badRejected: 0, badAccepted: 0, aborted: 0,
                   lostInFlight: 0, refused503: 0, other: [], ttft: [], tokens: 0, cached: 0 };
@@ -170,14 +177,17 @@ export async function runLoad(o) {
            other: stats.other.slice(0, 5), killed,
            ttft_p50_ms: pct(stats.ttft, 50), ttft_p99_ms: pct(stats.ttft, 99),
            tok_s: stats.tokens / wall, cached_tokens: stats.cached, wall_s: wall, peak_rss_mib: peak / 1024,
-           cache_budget_mib: cacheMiB,
-           after_ok: after.status === 200 && after.json.choices[0].message.content === expected[0] };
+           baseline_rss_mib: baseline / 1024, cache_budget_mib: cacheMiB,
+           after_ok: after.status === 200 && after.json.choices[0].message.content === expected[0],
+           references: refs };
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   const arg = (k, d) => { const i = process.argv.indexOf(k); return i > 0 ? process.argv[i + 1] : d; };
   const m = arg('--model', null) ?? modelPath('stories260K.gguf');
   const res = await runLoad({ model: m, clients: Number(arg('--clients', 32)), requests: Number(arg('--requests', 300)),
-    parallel: Number(arg('--parallel', 4)), kill: process.argv.includes('--kill'), maxTokens: Number(arg('--max-tokens', 32)) });
+    parallel: Number(arg('--parallel', 4)), kill: process.argv.includes('--kill'), maxTokens: Number(arg('--max-tokens', 32)),
+    cacheMiB: Number(arg('--cache-ram', 256)) });
+  delete res.references;
   console.log(JSON.stringify(res, null, 1));
 }

@@ -118,6 +118,41 @@ for (const name of MODELS) {
       assert.equal(c.choices[0].logprobs.token_logprobs.length, 4);
     });
 
+    test('frequency and presence penalties follow OpenAI: logit - f*count - p*(count>0) over the generated tokens', async () => {
+      // Checked against the raw log-probabilities the server reports (log-softmax of the
+      // logits before the sampler: the same per-step offset for every candidate): each greedy
+      // choice must be the best candidate after subtracting the penalties computed here from
+      // the tokens generated before it (never the prompt's).
+      const f = 0.9;
+      const p = 0.4;
+      const prompt = 'Once upon a time, there was a little girl. The girl';
+      const r = await client.completions.create({ model: name, prompt, temperature: 0, max_tokens: 40,
+        frequency_penalty: f, presence_penalty: p, logprobs: 5, top_k: 0, min_p: 0, top_p: 1 });
+      const lp = r.choices[0].logprobs;
+      assert.equal(lp.tokens.length, 40);
+      const count = new Map();
+      let flips = 0;
+      for (let i = 0; i < lp.tokens.length; i++) {
+        const adj = (tok, l) => { const c = count.get(tok) ?? 0; return l - f * c - (c > 0 ? p : 0); };
+        const chosen = adj(lp.tokens[i], lp.token_logprobs[i]);
+        const top = Object.entries(lp.top_logprobs[i]);
+        for (const [tok, l] of top) assert.ok(adj(tok, l) <= chosen + 1e-4, `step ${i}: ${tok} beats ${lp.tokens[i]}`);
+        const rawBest = top.reduce((a, b) => (b[1] > a[1] ? b : a))[0];
+        if (rawBest !== lp.tokens[i]) flips++;
+        count.set(lp.tokens[i], (count.get(lp.tokens[i]) ?? 0) + 1);
+      }
+      assert.ok(flips > 0, 'the penalties never changed a greedy choice: the check above is vacuous');
+      // frequency_penalty 0 changes no bit: explicit 0 and absent give the same text and logprobs.
+      const sampled = { model: name, prompt, temperature: 0.9, seed: 5, max_tokens: 24, logprobs: 3 };
+      const a = await client.completions.create(sampled);
+      const b = await client.completions.create({ ...sampled, frequency_penalty: 0 });
+      assert.equal(a.choices[0].text, b.choices[0].text);
+      assert.deepEqual(a.choices[0].logprobs, b.choices[0].logprobs);
+      const bad = await post(srv.base, '/v1/completions', { prompt, frequency_penalty: 2.5 });
+      assert.equal(bad.status, 400);
+      assert.equal(bad.json.error.param, 'frequency_penalty');
+    });
+
     test('stop strings end the text before the stop string', async () => {
       const base = await client.completions.create({ model: name, prompt: 'Once upon a time', temperature: 0, max_tokens: 30 });
       const full = base.choices[0].text;

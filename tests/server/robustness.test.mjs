@@ -64,7 +64,7 @@ describe('robustness', { skip }, () => {
 });
 
 test('serve refuses out-of-range flags with a message', { skip }, () => {
-  for (const [flag, value] of [['--threads', '100000'], ['--parallel', '0'], ['--port', '70000'], ['--queue', '-1'], ['--kv-mode', 'q3']]) {
+  for (const [flag, value] of [['--threads', '100000'], ['--parallel', '0'], ['--port', '70000'], ['--queue', '-1'], ['--kv-mode', 'q3'], ['--ping-ms', '5']]) {
     const r = spawnSync(bin, ['serve', '-m', model, flag, value], { encoding: 'utf8', timeout: 10000 });
     assert.equal(r.status, 2, `${flag} ${value}: ${r.stderr}`);
     assert.match(r.stderr, new RegExp(flag.replace(/-/g, '\\-')));

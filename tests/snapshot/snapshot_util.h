@@ -32,6 +32,10 @@ inline geist_sampler_params sampler_for(bool sampled) {
     p.top_k = 40;
     p.top_p = 0.95f;
     p.seed = 7;
+    // OpenAI-style penalties count the tokens generated since the last prefill, which the
+    // image must carry (header n_generated) for a restored session to continue identically.
+    p.presence_penalty = 0.3f;
+    p.frequency_penalty = 0.2f;
   } else {
     p.temperature = 0.0f;
   }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -136,6 +137,7 @@ TEST_F(SnapshotRefusal, EachCheckNamesItself) {
   expect_refused(edited([](auto* i) { poke<uint32_t>(i, 64, 0x11); }), GEIST_E_FORMAT, "flags");
   expect_refused(edited([](auto* i) { poke<uint32_t>(i, 64, 3); }), GEIST_E_FORMAT, "flags");
   expect_refused(edited([](auto* i) { (*i)[80] = 1; }), GEIST_E_FORMAT, "reserved");
+  expect_refused(edited([](auto* i) { poke<uint32_t>(i, 76, 3); }), GEIST_E_FORMAT, "n_generated");
   expect_refused(edited([](auto* i) { poke<uint32_t>(i, 68, 5); }), GEIST_E_FORMAT, "owed");
   expect_refused(edited([](auto* i) { poke<uint32_t>(i, 72, 1); }), GEIST_E_FORMAT, "pin");
   // Section table: entry 0 is SAMPLER, entry 1 TOKENS (2 tokens: 8 bytes).
@@ -152,6 +154,8 @@ TEST_F(SnapshotRefusal, EachCheckNamesItself) {
                  "token ids");
   expect_refused(edited([&](auto* i) { poke<float>(i, hdr + 16, -1.0f); }), GEIST_E_FORMAT,
                  "sampler");
+  expect_refused(edited([&](auto* i) { poke<float>(i, hdr + 28, INFINITY); }), GEIST_E_FORMAT,
+                 "frequency_penalty");
   expect_refused(edited([&](auto* i) { std::memset(i->data() + hdr + 40, 0, 32); }), GEIST_E_FORMAT,
                  "RNG");
 }

@@ -187,7 +187,10 @@ std::vector<OptSpec> session_opt_specs() {
       {nullptr, "--top-p", "F", "top-p (default 0.95; 1: off)"},
       {nullptr, "--min-p", "F", "min-p (default 0.05; 0: off)"},
       {nullptr, "--repeat-penalty", "F", "repetition penalty (default 1.0: off)"},
-      {nullptr, "--presence-penalty", "F", "presence penalty (default 0.0: off)"},
+      {nullptr, "--presence-penalty", "F",
+       "presence penalty over the generated tokens (default 0.0: off)"},
+      {nullptr, "--frequency-penalty", "F",
+       "frequency penalty over the generated tokens (default 0.0: off)"},
       {nullptr, "--repeat-last-n", "N", "penalty window in tokens (default 64; -1: all)"},
       {nullptr, "--seed", "S", "sampling seed (default 0)"},
       {nullptr, "--ctx", "N", "context size in tokens (default: min(training context, 4096))"},
@@ -203,6 +206,7 @@ bool parse_session_opts(const std::string& verb, const Args& args, geist_session
       !args.get_f32("--temp", &s.temperature) || !args.get_f32("--top-p", &s.top_p) ||
       !args.get_f32("--min-p", &s.min_p) || !args.get_f32("--repeat-penalty", &s.repeat_penalty) ||
       !args.get_f32("--presence-penalty", &s.presence_penalty) ||
+      !args.get_f32("--frequency-penalty", &s.frequency_penalty) ||
       !args.get_u64("--seed", &s.seed)) {
     return false;
   }

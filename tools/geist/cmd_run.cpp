@@ -109,10 +109,10 @@ int cmd_run(int argc, char** argv) {
       cli_error(spec.name, "cannot load state: %s", sess.last_error());
       return kExitFailure;
     }
-    static const char* const kSamplerFlags[] = {"--temp",           "--top-k",
-                                                "--top-p",          "--min-p",
-                                                "--repeat-penalty", "--presence-penalty",
-                                                "--repeat-last-n",  "--seed"};
+    static const char* const kSamplerFlags[] = {
+        "--temp",          "--top-k",          "--top-p",
+        "--min-p",         "--repeat-penalty", "--presence-penalty",
+        "--repeat-last-n", "--seed",           "--frequency-penalty"};
     bool sampler_given = false;
     for (const char* f : kSamplerFlags) sampler_given = sampler_given || args.has(f);
     if (sampler_given && sess.set_sampler(sp.sampler) != GEIST_OK) {

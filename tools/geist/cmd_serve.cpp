@@ -45,6 +45,7 @@ const VerbSpec& serve_spec() {
           {nullptr, "--max-body", "BYTES",
            "largest request body accepted (default 8 MiB; "
            "more: 413)"},
+          {nullptr, "--ping-ms", "MS", "idle time before an SSE ': ping' (default 1000)"},
       }};
   return spec;
 }
@@ -60,11 +61,12 @@ int cmd_serve(int argc, char** argv) {
   geist_server::ServerConfig cfg;
   cfg.model_path = args.str("--model");
   int32_t port = 8080, parallel = 1, ctx = 0, threads = 0, cache_mib = 1024, queue = 64;
-  int32_t batch = 512, max_body = 8 << 20;
+  int32_t batch = 512, max_body = 8 << 20, ping_ms = 1000;
   if (!args.get_i32("--port", &port) || !args.get_i32("--parallel", &parallel) ||
       !args.get_i32("--ctx", &ctx) || !args.get_i32("--threads", &threads) ||
       !args.get_i32("--cache-ram", &cache_mib) || !args.get_i32("--queue", &queue) ||
-      !args.get_i32("--batch", &batch) || !args.get_i32("--max-body", &max_body)) {
+      !args.get_i32("--batch", &batch) || !args.get_i32("--max-body", &max_body) ||
+      !args.get_i32("--ping-ms", &ping_ms)) {
     return kExitUsage;
   }
   struct Range {
@@ -75,7 +77,8 @@ int cmd_serve(int argc, char** argv) {
        {Range{"--port", port, 0, 65535}, Range{"--parallel", parallel, 1, 256},
         Range{"--ctx", ctx, 0, 1 << 24}, Range{"--threads", threads, 0, 1024},
         Range{"--cache-ram", cache_mib, 0, 1 << 22}, Range{"--queue", queue, 0, 4096},
-        Range{"--batch", batch, 1, 1 << 20}, Range{"--max-body", max_body, 1024, 1 << 30}}) {
+        Range{"--batch", batch, 1, 1 << 20}, Range{"--max-body", max_body, 1024, 1 << 30},
+        Range{"--ping-ms", ping_ms, 10, 600000}}) {
     if (r.v < r.lo || r.v > r.hi) {
       cli_error(spec.name, "%s must be in [%d, %d], got %d", r.name, r.lo, r.hi, r.v);
       return kExitUsage;
@@ -94,6 +97,7 @@ int cmd_serve(int argc, char** argv) {
   if (args.has("--chat-template")) cfg.chat_template_file = args.str("--chat-template");
   cfg.port = port;
   cfg.max_body_bytes = static_cast<size_t>(max_body);
+  cfg.ping_ms = ping_ms;
   cfg.sched.n_parallel = parallel;
   cfg.sched.n_ctx = ctx;
   cfg.sched.n_threads = threads;
