@@ -130,6 +130,9 @@ void handle_completion(Server& s, const httplib::Request& hreq, httplib::Respons
       e.message = "the session is answering another request";
       return send_error(res, e);
     }
+    ApiError park_err;
+    if (!session_resident(s, *sess, &park_err)) return send_error(res, park_err);
+    sess->last_use_ms = geist_serving::now_ms();
     all_messages = sess->messages;
     for (const json& m : body["messages"]) all_messages.push_back(m);
     sess_tokens = sess->tokens;
@@ -332,7 +335,10 @@ void handle_completion(Server& s, const httplib::Request& hreq, httplib::Respons
         sess->text_known = true;
         sess->tokens = prompt_copy;
         sess->image = std::make_shared<const std::vector<uint8_t>>(std::move(g->prompt_state));
+        sess->image_bytes = sess->image->size();
+        sess->park_wait = 0;
       }
+      sess->last_use_ms = geist_serving::now_ms();
     }
     g->cv.notify_all();
   };

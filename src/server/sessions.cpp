@@ -2,7 +2,9 @@
 
 #include <httplib.h>
 
+#include <chrono>
 #include <condition_variable>
+#include <cstdio>
 
 #include "geist/geist_snapshot.h"
 #include "geist/geist_util.h"
@@ -61,7 +63,8 @@ json describe(const std::string& id, ChatSession& s) {
               {"object", "session"},
               {"messages", s.text_known ? s.messages : json(nullptr)},
               {"n_tokens", s.tokens.size()},
-              {"state_bytes", s.image ? s.image->size() : 0}};
+              {"state_bytes", s.image ? s.image->size() : s.image_bytes},
+              {"parked", s.parked}};
 }
 
 ApiError not_found(const std::string& id) {
@@ -144,6 +147,8 @@ void register_session_routes(Server& s, httplib::Server& h) {
     sess->text = text;
     sess->tokens = toks;
     sess->image = std::make_shared<const std::vector<uint8_t>>(std::move(img));
+    sess->image_bytes = sess->image->size();
+    sess->last_use_ms = geist_serving::now_ms();
     std::string why;
     if (!sp->sessions.put_new(id, sess, &why)) {
       ApiError e = bad_param("id", why);
@@ -196,6 +201,9 @@ void register_session_routes(Server& s, httplib::Server& h) {
       copy->text = ss->text;
       copy->tokens = ss->tokens;
       copy->image = ss->image;  // images are immutable: shared
+      copy->image_bytes = ss->image_bytes;
+      copy->parked = ss->parked;  // the same tokens: the same object in the tiers
+      copy->last_use_ms = ss->last_use_ms = geist_serving::now_ms();
     }
     std::string why;
     if (!sp->sessions.put_new(nid, copy, &why)) {
@@ -213,6 +221,9 @@ void register_session_routes(Server& s, httplib::Server& h) {
           geist_cache::Image img;
           {
             std::lock_guard<std::mutex> lock(ss->mu);
+            ApiError err;
+            if (!session_resident(*sp, *ss, &err)) return send_error(res, err);
+            ss->last_use_ms = geist_serving::now_ms();
             img = ss->image;
           }
           res.set_content(std::string(img->begin(), img->end()), "application/octet-stream");
@@ -279,6 +290,10 @@ void register_session_routes(Server& s, httplib::Server& h) {
             }
             ss->tokens = toks;
             ss->image = img;
+            ss->image_bytes = img->size();
+            ss->parked = false;
+            ss->park_wait = 0;
+            ss->last_use_ms = geist_serving::now_ms();
           }
           send_json(res, describe(id, *ss), created ? 201 : 200);
         });
@@ -289,6 +304,71 @@ void register_session_routes(Server& s, httplib::Server& h) {
            if (!ss) return send_error(res, not_found(id));
            handle_completion(*sp, req, res, true, ss);
          });
+}
+
+bool session_resident(Server& s, ChatSession& cs, ApiError* err) {
+  if (!cs.parked) return true;
+  geist_serving::Scheduler& sched = s.scheduler();
+  geist_cache::Image img;
+  if (geist_cache::PrefixCache* cache = sched.cache()) {
+    img = cache->load_from_tiers(sched.cache_namespace(""), cs.tokens,
+                                 std::chrono::steady_clock::now() + std::chrono::seconds(10));
+  }
+  if (img) {
+    ++s.sessions.resumed_from_tier;
+  } else {
+    // Evicted from every tier: the state is computed again from the tokens (bit-identical for
+    // attention models; for hybrids the chunking of the original turns may differ).
+    std::vector<uint8_t> fresh;
+    if (!prefill_state(s, cs.tokens, &fresh, err)) return false;
+    img = std::make_shared<const std::vector<uint8_t>>(std::move(fresh));
+    ++s.sessions.resumed_by_prefill;
+    std::fprintf(stderr, "geist serve: a parked session's state was in no tier: prefilled again\n");
+  }
+  cs.image = std::move(img);
+  cs.image_bytes = cs.image->size();
+  cs.parked = false;
+  cs.park_wait = 0;
+  return true;
+}
+
+void park_idle_sessions(Server& s, double idle_ms) {
+  geist_cache::PrefixCache* cache = s.scheduler().cache();
+  if (cache == nullptr || !cache->has_tiers()) return;
+  const std::string ns = s.scheduler().cache_namespace("");
+  const double now = geist_serving::now_ms();
+  for (const std::string& id : s.sessions.ids()) {
+    auto ss = s.sessions.get(id);
+    if (!ss) continue;
+    geist_cache::Image img;
+    std::vector<geist_token> toks;
+    bool check = false;
+    {
+      std::lock_guard<std::mutex> lock(ss->mu);
+      if (ss->busy || ss->parked || !ss->image || ss->tokens.empty() ||
+          now - ss->last_use_ms < idle_ms) {
+        continue;
+      }
+      // Queued once, then checked on the following sweeps; queued again after 10 sweeps
+      // without a tier holding it (its write was dropped: queue full, writes paused).
+      if (ss->park_wait == 0 || ss->park_wait > 10) {
+        cache->store_in_tiers(ns, ss->tokens, ss->image);
+        ss->park_wait = 1;
+        continue;
+      }
+      ++ss->park_wait;
+      img = ss->image;
+      toks = ss->tokens;
+      check = true;
+    }
+    if (!check || !cache->in_tiers(ns, toks)) continue;
+    std::lock_guard<std::mutex> lock(ss->mu);
+    if (ss->busy || ss->image != img || ss->tokens != toks) continue;  // used meanwhile
+    ss->image.reset();
+    ss->parked = true;
+    ss->park_wait = 0;
+    ++s.sessions.parked_total;
+  }
 }
 
 }  // namespace geist_server

@@ -3,6 +3,7 @@
 // images, continued with chat requests, deleted.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,8 +27,14 @@ struct ChatSession {
   bool text_known = true;         // false after a PUT of a foreign image
   std::string text;               // the rendered prompt that `tokens` are
   std::vector<geist_token> tokens;
-  geist_cache::Image image;  // the state after prefilling `tokens`
+  geist_cache::Image image;  // the state after prefilling `tokens`; null while parked
   bool busy = false;         // a request is continuing it
+  // Parking (--park-after): the image moves to the tiers under the key of (namespace,
+  // tokens) and is read back on use. image_bytes stays its size.
+  size_t image_bytes = 0;
+  bool parked = false;
+  int32_t park_wait = 0;  // sweeps since its image was queued for the tiers (0: not queued)
+  double last_use_ms = 0;
 };
 
 class SessionStore {
@@ -39,11 +46,21 @@ class SessionStore {
   bool erase(const std::string& id);
   std::vector<std::string> ids();
 
+  std::atomic<int64_t> parked_total{0}, resumed_from_tier{0}, resumed_by_prefill{0};
+
  private:
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<ChatSession>> map_;
 };
 
 void register_session_routes(Server& s, httplib::Server& h);
+
+// Brings a parked session's image back (caller holds cs.mu): from the tiers, verified, or,
+// when no tier has it any more, by prefilling its tokens again. False with *err when neither
+// worked.
+bool session_resident(Server& s, ChatSession& cs, ApiError* err);
+// One sweep of --park-after: sessions idle that long have their image written to the tiers,
+// and dropped from RAM once a tier holds it.
+void park_idle_sessions(Server& s, double idle_ms);
 
 }  // namespace geist_server
