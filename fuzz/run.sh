@@ -6,14 +6,16 @@
 #                 fuzz_restore_seed); needs the fixtures' models, skipped loudly without them.
 #   fuzz_jinja    seed corpus in build/fuzz/corpus_jinja (the fixtures' chat templates, copied
 #                 at run time); skipped loudly without the fixtures.
-# TARGETS (default "gguf restore jinja") picks which run. Exits non-zero if a fuzzer finds a crash.
+#   fuzz_tier_object  seed corpus in build/fuzz/corpus_tier (entries written by
+#                 fuzz_tier_object_seed): the tier object readers (entry codec, disk-tier files).
+# TARGETS (default "gguf restore jinja tier") picks which run. Exits non-zero if a fuzzer finds a crash.
 # Usage: fuzz/run.sh [SECONDS] [TARGETS...]
 set -euo pipefail
 
 seconds="${1:-30}"
 shift || true
 targets=("$@")
-if [[ ${#targets[@]} -eq 0 ]]; then targets=(gguf restore jinja); fi
+if [[ ${#targets[@]} -eq 0 ]]; then targets=(gguf restore jinja tier); fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build/fuzz"
 fixtures="${GEIST_FIXTURES:-$root/../shared/fixtures}"
@@ -63,8 +65,16 @@ for t in "${targets[@]}"; do
         -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$build/artifacts/jinja-" \
         "$corpus"
       ;;
+    tier)
+      ninja -C "$build" -j2 fuzz_tier_object fuzz_tier_object_seed
+      corpus="$build/corpus_tier"
+      mkdir -p "$corpus"
+      "$build/fuzz/fuzz_tier_object_seed" "$corpus"
+      "$build/fuzz/fuzz_tier_object" -max_total_time="$seconds" -max_len=4096 -timeout=10 \
+        -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$build/artifacts/tier-" "$corpus"
+      ;;
     *)
-      echo "unknown fuzz target '$t' (gguf, restore, jinja)" >&2
+      echo "unknown fuzz target '$t' (gguf, restore, jinja, tier)" >&2
       exit 2
       ;;
   esac

@@ -94,32 +94,28 @@ bool read_file(const std::string& path, std::vector<uint8_t>* out) {
   return ok;
 }
 
-// The payload of a verified file of `key`; false when anything does not check.
-bool verify_file(const std::vector<uint8_t>& f, const std::string& key, size_t* payload_off,
-                 size_t* payload_len) {
-  if (f.size() < kFileHeader + kFileChecksum) return false;
-  if (std::memcmp(f.data(), kFileMagic, 8) != 0 || get_u32(f.data() + 8) != kFileVersion) {
-    return false;
-  }
-  const uint64_t key_len = get_u32(f.data() + 12), len = get_u64(f.data() + 16);
-  if (key_len != key.size() || len > f.size() ||
-      kFileHeader + key_len + len + kFileChecksum != f.size()) {
-    return false;
-  }
-  if (std::memcmp(f.data() + kFileHeader, key.data(), key.size()) != 0) return false;
-  const XXH128_hash_t h = XXH3_128bits(f.data(), f.size() - kFileChecksum);
-  const uint8_t* sum = f.data() + f.size() - kFileChecksum;
-  if (get_u64(sum) != h.low64 || get_u64(sum + 8) != h.high64) return false;
-  *payload_off = kFileHeader + key_len;
-  *payload_len = len;
-  return true;
-}
-
 bool valid_name_char(unsigned char c) {
   return std::isalnum(c) || c == '.' || c == '_' || c == '-';
 }
 
 }  // namespace
+
+bool disk_file_payload(const uint8_t* f, size_t size, const std::string& key, size_t* payload_off,
+                       size_t* payload_len) {
+  if (f == nullptr || size < kFileHeader + kFileChecksum) return false;
+  if (std::memcmp(f, kFileMagic, 8) != 0 || get_u32(f + 8) != kFileVersion) return false;
+  const uint64_t key_len = get_u32(f + 12), len = get_u64(f + 16);
+  if (key_len != key.size() || len > size || kFileHeader + key_len + len + kFileChecksum != size) {
+    return false;
+  }
+  if (std::memcmp(f + kFileHeader, key.data(), key.size()) != 0) return false;
+  const XXH128_hash_t h = XXH3_128bits(f, size - kFileChecksum);
+  const uint8_t* sum = f + size - kFileChecksum;
+  if (get_u64(sum) != h.low64 || get_u64(sum + 8) != h.high64) return false;
+  *payload_off = kFileHeader + key_len;
+  *payload_len = len;
+  return true;
+}
 
 std::string encode_file_name(const std::string& key) {
   static const char* hex = "0123456789ABCDEF";
@@ -416,7 +412,7 @@ Image DiskTier::get(const std::string& key, Deadline deadline) {
   const bool read_ok = read_file(path, &f);
   const bool gone = !read_ok && errno == ENOENT;
   size_t off = 0, len = 0;
-  if (!read_ok || !verify_file(f, key, &off, &len)) {
+  if (!read_ok || !disk_file_payload(f.data(), f.size(), key, &off, &len)) {
     std::lock_guard<std::mutex> lock(mu_);
     unindex_locked(key);
     if (!gone) {  // evicted meanwhile is a plain miss; anything else was a bad file

@@ -87,4 +87,10 @@ class DiskTier : public Tier {
 std::string encode_file_name(const std::string& key);
 bool decode_file_name(const std::string& name, std::string* key);
 
+// Verifies the bytes of a file of `key` (magic, version, the key itself, lengths against
+// `size` exactly, XXH3-128) and finds its payload. False for anything that does not check;
+// never reads past `size`.
+bool disk_file_payload(const uint8_t* f, size_t size, const std::string& key, size_t* payload_off,
+                       size_t* payload_len);
+
 }  // namespace geist_cache
