@@ -174,7 +174,7 @@ void handle_completion(Server& s, const httplib::Request& hreq, httplib::Respons
     parser_tmpl = s.chat_template();
     // Message ends of the rendered conversation are checkpoints: the next turn and the next
     // request with the same system prompt start from them.
-    if (s.cfg().sched.cache_bytes > 0) {
+    if (s.scheduler().cache() != nullptr) {  // RAM or tiers
       json partial = body;
       const size_t n_msg = body["messages"].size();
       // The first message's end (a system prompt shared across requests) and the last two

@@ -11,50 +11,13 @@
 
 #include "cache/disk_tier.h"
 #include "cache/entry_codec.h"
+#include "cache/mem_tier.h"
 #include "cache/prefix_cache.h"
 
 namespace {
 
 using namespace geist_cache;
-
-// A tier in memory that counts what it is asked.
-class MemTier : public Tier {
- public:
-  const char* name() const override { return "mem"; }
-  bool put(const std::string& key, Image object) override {
-    std::lock_guard<std::mutex> l(mu);
-    ++st.puts;
-    objects[key] = std::move(object);
-    return true;
-  }
-  Image get(const std::string& key, Deadline) override {
-    std::lock_guard<std::mutex> l(mu);
-    ++st.gets;
-    auto it = objects.find(key);
-    if (it == objects.end()) return nullptr;
-    ++st.hits;
-    return it->second;
-  }
-  std::vector<bool> contains(const std::vector<std::string>& keys, Deadline) override {
-    std::lock_guard<std::mutex> l(mu);
-    ++contains_calls;
-    std::vector<bool> out;
-    for (const auto& k : keys) out.push_back(objects.count(k) != 0);
-    return out;
-  }
-  void erase(const std::string& key) override {
-    std::lock_guard<std::mutex> l(mu);
-    objects.erase(key);
-  }
-  TierStats stats() const override {
-    std::lock_guard<std::mutex> l(mu);
-    return st;
-  }
-  mutable std::mutex mu;
-  std::map<std::string, Image> objects;
-  TierStats st;
-  int contains_calls = 0;
-};
+using geist_test::MemTier;
 
 std::vector<geist_token> seq(size_t n) {
   std::vector<geist_token> t(n);

@@ -164,15 +164,23 @@ for (const name of MODELS) {
       const c = await post(a.base, '/v1/sessions', { id: 's', messages: SESSION });
       assert.equal(c.status, 201, c.text);
       assert.equal(c.json.parked, false);
-      await until('the session parked', async () => (await (await fetch(`${a.base}/v1/sessions/s`)).json()).parked === true);
+      await post(a.base, '/v1/sessions/s/fork', { id: 's2' });
+      const state = Buffer.from(await (await fetch(`${a.base}/v1/sessions/s2/state`)).arrayBuffer());
+      await until('the sessions parked', async () => {
+        const l = await (await fetch(`${a.base}/v1/sessions`)).json();
+        return l.data.length === 2 && l.data.every((x) => x.parked);
+      });
       let m = await metrics(a.base);
-      assert.equal(m.geist_sessions_parked, 1);
+      assert.equal(m.geist_sessions_parked, 2);
+      // The image read back from the disk is the one parked, byte for byte.
+      const back = Buffer.from(await (await fetch(`${a.base}/v1/sessions/s2/state`)).arrayBuffer());
+      assert.ok(back.equals(state));
       const t = await post(a.base, '/v1/sessions/s/chat/completions', TURN);
       assert.equal(t.status, 200, t.text);
       assert.equal(t.json.choices[0].message.content, sessionReply);
       assert.equal(t.json.usage.prompt_tokens_details.cached_tokens, c.json.n_tokens);
       m = await metrics(a.base);
-      assert.equal(m['geist_sessions_resumed_total{from="tier"}'], 1);
+      assert.equal(m['geist_sessions_resumed_total{from="tier"}'], 2);
       assert.equal(m['geist_sessions_resumed_total{from="prefill"}'], 0);
       await a.stop();
     });
