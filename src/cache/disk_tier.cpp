@@ -68,30 +68,55 @@ bool write_all(int fd, struct iovec* iov, int n) {
   return true;
 }
 
-// Reads the whole file; false on any error (errno set; ENOENT: gone).
-bool read_file(const std::string& path, std::vector<uint8_t>* out) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  struct stat sb;
-  bool ok = ::fstat(fd, &sb) == 0 && sb.st_size >= 0;
-  if (ok) {
-    out->resize(static_cast<size_t>(sb.st_size));
-    size_t got = 0;
-    while (ok && got < out->size()) {
-      const ssize_t r = ::read(fd, out->data() + got, out->size() - got);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) {
-        ok = false;
-        if (r == 0) errno = EIO;  // shrank under us
-      } else {
-        got += static_cast<size_t>(r);
-      }
-    }
+// The header of a file of `key` that is `size` bytes long: its payload length when magic,
+// version, key and lengths check (the checksum is checked by the callers).
+bool parse_header(const uint8_t* head, size_t size, const std::string& key, uint64_t* len) {
+  if (size < kFileHeader + key.size() + kFileChecksum) return false;
+  if (std::memcmp(head, kFileMagic, 8) != 0 || get_u32(head + 8) != kFileVersion) return false;
+  const uint64_t key_len = get_u32(head + 12);
+  *len = get_u64(head + 16);
+  if (key_len != key.size() || *len > size ||
+      kFileHeader + key_len + *len + kFileChecksum != size) {
+    return false;
   }
-  const int saved = errno;
+  return std::memcmp(head + kFileHeader, key.data(), key.size()) == 0;
+}
+
+bool read_exact(int fd, uint8_t* dst, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    const ssize_t r = ::read(fd, dst + got, n - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    got += static_cast<size_t>(r);
+  }
+  return true;
+}
+
+enum class ReadResult { ok, gone, bad };
+
+// Reads and verifies the file of `key`, the payload straight into *out (one copy).
+ReadResult read_object(const std::string& path, const std::string& key, std::vector<uint8_t>* out) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT ? ReadResult::gone : ReadResult::bad;
+  struct stat sb;
+  std::vector<uint8_t> head(kFileHeader + key.size());
+  uint8_t sum[kFileChecksum];
+  uint64_t len = 0;
+  bool ok = ::fstat(fd, &sb) == 0 && sb.st_size >= 0 && read_exact(fd, head.data(), head.size()) &&
+            parse_header(head.data(), static_cast<size_t>(sb.st_size), key, &len);
+  if (ok) {
+    out->resize(len);
+    ok = read_exact(fd, out->data(), len) && read_exact(fd, sum, sizeof sum);
+  }
   ::close(fd);
-  errno = saved;
-  return ok;
+  if (!ok) return ReadResult::bad;
+  XXH3_state_t state;
+  XXH3_128bits_reset(&state);
+  XXH3_128bits_update(&state, head.data(), head.size());
+  XXH3_128bits_update(&state, out->data(), out->size());
+  const XXH128_hash_t h = XXH3_128bits_digest(&state);
+  return get_u64(sum) == h.low64 && get_u64(sum + 8) == h.high64 ? ReadResult::ok : ReadResult::bad;
 }
 
 bool valid_name_char(unsigned char c) {
@@ -102,17 +127,12 @@ bool valid_name_char(unsigned char c) {
 
 bool disk_file_payload(const uint8_t* f, size_t size, const std::string& key, size_t* payload_off,
                        size_t* payload_len) {
-  if (f == nullptr || size < kFileHeader + kFileChecksum) return false;
-  if (std::memcmp(f, kFileMagic, 8) != 0 || get_u32(f + 8) != kFileVersion) return false;
-  const uint64_t key_len = get_u32(f + 12), len = get_u64(f + 16);
-  if (key_len != key.size() || len > size || kFileHeader + key_len + len + kFileChecksum != size) {
-    return false;
-  }
-  if (std::memcmp(f + kFileHeader, key.data(), key.size()) != 0) return false;
+  uint64_t len = 0;
+  if (f == nullptr || !parse_header(f, size, key, &len)) return false;
   const XXH128_hash_t h = XXH3_128bits(f, size - kFileChecksum);
   const uint8_t* sum = f + size - kFileChecksum;
   if (get_u64(sum) != h.low64 || get_u64(sum + 8) != h.high64) return false;
-  *payload_off = kFileHeader + key_len;
+  *payload_off = kFileHeader + key.size();
   *payload_len = len;
   return true;
 }
@@ -408,14 +428,12 @@ Image DiskTier::get(const std::string& key, Deadline deadline) {
     }
     path = path_of(key);
   }
-  std::vector<uint8_t> f;
-  const bool read_ok = read_file(path, &f);
-  const bool gone = !read_ok && errno == ENOENT;
-  size_t off = 0, len = 0;
-  if (!read_ok || !disk_file_payload(f.data(), f.size(), key, &off, &len)) {
+  std::vector<uint8_t> payload;
+  const ReadResult r = read_object(path, key, &payload);
+  if (r != ReadResult::ok) {
     std::lock_guard<std::mutex> lock(mu_);
     unindex_locked(key);
-    if (!gone) {  // evicted meanwhile is a plain miss; anything else was a bad file
+    if (r == ReadResult::bad) {  // evicted meanwhile is a plain miss; anything else: a bad file
       ++st_.corrupt;
       ::unlink(path.c_str());
     }
@@ -429,9 +447,7 @@ Image DiskTier::get(const std::string& key, Deadline deadline) {
       lru_.splice(lru_.begin(), lru_, it->second.lru);
     }
   }
-  f.erase(f.begin() + static_cast<std::ptrdiff_t>(off + len), f.end());
-  f.erase(f.begin(), f.begin() + static_cast<std::ptrdiff_t>(off));
-  return std::make_shared<const std::vector<uint8_t>>(std::move(f));
+  return std::make_shared<const std::vector<uint8_t>>(std::move(payload));
 }
 
 std::vector<bool> DiskTier::contains(const std::vector<std::string>& keys, Deadline) {

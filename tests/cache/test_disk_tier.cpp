@@ -208,4 +208,21 @@ TEST(DiskTier, RefusesADirectoryItCannotUse) {
   EXPECT_NE(err.find("file"), std::string::npos) << err;
 }
 
+TEST(DiskTier, InMemoryCheckAgreesWithTheFileReader) {
+  TempDir d;
+  auto t = open_tier(d.path, 1 << 20);
+  t->put("m/1", obj(300, 3));
+  t->flush();
+  const auto bytes = slurp(d.path + "/m%2F1.gobj");
+  size_t off = 0, len = 0;
+  ASSERT_TRUE(disk_file_payload(bytes.data(), bytes.size(), "m/1", &off, &len));
+  EXPECT_EQ(std::vector<uint8_t>(bytes.begin() + off, bytes.begin() + off + len), *obj(300, 3));
+  EXPECT_FALSE(disk_file_payload(bytes.data(), bytes.size(), "m/2", &off, &len));
+  for (size_t i = 0; i < bytes.size(); i += 7) {
+    auto bad = bytes;
+    bad[i] ^= 0x40;
+    EXPECT_FALSE(disk_file_payload(bad.data(), bad.size(), "m/1", &off, &len)) << i;
+  }
+}
+
 }  // namespace
