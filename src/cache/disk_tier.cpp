@@ -291,7 +291,7 @@ bool DiskTier::put(const std::string& key, Image object) {
   ++st_.puts;
   const size_t file_bytes = kFileHeader + key.size() + object->size() + kFileChecksum;
   if (path_of(key).empty() || file_bytes > cfg_.budget_bytes) {
-    ++st_.put_errors;
+    ++st_.dropped;  // a key no file can be named by, or an object larger than the budget
     return false;
   }
   if (index_.count(key) != 0 || pending_.count(key) != 0) return true;  // content-addressed

@@ -100,7 +100,8 @@ void handle_metrics(Server& s, const httplib::Request&, httplib::Response& res) 
            "writes that failed (disk full, I/O error, ...): writes pause for a while",
            [](const R& t) { return t.stats.put_errors; });
     family("geist_tier_dropped_total", "counter",
-           "writes dropped: the tier's queue was full or writes were paused",
+           "writes dropped: the tier's queue was full, writes were paused or the object exceeds "
+           "the budget",
            [](const R& t) { return t.stats.dropped; });
     family("geist_tier_available", "gauge", "1: the tier takes writes; 0: paused / circuit open",
            [](const R& t) { return t.stats.available ? 1 : 0; });

@@ -110,7 +110,8 @@ TEST(DiskTier, LruByBytes) {
   EXPECT_EQ(t->contains({"k/001", "k/002", "k/003"}, later()), std::vector<bool>({1, 0, 1}));
   EXPECT_FALSE(fs::exists(d.path + "/k%2F002.gobj"));
   EXPECT_LE(t->stats().bytes, static_cast<int64_t>(2 * file + 10));
-  EXPECT_FALSE(t->put("k/big", obj(4000, 9)));  // larger than the budget
+  EXPECT_FALSE(t->put("k/big", obj(4000, 9)));  // larger than the budget: dropped
+  EXPECT_EQ(t->stats().dropped, 1);
   // A restart with a smaller budget evicts the least recent (by mtime) down to it.
   t.reset();
   auto small = open_tier(d.path, file + 10);
