@@ -94,6 +94,15 @@ class PrefixCache {
   bool in_tiers(const std::string& ns, const std::vector<geist_token>& tokens);
   Image load_from_tiers(const std::string& ns, const std::vector<geist_token>& tokens,
                         Deadline deadline);
+  // Named records (a parked session's conversation): mutable objects under the key of
+  // (`name`, no tokens), holding `tokens` and an opaque payload, in every tier. put_record
+  // replaces what a tier holds (queued, as write-through); get_record returns the first tier's
+  // valid copy (false when none); erase_record removes it everywhere.
+  void put_record(const std::string& name, const std::vector<geist_token>& tokens,
+                  std::vector<uint8_t> payload);
+  bool get_record(const std::string& name, Deadline deadline, std::vector<geist_token>* tokens,
+                  std::vector<uint8_t>* payload);
+  void erase_record(const std::string& name);
   std::vector<TierReport> tier_stats() const;
   // Waits until the write-through queue is empty (tests).
   void flush_to_tiers();
@@ -110,7 +119,8 @@ class PrefixCache {
     std::string ns;
     std::vector<geist_token> tokens;
     Image image;
-    size_t below = 0;  // write to tiers [0, below): those above the tier it came from
+    size_t below = 0;     // write to tiers [0, below): those above the tier it came from
+    bool record = false;  // a named record: keyed by its name alone, replaces the old one
   };
   struct FetchJob {
     std::string ns;

@@ -32,11 +32,15 @@ void PrefixCache::spill_worker() {
     spills_.pop_front();
     spilling_ = true;
     lock.unlock();
-    const std::string key = entry_key(s.ns, s.tokens.data(), s.tokens.size());
+    const std::string key =
+        s.record ? entry_key(s.ns, nullptr, 0) : entry_key(s.ns, s.tokens.data(), s.tokens.size());
     // Encoding copies the image: here, off the request path.
     auto obj = std::make_shared<const std::vector<uint8_t>>(
         encode_entry(s.ns, s.tokens.data(), s.tokens.size(), s.image->data(), s.image->size()));
-    for (size_t t = 0; t < s.below && t < tiers_.size(); ++t) tiers_[t]->put(key, obj);
+    for (size_t t = 0; t < s.below && t < tiers_.size(); ++t) {
+      if (s.record) tiers_[t]->erase(key);  // tiers keep the first object of a key
+      tiers_[t]->put(key, obj);
+    }
     lock.lock();
     spilling_ = false;
     if (spills_.empty()) idle_cv_.notify_all();
@@ -186,6 +190,41 @@ Image PrefixCache::load_from_tiers(const std::string& ns, const std::vector<geis
     if (Image img = read_tier(t, key, ns, tokens.data(), tokens.size(), deadline)) return img;
   }
   return nullptr;
+}
+
+void PrefixCache::put_record(const std::string& name, const std::vector<geist_token>& tokens,
+                             std::vector<uint8_t> payload) {
+  if (tiers_.empty() || tokens.empty()) return;
+  Spill sp{name, tokens, std::make_shared<const std::vector<uint8_t>>(std::move(payload)),
+           tiers_.size()};
+  sp.record = true;
+  enqueue_spill(std::move(sp));
+}
+
+bool PrefixCache::get_record(const std::string& name, Deadline deadline,
+                             std::vector<geist_token>* tokens, std::vector<uint8_t>* payload) {
+  const std::string key = entry_key(name, nullptr, 0);
+  for (size_t t = 0; t < tiers_.size(); ++t) {
+    Image obj = tiers_[t]->get(key, deadline);
+    if (!obj) continue;
+    EntryView v;
+    std::string why;
+    if (!decode_entry(obj->data(), obj->size(), &v, &why) || v.ns != name) {
+      tiers_[t]->erase(key);
+      ++rejected_[t];
+      continue;
+    }
+    tokens->resize(v.n_tokens);
+    for (size_t i = 0; i < v.n_tokens; ++i) (*tokens)[i] = v.token(i);
+    payload->assign(v.image, v.image + v.image_size);
+    return true;
+  }
+  return false;
+}
+
+void PrefixCache::erase_record(const std::string& name) {
+  const std::string key = entry_key(name, nullptr, 0);
+  for (auto& t : tiers_) t->erase(key);
 }
 
 std::vector<TierReport> PrefixCache::tier_stats() const {

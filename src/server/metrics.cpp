@@ -118,6 +118,9 @@ void handle_metrics(Server& s, const httplib::Request&, httplib::Response& res) 
          static_cast<double>(parked));
   metric("geist_sessions_parked_total", "counter", "sessions parked (--park-after)",
          static_cast<double>(s.sessions.parked_total.load()));
+  metric("geist_sessions_from_tier_total", "counter",
+         "sessions unknown to this server taken from a tier's record (a restart, another replica)",
+         static_cast<double>(s.sessions.found_in_tier.load()));
   o << "# HELP geist_sessions_resumed_total parked sessions brought back, by how\n"
        "# TYPE geist_sessions_resumed_total counter\n"
     << "geist_sessions_resumed_total{from=\"tier\"} " << s.sessions.resumed_from_tier.load() << '\n'

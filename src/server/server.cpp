@@ -40,6 +40,7 @@ Server::~Server() {
   }
   park_cv_.notify_all();
   if (park_thread_.joinable()) park_thread_.join();
+  if (sched_ && cfg_.park_after_s > 0) save_all_sessions(*this);
   sched_.reset();  // sessions go before the model
   geist_chat_template_free(tmpl_);
   geist_model_free(model_);

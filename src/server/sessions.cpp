@@ -76,7 +76,8 @@ ApiError not_found(const std::string& id) {
   return e;
 }
 
-// Prefills tokens in a sequence and returns the image of the resulting state.
+}  // namespace
+
 bool prefill_state(Server& s, const std::vector<geist_token>& tokens, std::vector<uint8_t>* out,
                    ApiError* err) {
   auto req = std::make_shared<geist_serving::Request>();
@@ -117,8 +118,6 @@ bool prefill_state(Server& s, const std::vector<geist_token>& tokens, std::vecto
   *out = std::move(w->img);
   return true;
 }
-
-}  // namespace
 
 void register_session_routes(Server& s, httplib::Server& h) {
   Server* sp = &s;
@@ -167,20 +166,24 @@ void register_session_routes(Server& s, httplib::Server& h) {
   h.Get(R"(/v1/sessions/([A-Za-z0-9._-]+))",
         [sp](const httplib::Request& req, httplib::Response& res) {
           const std::string id = req.matches[1];
-          auto ss = sp->sessions.get(id);
+          auto ss = find_session(*sp, id);
           if (!ss) return send_error(res, not_found(id));
           send_json(res, describe(id, *ss));
         });
   h.Delete(R"(/v1/sessions/([A-Za-z0-9._-]+))",
            [sp](const httplib::Request& req, httplib::Response& res) {
              const std::string id = req.matches[1];
-             if (!sp->sessions.erase(id)) return send_error(res, not_found(id));
+             const bool known = find_session(*sp, id) != nullptr;  // in RAM or a tier
+             sp->sessions.erase(id);
+             if (auto* cache = sp->scheduler().cache())
+               cache->erase_record(session_record(*sp, id));
+             if (!known) return send_error(res, not_found(id));
              send_json(res, json{{"id", id}, {"object", "session"}, {"deleted", true}});
            });
   h.Post(R"(/v1/sessions/([A-Za-z0-9._-]+)/fork)", [sp](const httplib::Request& req,
                                                         httplib::Response& res) {
     const std::string id = req.matches[1];
-    auto ss = sp->sessions.get(id);
+    auto ss = find_session(*sp, id);
     if (!ss) return send_error(res, not_found(id));
     json body = json::object();
     if (!req.body.empty()) {
@@ -216,7 +219,7 @@ void register_session_routes(Server& s, httplib::Server& h) {
   h.Get(R"(/v1/sessions/([A-Za-z0-9._-]+)/state)",
         [sp](const httplib::Request& req, httplib::Response& res) {
           const std::string id = req.matches[1];
-          auto ss = sp->sessions.get(id);
+          auto ss = find_session(*sp, id);
           if (!ss) return send_error(res, not_found(id));
           geist_cache::Image img;
           {
@@ -300,75 +303,10 @@ void register_session_routes(Server& s, httplib::Server& h) {
   h.Post(R"(/v1/sessions/([A-Za-z0-9._-]+)/chat/completions)",
          [sp](const httplib::Request& req, httplib::Response& res) {
            const std::string id = req.matches[1];
-           auto ss = sp->sessions.get(id);
+           auto ss = find_session(*sp, id);
            if (!ss) return send_error(res, not_found(id));
            handle_completion(*sp, req, res, true, ss);
          });
-}
-
-bool session_resident(Server& s, ChatSession& cs, ApiError* err) {
-  if (!cs.parked) return true;
-  geist_serving::Scheduler& sched = s.scheduler();
-  geist_cache::Image img;
-  if (geist_cache::PrefixCache* cache = sched.cache()) {
-    img = cache->load_from_tiers(sched.cache_namespace(""), cs.tokens,
-                                 std::chrono::steady_clock::now() + std::chrono::seconds(10));
-  }
-  if (img) {
-    ++s.sessions.resumed_from_tier;
-  } else {
-    // Evicted from every tier: the state is computed again from the tokens (bit-identical for
-    // attention models; for hybrids the chunking of the original turns may differ).
-    std::vector<uint8_t> fresh;
-    if (!prefill_state(s, cs.tokens, &fresh, err)) return false;
-    img = std::make_shared<const std::vector<uint8_t>>(std::move(fresh));
-    ++s.sessions.resumed_by_prefill;
-    std::fprintf(stderr, "geist serve: a parked session's state was in no tier: prefilled again\n");
-  }
-  cs.image = std::move(img);
-  cs.image_bytes = cs.image->size();
-  cs.parked = false;
-  cs.park_wait = 0;
-  return true;
-}
-
-void park_idle_sessions(Server& s, double idle_ms) {
-  geist_cache::PrefixCache* cache = s.scheduler().cache();
-  if (cache == nullptr || !cache->has_tiers()) return;
-  const std::string ns = s.scheduler().cache_namespace("");
-  const double now = geist_serving::now_ms();
-  for (const std::string& id : s.sessions.ids()) {
-    auto ss = s.sessions.get(id);
-    if (!ss) continue;
-    geist_cache::Image img;
-    std::vector<geist_token> toks;
-    bool check = false;
-    {
-      std::lock_guard<std::mutex> lock(ss->mu);
-      if (ss->busy || ss->parked || !ss->image || ss->tokens.empty() ||
-          now - ss->last_use_ms < idle_ms) {
-        continue;
-      }
-      // Queued once, then checked on the following sweeps; queued again after 10 sweeps
-      // without a tier holding it (its write was dropped: queue full, writes paused).
-      if (ss->park_wait == 0 || ss->park_wait > 10) {
-        cache->store_in_tiers(ns, ss->tokens, ss->image);
-        ss->park_wait = 1;
-        continue;
-      }
-      ++ss->park_wait;
-      img = ss->image;
-      toks = ss->tokens;
-      check = true;
-    }
-    if (!check || !cache->in_tiers(ns, toks)) continue;
-    std::lock_guard<std::mutex> lock(ss->mu);
-    if (ss->busy || ss->image != img || ss->tokens != toks) continue;  // used meanwhile
-    ss->image.reset();
-    ss->parked = true;
-    ss->park_wait = 0;
-    ++s.sessions.parked_total;
-  }
 }
 
 }  // namespace geist_server

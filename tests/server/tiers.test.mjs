@@ -184,5 +184,43 @@ for (const name of MODELS) {
       assert.equal(m['geist_sessions_resumed_total{from="prefill"}'], 0);
       await a.stop();
     });
+
+    test('sessions outlive a restart: parked, and the ones in RAM at shutdown', async () => {
+      const d = dir();
+      const a = await start(['--cache-dir', d, '--park-after', '1']);
+      assert.equal((await post(a.base, '/v1/sessions', { id: 'p', messages: SESSION })).status, 201);
+      await until('the session parked', async () => (await (await fetch(`${a.base}/v1/sessions/p`)).json()).parked === true);
+      // 'q' had a turn just before the stop: saved on the way out with its new state.
+      assert.equal((await post(a.base, '/v1/sessions', { id: 'q', messages: SESSION })).status, 201);
+      const first = await post(a.base, '/v1/sessions/q/chat/completions', TURN);
+      assert.equal(first.json.choices[0].message.content, sessionReply);
+      const q = await (await fetch(`${a.base}/v1/sessions/q`)).json();
+      await a.stop();
+
+      const b = await start(['--cache-dir', d, '--park-after', '1']);
+      const p = await (await fetch(`${b.base}/v1/sessions/p`)).json();
+      assert.equal(p.parked, true);
+      assert.deepEqual(p.messages, SESSION);
+      const t = await post(b.base, '/v1/sessions/p/chat/completions', TURN);
+      assert.equal(t.status, 200, t.text);
+      assert.equal(t.json.choices[0].message.content, sessionReply);
+      assert.equal(t.json.usage.prompt_tokens_details.cached_tokens, p.n_tokens);
+      const q2 = await (await fetch(`${b.base}/v1/sessions/q`)).json();
+      assert.equal(q2.n_tokens, q.n_tokens);
+      assert.equal(q2.messages.length, q.messages.length);
+      const again = await post(b.base, '/v1/sessions/q/chat/completions', { ...TURN, messages: [{ role: 'user', content: 'And then?' }] });
+      assert.equal(again.status, 200, again.text);
+      assert.equal(again.json.usage.prompt_tokens_details.cached_tokens, q.n_tokens);
+      const m = await metrics(b.base);
+      assert.equal(m.geist_sessions_from_tier_total, 2);
+      assert.equal(m['geist_sessions_resumed_total{from="prefill"}'], 0);
+      // Deleted here: gone from the tier as well, for the next restart.
+      assert.equal((await fetch(`${b.base}/v1/sessions/p`, { method: 'DELETE' })).status, 200);
+      await b.stop();
+      const c = await start(['--cache-dir', d]);
+      assert.equal((await fetch(`${c.base}/v1/sessions/p`)).status, 404);
+      assert.equal((await fetch(`${c.base}/v1/sessions/q`)).status, 200);
+      await c.stop();
+    });
   });
 }
