@@ -150,4 +150,35 @@ TEST(PrefixCacheTiers, RestartFromTheDiskTierAndParkedStates) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(PrefixCacheTiers, RecordsAreFoundByNameAndReplaced) {
+  auto mem = std::make_unique<MemTier>();
+  MemTier* m = mem.get();
+  PrefixCache c(1 << 20, one(std::move(mem)));
+  const auto t1 = seq(10), t2 = seq(20);
+  c.put_record("ns/session:a", t1, {1, 2, 3});
+  c.flush_to_tiers();
+  std::vector<geist_token> toks;
+  std::vector<uint8_t> payload;
+  ASSERT_TRUE(c.get_record("ns/session:a", later(), &toks, &payload));
+  EXPECT_EQ(toks, t1);
+  EXPECT_EQ(payload, std::vector<uint8_t>({1, 2, 3}));
+  c.put_record("ns/session:a", t2, {9});  // replaces
+  c.flush_to_tiers();
+  ASSERT_TRUE(c.get_record("ns/session:a", later(), &toks, &payload));
+  EXPECT_EQ(toks, t2);
+  EXPECT_EQ(payload, std::vector<uint8_t>({9}));
+  EXPECT_FALSE(c.get_record("ns/session:b", later(), &toks, &payload));
+  // Another name's record under this name's key: refused, erased, counted.
+  {
+    std::lock_guard<std::mutex> l(m->mu);
+    m->objects[entry_key("ns/session:c", nullptr, 0)] =
+        std::make_shared<const std::vector<uint8_t>>(
+            encode_entry("ns/session:a", t1.data(), t1.size(), nullptr, 0));
+  }
+  EXPECT_FALSE(c.get_record("ns/session:c", later(), &toks, &payload));
+  EXPECT_EQ(c.tier_stats()[0].rejected, 1);
+  c.erase_record("ns/session:a");
+  EXPECT_FALSE(c.get_record("ns/session:a", later(), &toks, &payload));
+}
+
 }  // namespace
