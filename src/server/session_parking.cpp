@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdio>
 
-#include "geist/geist_util.h"
 #include "server/server.h"
 #include "server/sessions.h"
 

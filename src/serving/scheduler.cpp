@@ -6,6 +6,7 @@
 
 #include "geist/geist_batch.h"
 #include "geist/geist_snapshot.h"
+#include "geist/geist_util.h"  // geist_model_identity
 
 namespace geist_serving {
 

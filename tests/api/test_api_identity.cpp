@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "geist/geist.h"
+#include "geist/geist_backend.h"
+#include "geist/geist_snapshot.h"
 #include "geist/geist_util.h"
 #include "support/fixtures.h"
 
