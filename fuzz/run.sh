@@ -9,14 +9,16 @@
 #   fuzz_openai   seed corpus in build/fuzz/corpus_openai (valid chat, completions and session
 #                 bodies written here) with a dictionary of the schema's keys; also renders
 #                 with the fixtures' Qwen3.5 template when present.
-# TARGETS (default "gguf restore jinja") picks which run. Exits non-zero if a fuzzer finds a crash.
+#   fuzz_tier_object  seed corpus in build/fuzz/corpus_tier (entries written by
+#                 fuzz_tier_object_seed): the tier object readers (entry codec, disk-tier files).
+# TARGETS (default "gguf restore jinja openai tier") picks which run. Exits non-zero if a fuzzer finds a crash.
 # Usage: fuzz/run.sh [SECONDS] [TARGETS...]
 set -euo pipefail
 
 seconds="${1:-30}"
 shift || true
 targets=("$@")
-if [[ ${#targets[@]} -eq 0 ]]; then targets=(gguf restore jinja openai); fi
+if [[ ${#targets[@]} -eq 0 ]]; then targets=(gguf restore jinja openai tier); fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build/fuzz"
 fixtures="${GEIST_FIXTURES:-$root/../shared/fixtures}"
@@ -87,8 +89,16 @@ for t in "${targets[@]}"; do
       done
       GEIST_FIXTURES="$fixtures" "$build/fuzz/fuzz_openai" -max_total_time="$seconds"         -max_len=16384 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -dict="$dict"         -artifact_prefix="$build/artifacts/openai-" "$corpus"
       ;;
+    tier)
+      ninja -C "$build" -j2 fuzz_tier_object fuzz_tier_object_seed
+      corpus="$build/corpus_tier"
+      mkdir -p "$corpus"
+      "$build/fuzz/fuzz_tier_object_seed" "$corpus"
+      "$build/fuzz/fuzz_tier_object" -max_total_time="$seconds" -max_len=4096 -timeout=10 \
+        -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$build/artifacts/tier-" "$corpus"
+      ;;
     *)
-      echo "unknown fuzz target '$t' (gguf, restore, jinja, openai)" >&2
+      echo "unknown fuzz target '$t' (gguf, restore, jinja, openai, tier)" >&2
       exit 2
       ;;
   esac

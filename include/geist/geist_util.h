@@ -38,6 +38,14 @@ geist_status geist_session_tokens(const geist_session* session, const geist_toke
  * geist_detokenize (no NUL terminator written). */
 geist_status geist_model_describe(geist_model* model, char* out, size_t cap, size_t* n_out);
 
+/* EXPERIMENTAL. Names everything about the loaded model that decides the bits of its states
+ * and outputs: the file's snapshot_id, the backend (with the device for GPUs) and the SIMD
+ * target of the CPU kernels, e.g. "snapshot_id=0123456789abcdef;backend=cpu;cpu_kernels=AVX2".
+ * Snapshot images are bit-exact only between models of the same identity: caches shared
+ * between processes (docs/SERVER.md "Tiers") put it in their namespace. Buffer rules as in
+ * geist_detokenize. GEIST_E_INVALID_ARG, GEIST_E_INVALID_STATE for a model loaded vocab-only. */
+geist_status geist_model_identity(geist_model* model, char* out, size_t cap, size_t* n_out);
+
 /* EXPERIMENTAL. Times one copy of n_bytes from host memory into the model's backend memory
  * (*upload_s) and one back (*download_s), through the same path snapshots and restores use,
  * in this process: memcpy on the CPU backend, cudaMemcpy to/from pageable host memory on

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -11,6 +12,7 @@
 #include "backends/backend.h"
 #include "geist/geist.h"
 #include "geist/geist_util.h"
+#include "kernels/simd/matmul_simd.h"
 
 using geist::Status;
 using geist::api::guarded;
@@ -234,6 +236,28 @@ geist_status geist_model_describe(geist_model* model, char* out, size_t cap, siz
       return Status::error(GEIST_E_INVALID_ARG, "out is NULL but cap is %zu", cap);
     }
     return geist::api::write_string(model->model->describe(), out, cap, n_out);
+  });
+}
+
+geist_status geist_model_identity(geist_model* model, char* out, size_t cap, size_t* n_out) {
+  return model_call(model, [&]() -> Status {
+    if (n_out == nullptr) return Status::error(GEIST_E_INVALID_ARG, "n_out is NULL");
+    if (out == nullptr && cap > 0) {
+      return Status::error(GEIST_E_INVALID_ARG, "out is NULL but cap is %zu", cap);
+    }
+    GEIST_RETURN_IF_ERROR(model->model->require_weights("geist_model_identity"));
+    char id[32];
+    std::snprintf(id, sizeof id, "%016llx",
+                  static_cast<unsigned long long>(model->model->snapshot_id()));
+    // The backend's own description names the device for GPUs (kernels differ per
+    // architecture); the SIMD target names the CPU kernels every backend uses for some ops.
+    const geist::Backend& be = model->model->arch().backend();
+    const std::string backend = be.kind() == geist::BackendKind::CUDA
+                                    ? be.description()
+                                    : geist::backend_kind_name(be.kind());
+    const std::string s = std::string("snapshot_id=") + id + ";backend=" + backend +
+                          ";cpu_kernels=" + geist::simd::target_name();
+    return geist::api::write_string(s, out, cap, n_out);
   });
 }
 

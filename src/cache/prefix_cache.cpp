@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cache/entry_codec.h"
+
 namespace geist_cache {
 
 namespace {
@@ -12,6 +14,25 @@ uint64_t mix(uint64_t h, uint64_t v) {  // FNV-1a over 8-byte words, then a fina
   return h;
 }
 }  // namespace
+
+PrefixCache::PrefixCache(size_t budget_bytes, std::vector<std::unique_ptr<Tier>> tiers)
+    : budget_(budget_bytes), tiers_(std::move(tiers)), rejected_(tiers_.size()) {
+  if (!tiers_.empty()) {
+    spill_thread_ = std::thread([this] { spill_worker(); });
+    fetch_thread_ = std::thread([this] { fetch_worker(); });
+  }
+}
+
+PrefixCache::~PrefixCache() {
+  {
+    std::lock_guard<std::mutex> lock(q_mu_);
+    stop_ = true;
+  }
+  spill_cv_.notify_all();
+  fetch_cv_.notify_all();
+  if (spill_thread_.joinable()) spill_thread_.join();
+  if (fetch_thread_.joinable()) fetch_thread_.join();
+}
 
 uint64_t PrefixCache::key_of(const std::string& ns, const geist_token* tokens, size_t n) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -87,19 +108,34 @@ void PrefixCache::evict_for_locked(size_t need) {
   }
 }
 
-void PrefixCache::insert(const std::string& ns, const geist_token* tokens, size_t n,
-                         std::vector<uint8_t> image) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (image.size() > budget_ || find_locked(ns, tokens, n) != nullptr) return;
-  evict_for_locked(image.size());
+Image PrefixCache::insert_locked(const std::string& ns, const geist_token* tokens, size_t n,
+                                 Image img) {
+  if (const Entry* en = find_locked(ns, tokens, n)) return en->image;
+  if (img->size() > budget_) return img;
+  evict_for_locked(img->size());
   Entry en;
   en.ns = ns;
   en.tokens.assign(tokens, tokens + n);
-  st_.bytes += static_cast<int64_t>(image.size());
-  en.image = std::make_shared<const std::vector<uint8_t>>(std::move(image));
+  st_.bytes += static_cast<int64_t>(img->size());
+  en.image = img;
   en.last_use = ++clock_;
   map_.emplace(key_of(ns, tokens, n), std::move(en));
   ++st_.inserts;
+  return img;
+}
+
+void PrefixCache::insert(const std::string& ns, const geist_token* tokens, size_t n,
+                         std::vector<uint8_t> image) {
+  Image img;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (find_locked(ns, tokens, n) != nullptr) return;
+    img = insert_locked(ns, tokens, n,
+                        std::make_shared<const std::vector<uint8_t>>(std::move(image)));
+  }
+  if (!tiers_.empty()) {
+    enqueue_spill(Spill{ns, std::vector<geist_token>(tokens, tokens + n), img, tiers_.size()});
+  }
 }
 
 CacheStats PrefixCache::stats() const {

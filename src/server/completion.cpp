@@ -132,6 +132,9 @@ void handle_completion(Server& s, const httplib::Request& hreq, httplib::Respons
       e.message = "the session is answering another request";
       return send_error(res, e);
     }
+    ApiError park_err;
+    if (!session_resident(s, *sess, &park_err)) return send_error(res, park_err);
+    sess->last_use_ms = geist_serving::now_ms();
     all_messages = sess->messages;
     for (const json& m : body["messages"]) all_messages.push_back(m);
     sess_tokens = sess->tokens;
@@ -173,7 +176,7 @@ void handle_completion(Server& s, const httplib::Request& hreq, httplib::Respons
     parser_tmpl = s.chat_template();
     // Message ends of the rendered conversation are checkpoints: the next turn and the next
     // request with the same system prompt start from them.
-    if (s.cfg().sched.cache_bytes > 0) {
+    if (s.scheduler().cache() != nullptr) {  // RAM or tiers
       json partial = body;
       const size_t n_msg = body["messages"].size();
       // The first message's end (a system prompt shared across requests) and the last two
@@ -306,7 +309,10 @@ void handle_completion(Server& s, const httplib::Request& hreq, httplib::Respons
         sess->text_known = true;
         sess->tokens = prompt_copy;
         sess->image = std::make_shared<const std::vector<uint8_t>>(std::move(g->prompt_state));
+        sess->image_bytes = sess->image->size();
+        sess->park_wait = 0;
       }
+      sess->last_use_ms = geist_serving::now_ms();
     }
     g->cv.notify_all();
   };

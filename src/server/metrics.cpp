@@ -2,6 +2,7 @@
 #include <httplib.h>
 
 #include <sstream>
+#include <vector>
 
 #include "server/server.h"
 
@@ -57,6 +58,74 @@ void handle_metrics(Server& s, const httplib::Request&, httplib::Response& res) 
          "prompt tokens prefilled in the batched forwards", st.batch_prefill_tokens);
   metric("geist_batch_max_sequences", "gauge", "the most sequences carried by one forward",
          st.batch_max_sequences);
+  if (geist_cache::PrefixCache* cache = s.scheduler().cache(); cache && cache->has_tiers()) {
+    metric("geist_cache_tier_lookups_total", "counter",
+           "RAM misses looked up in the tiers (disk, Redis)", st.cache.tier_lookups);
+    metric("geist_cache_tier_hits_total", "counter", "tier lookups that found a usable prefix",
+           st.cache.tier_hits);
+    metric("geist_cache_tier_hit_tokens_total", "counter", "tokens of the prefixes tiers found",
+           st.cache.tier_hit_tokens);
+    metric("geist_cache_spill_dropped_total", "counter",
+           "entries not written to the tiers: the write-through queue was full",
+           st.cache.spill_dropped);
+    metric("geist_cache_restore_rejected_total", "counter",
+           "cached images the engine refused to restore (a full prefill instead)",
+           st.cache.restore_rejected);
+    // One family per counter, a sample per tier.
+    const std::vector<geist_cache::TierReport> tiers = cache->tier_stats();
+    auto family = [&](const char* name, const char* type, const char* help, auto get) {
+      o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+      for (const auto& t : tiers) o << name << "{tier=\"" << t.name << "\"} " << get(t) << '\n';
+    };
+    using R = geist_cache::TierReport;
+    family("geist_tier_objects", "gauge", "objects a tier holds",
+           [](const R& t) { return t.stats.objects; });
+    family("geist_tier_bytes", "gauge", "bytes a tier holds",
+           [](const R& t) { return t.stats.bytes; });
+    family("geist_tier_budget_bytes", "gauge", "a tier's budget",
+           [](const R& t) { return t.stats.budget; });
+    family("geist_tier_gets_total", "counter", "reads from a tier",
+           [](const R& t) { return t.stats.gets; });
+    family("geist_tier_hits_total", "counter", "reads that returned a verified object",
+           [](const R& t) { return t.stats.hits; });
+    family("geist_tier_corrupt_total", "counter",
+           "objects that failed verification (torn, truncated, checksum, wrong key or namespace), "
+           "deleted",
+           [](const R& t) { return t.stats.corrupt + t.rejected; });
+    family("geist_tier_timeouts_total", "counter", "reads that missed their deadline",
+           [](const R& t) { return t.stats.timeouts; });
+    family("geist_tier_puts_total", "counter", "writes asked of a tier",
+           [](const R& t) { return t.stats.puts; });
+    family("geist_tier_put_errors_total", "counter",
+           "writes that failed (disk full, I/O error, ...): writes pause for a while",
+           [](const R& t) { return t.stats.put_errors; });
+    family("geist_tier_dropped_total", "counter",
+           "writes dropped: the tier's queue was full, writes were paused or the object exceeds "
+           "the budget",
+           [](const R& t) { return t.stats.dropped; });
+    family("geist_tier_available", "gauge", "1: the tier takes writes; 0: paused / circuit open",
+           [](const R& t) { return t.stats.available ? 1 : 0; });
+  }
+  int64_t parked = 0;
+  for (const std::string& id : s.sessions.ids()) {
+    if (auto ss = s.sessions.get(id)) {
+      std::lock_guard<std::mutex> lock(ss->mu);
+      parked += ss->parked ? 1 : 0;
+    }
+  }
+  metric("geist_sessions", "gauge", "named sessions", static_cast<double>(s.sessions.ids().size()));
+  metric("geist_sessions_parked", "gauge", "named sessions parked out of RAM into the tiers",
+         static_cast<double>(parked));
+  metric("geist_sessions_parked_total", "counter", "sessions parked (--park-after)",
+         static_cast<double>(s.sessions.parked_total.load()));
+  metric("geist_sessions_from_tier_total", "counter",
+         "sessions unknown to this server taken from a tier's record (a restart, another replica)",
+         static_cast<double>(s.sessions.found_in_tier.load()));
+  o << "# HELP geist_sessions_resumed_total parked sessions brought back, by how\n"
+       "# TYPE geist_sessions_resumed_total counter\n"
+    << "geist_sessions_resumed_total{from=\"tier\"} " << s.sessions.resumed_from_tier.load() << '\n'
+    << "geist_sessions_resumed_total{from=\"prefill\"} " << s.sessions.resumed_by_prefill.load()
+    << '\n';
   o << "# HELP geist_ttft_seconds time from a request's arrival to its first token\n"
        "# TYPE geist_ttft_seconds histogram\n";
   int64_t cum = 0;

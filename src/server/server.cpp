@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -9,6 +10,7 @@
 
 #include "geist/geist_util.h"
 #include "server/openai_params.h"
+#include "server/tier_chain.h"
 
 namespace geist_server {
 
@@ -32,6 +34,13 @@ Server::Server(ServerConfig cfg)
 }
 
 Server::~Server() {
+  {
+    std::lock_guard<std::mutex> lock(park_mu_);
+    park_stop_ = true;
+  }
+  park_cv_.notify_all();
+  if (park_thread_.joinable()) park_thread_.join();
+  if (sched_ && cfg_.park_after_s > 0) save_all_sessions(*this);
   sched_.reset();  // sessions go before the model
   geist_chat_template_free(tmpl_);
   geist_model_free(model_);
@@ -144,8 +153,28 @@ bool Server::load(std::string* err) {
     if (fallback)
       std::fprintf(stderr, "geist serve: the model has no chat template: using ChatML\n");
   }
-  sched_ = std::make_unique<geist_serving::Scheduler>(model_, cfg_.sched);
-  return sched_->start(err);
+  std::vector<std::unique_ptr<geist_cache::Tier>> tiers;
+  if (!build_tier_chain(cfg_, &tiers, err)) return false;
+  if (cfg_.park_after_s > 0 && tiers.empty()) {
+    *err = "--park-after needs a tier to park sessions in (--cache-dir or --redis)";
+    return false;
+  }
+  sched_ = std::make_unique<geist_serving::Scheduler>(model_, cfg_.sched, std::move(tiers));
+  if (!sched_->start(err)) return false;
+  if (cfg_.park_after_s > 0) park_thread_ = std::thread([this] { park_loop(); });
+  return true;
+}
+
+void Server::park_loop() {
+  // Sweeps twice per --park-after, at most once a second.
+  const auto every =
+      std::chrono::milliseconds(std::min<int64_t>(1000, int64_t{cfg_.park_after_s} * 500));
+  std::unique_lock<std::mutex> lock(park_mu_);
+  while (!park_cv_.wait_for(lock, every, [&] { return park_stop_; })) {
+    lock.unlock();
+    park_idle_sessions(*this, cfg_.park_after_s * 1000.0);
+    lock.lock();
+  }
 }
 
 void Server::stop() { http_->stop(); }

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "geist/geist.h"
 #include "geist/geist_chat.h"
@@ -33,6 +35,11 @@ struct ServerConfig {
   int ping_ms = 1000;   // SSE ": ping" after this long without data
   int32_t backend = 0;  // geist_backend
   geist_serving::SchedulerConfig sched;
+  // Tiers (docs/SERVER.md "Tiers"): the disk tier's directory ("": none) and budget, and the
+  // idle time after which named sessions are parked out of RAM into the tiers (0: never).
+  std::string cache_dir;
+  size_t cache_disk_bytes = size_t{4096} << 20;
+  int32_t park_after_s = 0;
 };
 
 class Server {
@@ -64,6 +71,7 @@ class Server {
  private:
   void routes();
   bool load(std::string* err);
+  void park_loop();
 
   ServerConfig cfg_;
   std::unique_ptr<httplib::Server> http_;
@@ -72,6 +80,10 @@ class Server {
   std::mutex tmpl_mu_;  // the template's last-error text is per template
   std::unique_ptr<geist_serving::Scheduler> sched_;
   std::atomic<bool> ready_{false};
+  std::mutex park_mu_;
+  std::condition_variable park_cv_;
+  bool park_stop_ = false;
+  std::thread park_thread_;
   std::atomic<uint64_t> id_counter_{0};
   uint64_t id_salt_ = 0;
 };

@@ -2,7 +2,9 @@
 
 #include <httplib.h>
 
+#include <chrono>
 #include <condition_variable>
+#include <cstdio>
 
 #include "geist/geist_snapshot.h"
 #include "geist/geist_util.h"
@@ -52,7 +54,8 @@ json describe(const std::string& id, ChatSession& s) {
               {"object", "session"},
               {"messages", s.text_known ? s.messages : json(nullptr)},
               {"n_tokens", s.tokens.size()},
-              {"state_bytes", s.image ? s.image->size() : 0}};
+              {"state_bytes", s.image ? s.image->size() : s.image_bytes},
+              {"parked", s.parked}};
 }
 
 ApiError not_found(const std::string& id) {
@@ -64,7 +67,8 @@ ApiError not_found(const std::string& id) {
   return e;
 }
 
-// Prefills tokens in a sequence and returns the image of the resulting state.
+}  // namespace
+
 bool prefill_state(Server& s, const std::vector<geist_token>& tokens, std::vector<uint8_t>* out,
                    ApiError* err) {
   auto req = std::make_shared<geist_serving::Request>();
@@ -106,8 +110,6 @@ bool prefill_state(Server& s, const std::vector<geist_token>& tokens, std::vecto
   return true;
 }
 
-}  // namespace
-
 void register_session_routes(Server& s, httplib::Server& h) {
   Server* sp = &s;
   h.Post("/v1/sessions", [sp](const httplib::Request& req, httplib::Response& res) {
@@ -130,6 +132,8 @@ void register_session_routes(Server& s, httplib::Server& h) {
     sess->text = text;
     sess->tokens = toks;
     sess->image = std::make_shared<const std::vector<uint8_t>>(std::move(img));
+    sess->image_bytes = sess->image->size();
+    sess->last_use_ms = geist_serving::now_ms();
     std::string why;
     if (!sp->sessions.put_new(id, sess, &why)) {
       ApiError e = bad_param("id", why);
@@ -148,52 +152,62 @@ void register_session_routes(Server& s, httplib::Server& h) {
   h.Get(R"(/v1/sessions/([A-Za-z0-9._-]+))",
         [sp](const httplib::Request& req, httplib::Response& res) {
           const std::string id = req.matches[1];
-          auto ss = sp->sessions.get(id);
+          auto ss = find_session(*sp, id);
           if (!ss) return send_error(res, not_found(id));
           send_json(res, describe(id, *ss));
         });
   h.Delete(R"(/v1/sessions/([A-Za-z0-9._-]+))",
            [sp](const httplib::Request& req, httplib::Response& res) {
              const std::string id = req.matches[1];
-             if (!sp->sessions.erase(id)) return send_error(res, not_found(id));
+             const bool known = find_session(*sp, id) != nullptr;  // in RAM or a tier
+             sp->sessions.erase(id);
+             if (auto* cache = sp->scheduler().cache())
+               cache->erase_record(session_record(*sp, id));
+             if (!known) return send_error(res, not_found(id));
              send_json(res, json{{"id", id}, {"object", "session"}, {"deleted", true}});
            });
-  h.Post(R"(/v1/sessions/([A-Za-z0-9._-]+)/fork)",
-         [sp](const httplib::Request& req, httplib::Response& res) {
-           const std::string id = req.matches[1];
-           auto ss = sp->sessions.get(id);
-           if (!ss) return send_error(res, not_found(id));
-           json body = json::object();
-           if (!req.body.empty()) {
-             if (auto e = parse_body(req.body, &body)) return send_error(res, *e);
-           }
-           std::string nid = sp->next_id("sess-");
-           if (auto e = parse_session_id(body, &nid)) return send_error(res, *e);
-           auto copy = std::make_shared<ChatSession>();
-           {
-             std::lock_guard<std::mutex> lock(ss->mu);
-             copy->messages = ss->messages;
-             copy->text_known = ss->text_known;
-             copy->text = ss->text;
-             copy->tokens = ss->tokens;
-             copy->image = ss->image;  // images are immutable: shared
-           }
-           std::string why;
-           if (!sp->sessions.put_new(nid, copy, &why)) {
-             ApiError e = bad_param("id", why);
-             e.status = 409;
-             return send_error(res, e);
-           }
-           send_json(res, describe(nid, *copy), 201);
-         });
+  h.Post(R"(/v1/sessions/([A-Za-z0-9._-]+)/fork)", [sp](const httplib::Request& req,
+                                                        httplib::Response& res) {
+    const std::string id = req.matches[1];
+    auto ss = find_session(*sp, id);
+    if (!ss) return send_error(res, not_found(id));
+    json body = json::object();
+    if (!req.body.empty()) {
+      if (auto e = parse_body(req.body, &body)) return send_error(res, *e);
+    }
+    std::string nid = sp->next_id("sess-");
+    if (auto e = parse_session_id(body, &nid)) return send_error(res, *e);
+    auto copy = std::make_shared<ChatSession>();
+    {
+      std::lock_guard<std::mutex> lock(ss->mu);
+      copy->messages = ss->messages;
+      copy->text_known = ss->text_known;
+      copy->text = ss->text;
+      copy->tokens = ss->tokens;
+      copy->image = ss->image;  // images are immutable: shared
+      copy->image_bytes = ss->image_bytes;
+      copy->parked = ss->parked;  // the same tokens: the same object in the tiers
+      copy->last_use_ms = ss->last_use_ms = geist_serving::now_ms();
+    }
+    std::string why;
+    if (!sp->sessions.put_new(nid, copy, &why)) {
+      ApiError e = bad_param("id", why);
+      e.status = 409;
+      return send_error(res, e);
+    }
+    send_json(res, describe(nid, *copy), 201);
+  });
   h.Get(R"(/v1/sessions/([A-Za-z0-9._-]+)/state)",
         [sp](const httplib::Request& req, httplib::Response& res) {
           const std::string id = req.matches[1];
-          auto ss = sp->sessions.get(id);
+          auto ss = find_session(*sp, id);
           if (!ss) return send_error(res, not_found(id));
           geist_cache::Image img;
           {
             std::lock_guard<std::mutex> lock(ss->mu);
+            ApiError err;
+            if (!session_resident(*sp, *ss, &err)) return send_error(res, err);
+            ss->last_use_ms = geist_serving::now_ms();
             img = ss->image;
           }
           res.set_content(std::string(img->begin(), img->end()), "application/octet-stream");
@@ -260,13 +274,17 @@ void register_session_routes(Server& s, httplib::Server& h) {
             }
             ss->tokens = toks;
             ss->image = img;
+            ss->image_bytes = img->size();
+            ss->parked = false;
+            ss->park_wait = 0;
+            ss->last_use_ms = geist_serving::now_ms();
           }
           send_json(res, describe(id, *ss), created ? 201 : 200);
         });
   h.Post(R"(/v1/sessions/([A-Za-z0-9._-]+)/chat/completions)",
          [sp](const httplib::Request& req, httplib::Response& res) {
            const std::string id = req.matches[1];
-           auto ss = sp->sessions.get(id);
+           auto ss = find_session(*sp, id);
            if (!ss) return send_error(res, not_found(id));
            handle_completion(*sp, req, res, true, ss);
          });

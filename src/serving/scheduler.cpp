@@ -6,6 +6,7 @@
 
 #include "geist/geist_batch.h"
 #include "geist/geist_snapshot.h"
+#include "geist/geist_util.h"  // geist_model_identity
 
 namespace geist_serving {
 
@@ -33,9 +34,15 @@ struct Scheduler::Slot {
   double t_admit = 0, t_prefill_done = 0, t_first = 0;
   uint64_t order = 0;         // admission order (FIFO among prefilling sequences)
   std::vector<float> logits;  // copy of the pending logits when logprobs are asked
+  // Tiers: the RAM hit found first, and the lookup in the tiers for something deeper.
+  bool tier_asked = false;
+  geist_cache::PrefixCache::Hit ram_hit;
+  std::shared_ptr<geist_cache::PrefixCache::Fetch> fetch;
 };
 
-Scheduler::Scheduler(geist_model* model, const SchedulerConfig& cfg) : model_(model), cfg_(cfg) {
+Scheduler::Scheduler(geist_model* model, const SchedulerConfig& cfg,
+                     std::vector<std::unique_ptr<geist_cache::Tier>> tiers)
+    : model_(model), cfg_(cfg), tiers_(std::move(tiers)) {
   stats_.ttft_bucket.assign(kTtftBoundsMs.size() + 1, 0);
 }
 
@@ -68,10 +75,28 @@ bool Scheduler::start(std::string* err) {
     n_ctx_ = geist_session_max_seq_len(slot->sess);
     slots_.push_back(std::move(slot));
   }
-  if (cfg_.cache_bytes > 0) cache_ = std::make_unique<geist_cache::PrefixCache>(cfg_.cache_bytes);
+  std::string identity(512, '\0');
+  size_t n_id = 0;
+  geist_status st = geist_model_identity(model_, identity.data(), identity.size(), &n_id);
+  if (st == GEIST_E_INVALID_ARG && n_id > identity.size()) {
+    identity.assign(n_id, '\0');
+    st = geist_model_identity(model_, identity.data(), identity.size(), &n_id);
+  }
+  if (st != GEIST_OK) {
+    *err = std::string("cannot read the model's identity: ") + geist_model_last_error(model_);
+    return false;
+  }
+  identity.resize(n_id);
+  ns_prefix_ = "model:" + identity + "/kv" + std::to_string(cfg_.kv_mode) + "/ctx" +
+               std::to_string(n_ctx_) + "/grid" + std::to_string(kGrid) + "/salt:";
+  if (cfg_.cache_bytes > 0 || !tiers_.empty()) {
+    cache_ = std::make_unique<geist_cache::PrefixCache>(cfg_.cache_bytes, std::move(tiers_));
+  }
   thread_ = std::thread([this] { worker(); });
   return true;
 }
+
+std::string Scheduler::cache_namespace(const std::string& salt) const { return ns_prefix_ + salt; }
 
 bool Scheduler::submit(std::shared_ptr<Request> req) {
   req->t_submit = now_ms();
@@ -127,8 +152,10 @@ void Scheduler::admit(Slot& slot, std::shared_ptr<Request> req) {
   slot.order = ++order;
   slot.decoding = false;
   slot.pos = 0;
-  slot.ns = "kv" + std::to_string(cfg_.kv_mode) + "/ctx" + std::to_string(n_ctx_) + "/grid" +
-            std::to_string(kGrid) + "/salt:" + slot.req->cache_namespace;
+  slot.ns = cache_namespace(slot.req->cache_namespace);
+  slot.tier_asked = false;
+  slot.ram_hit = {};
+  slot.fetch.reset();
   const int32_t n = slot.res.prompt_tokens;
   slot.cuts.clear();
   if (cache_) {
@@ -191,6 +218,11 @@ void Scheduler::chunk_done(Slot& s, int32_t end) {
 void Scheduler::prompt_done(Slot& s) {
   s.decoding = true;
   s.t_prefill_done = now_ms();
+  const int32_t computed = s.res.prompt_tokens - s.res.cached_tokens;
+  if (computed >= kGrid) {  // a running mean of what prefilling costs, for tier deadlines
+    const double per = (s.t_prefill_done - s.t_admit) / computed;
+    prefill_ms_per_token_ = 0.8 * prefill_ms_per_token_ + 0.2 * per;
+  }
   if (s.req->on_prompt_state) {
     size_t size = 0, written = 0;
     std::vector<uint8_t> img;
@@ -334,6 +366,11 @@ void Scheduler::step() {
     if (s->req->start_image) {
       hit.n_tokens = s->req->start_len;
       hit.image = s->req->start_image;
+    } else if (cache_ && s->fetch) {  // a tier lookup in flight: wait for it
+      if (!s->fetch->done.load()) continue;
+      hit = s->fetch->hit.n_tokens > s->ram_hit.n_tokens ? s->fetch->hit : s->ram_hit;
+      s->fetch.reset();
+      s->ram_hit = {};
     } else if (cache_) {
       bool wait = false;
       for (auto& o : slots_) {
@@ -348,6 +385,20 @@ void Scheduler::step() {
       }
       if (wait) continue;
       hit = cache_->lookup(s->ns, prompt.data(), prompt.size(), kGrid);
+      if (cache_->has_tiers() && !s->tier_asked &&
+          hit.n_tokens < static_cast<int32_t>(prompt.size())) {
+        // RAM has nothing as deep as the prompt: the tiers are asked in the background, with
+        // as long as prefilling the rest would take (at least 500 ms).
+        s->tier_asked = true;
+        s->ram_hit = hit;
+        const double budget_ms = std::max(
+            500.0, prefill_ms_per_token_ * static_cast<double>(prompt.size() - hit.n_tokens));
+        s->fetch =
+            cache_->fetch(s->ns, prompt, kGrid, hit.n_tokens,
+                          std::chrono::steady_clock::now() +
+                              std::chrono::microseconds(static_cast<int64_t>(budget_ms * 1000.0)));
+        continue;
+      }
     }
     s->waiting = false;
     bool restored = false;
@@ -359,6 +410,11 @@ void Scheduler::step() {
           *s, "error",
           std::string("cannot restore the session's state: ") + geist_session_last_error(s->sess));
       continue;
+    }
+    if (!restored && hit.n_tokens > 0) {
+      // A stored image the engine refuses (a tier's bytes that passed every checksum but not
+      // the snapshot reader): a miss, never a failed request; it is not offered again.
+      cache_->reject(s->ns, prompt.data(), static_cast<size_t>(hit.n_tokens));
     }
     if (!restored) geist_session_reset(s->sess);
     if (geist_session_set_sampler(s->sess, &s->req->sampler) != GEIST_OK) {

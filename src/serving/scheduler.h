@@ -110,7 +110,9 @@ extern const std::vector<double> kTtftBoundsMs;
 
 class Scheduler {
  public:
-  Scheduler(geist_model* model, const SchedulerConfig& cfg);
+  // tiers: the prefix cache's lower tiers, in order (disk, Redis; docs/SERVER.md "Tiers").
+  Scheduler(geist_model* model, const SchedulerConfig& cfg,
+            std::vector<std::unique_ptr<geist_cache::Tier>> tiers = {});
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -122,6 +124,10 @@ class Scheduler {
   SchedulerStats stats() const;
   const SchedulerConfig& config() const { return cfg_; }
   int32_t n_ctx() const { return n_ctx_; }
+  // The prefix cache (null when off) and the namespace of a request's cache_salt in it: the
+  // model identity (geist_model_identity), KV mode, context and grid, then the salt.
+  geist_cache::PrefixCache* cache() const { return cache_.get(); }
+  std::string cache_namespace(const std::string& salt) const;
 
  private:
   struct Slot;
@@ -138,8 +144,11 @@ class Scheduler {
   SchedulerConfig cfg_;
   int32_t n_ctx_ = 0;
   std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<std::unique_ptr<geist_cache::Tier>> tiers_;  // handed to cache_ at start()
   std::unique_ptr<geist_cache::PrefixCache> cache_;
-  std::atomic<int32_t> active_{0};  // sequences holding a request
+  std::string ns_prefix_;              // cache_namespace() without the salt
+  double prefill_ms_per_token_ = 1.0;  // running estimate: what a tier read must beat
+  std::atomic<int32_t> active_{0};     // sequences holding a request
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

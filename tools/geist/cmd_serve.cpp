@@ -35,6 +35,12 @@ const VerbSpec& serve_spec() {
            "compute threads per sequence (default: all cores; at most "
            "1024)"},
           {nullptr, "--cache-ram", "MiB", "prefix cache RAM budget (default 1024; 0: off)"},
+          {nullptr, "--cache-dir", "DIR",
+           "disk tier: prefix-cache entries and parked sessions as files in DIR, kept across "
+           "restarts"},
+          {nullptr, "--cache-disk", "MiB", "disk tier budget (default 4096)"},
+          {nullptr, "--park-after", "SECONDS",
+           "park named sessions idle this long out of RAM into the tiers (default 0: never)"},
           {nullptr, "--api-key", "KEY", "require 'Authorization: Bearer KEY' (not on /health)"},
           {nullptr, "--alias", "NAME", "model id in responses (default: the file name)"},
           {nullptr, "--chat-template", "FILE", "Jinja chat template instead of the model's"},
@@ -61,12 +67,14 @@ int cmd_serve(int argc, char** argv) {
   geist_server::ServerConfig cfg;
   cfg.model_path = args.str("--model");
   int32_t port = 8080, parallel = 1, ctx = 0, threads = 0, cache_mib = 1024, queue = 64;
-  int32_t batch = 512, max_body = 8 << 20, ping_ms = 1000;
+  int32_t batch = 512, max_body = 8 << 20, ping_ms = 1000, cache_disk_mib = 4096, park_after = 0;
   if (!args.get_i32("--port", &port) || !args.get_i32("--parallel", &parallel) ||
       !args.get_i32("--ctx", &ctx) || !args.get_i32("--threads", &threads) ||
       !args.get_i32("--cache-ram", &cache_mib) || !args.get_i32("--queue", &queue) ||
       !args.get_i32("--batch", &batch) || !args.get_i32("--max-body", &max_body) ||
-      !args.get_i32("--ping-ms", &ping_ms)) {
+      !args.get_i32("--ping-ms", &ping_ms) ||
+      !args.get_i32("--cache-disk", &cache_disk_mib) ||
+      !args.get_i32("--park-after", &park_after)) {
     return kExitUsage;
   }
   struct Range {
@@ -78,7 +86,9 @@ int cmd_serve(int argc, char** argv) {
         Range{"--ctx", ctx, 0, 1 << 24}, Range{"--threads", threads, 0, 1024},
         Range{"--cache-ram", cache_mib, 0, 1 << 22}, Range{"--queue", queue, 0, 4096},
         Range{"--batch", batch, 1, 1 << 20}, Range{"--max-body", max_body, 1024, 1 << 30},
-        Range{"--ping-ms", ping_ms, 10, 600000}}) {
+        Range{"--ping-ms", ping_ms, 10, 600000},
+        Range{"--cache-disk", cache_disk_mib, 1, 1 << 24},
+        Range{"--park-after", park_after, 0, 1 << 24}}) {
     if (r.v < r.lo || r.v > r.hi) {
       cli_error(spec.name, "%s must be in [%d, %d], got %d", r.name, r.lo, r.hi, r.v);
       return kExitUsage;
@@ -95,6 +105,13 @@ int cmd_serve(int argc, char** argv) {
   if (args.has("--api-key")) cfg.api_key = args.str("--api-key");
   if (args.has("--alias")) cfg.alias = args.str("--alias");
   if (args.has("--chat-template")) cfg.chat_template_file = args.str("--chat-template");
+  if (args.has("--cache-dir")) cfg.cache_dir = args.str("--cache-dir");
+  if (args.has("--cache-disk") && cfg.cache_dir.empty()) {
+    cli_error(spec.name, "--cache-disk needs --cache-dir DIR");
+    return kExitUsage;
+  }
+  cfg.cache_disk_bytes = static_cast<size_t>(cache_disk_mib) << 20;
+  cfg.park_after_s = park_after;
   cfg.port = port;
   cfg.max_body_bytes = static_cast<size_t>(max_body);
   cfg.ping_ms = ping_ms;

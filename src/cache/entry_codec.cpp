@@ -1,0 +1,132 @@
+#include "cache/entry_codec.h"
+
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
+#include <xxhash.h>
+
+#include <cstdio>
+#include <cstring>
+
+namespace geist_cache {
+
+namespace {
+
+constexpr char kMagic[8] = {'G', 'E', 'I', 'S', 'T', 'C', 'E', '1'};
+
+void put_u32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+void put_u64(uint8_t* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint32_t get_u32(const uint8_t* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(p[i]) << (8 * i);
+  return v;
+}
+uint64_t get_u64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+  return v;
+}
+
+void put_checksum(uint8_t* p, const uint8_t* data, size_t n) {
+  const XXH128_hash_t h = XXH3_128bits(data, n);
+  put_u64(p, h.low64);
+  put_u64(p + 8, h.high64);
+}
+
+bool fail(std::string* err, const char* what) {
+  *err = what;
+  return false;
+}
+
+}  // namespace
+
+geist_token EntryView::token(size_t i) const {
+  return static_cast<geist_token>(get_u32(tokens + 4 * i));
+}
+
+std::vector<uint8_t> encode_entry(const std::string& ns, const geist_token* tokens, size_t n,
+                                  const uint8_t* image, size_t image_size) {
+  const size_t total = kEntryHeaderBytes + ns.size() + 4 * n + image_size + kEntryChecksumBytes;
+  std::vector<uint8_t> out(total);
+  uint8_t* p = out.data();
+  std::memcpy(p, kMagic, 8);
+  put_u32(p + 8, kEntryVersion);
+  put_u32(p + 12, 0);  // flags
+  put_u32(p + 16, static_cast<uint32_t>(ns.size()));
+  put_u32(p + 20, static_cast<uint32_t>(n));
+  put_u64(p + 24, image_size);
+  p += kEntryHeaderBytes;
+  std::memcpy(p, ns.data(), ns.size());
+  p += ns.size();
+  for (size_t i = 0; i < n; ++i, p += 4) put_u32(p, static_cast<uint32_t>(tokens[i]));
+  if (image_size > 0) std::memcpy(p, image, image_size);
+  p += image_size;
+  put_checksum(p, out.data(), total - kEntryChecksumBytes);
+  return out;
+}
+
+bool decode_entry(const uint8_t* data, size_t size, EntryView* out, std::string* err) {
+  if (data == nullptr || size < kEntryHeaderBytes + kEntryChecksumBytes) {
+    return fail(err, "shorter than a header and a checksum");
+  }
+  if (std::memcmp(data, kMagic, 8) != 0) return fail(err, "bad magic");
+  if (get_u32(data + 8) != kEntryVersion) return fail(err, "unknown version");
+  if (get_u32(data + 12) != 0) return fail(err, "unknown flags");
+  const uint64_t ns_len = get_u32(data + 16), n_tokens = get_u32(data + 20);
+  const uint64_t image_size = get_u64(data + 24);
+  if (ns_len > kMaxNamespaceBytes) return fail(err, "namespace too long");
+  if (n_tokens == 0 || n_tokens > kMaxEntryTokens) return fail(err, "token count out of range");
+  // Every length is bounded before the sum, so the sum cannot wrap.
+  const uint64_t fixed = kEntryHeaderBytes + ns_len + 4 * n_tokens + kEntryChecksumBytes;
+  if (image_size > size || fixed + image_size != size) {
+    return fail(err, "lengths do not add up to the object's size");
+  }
+  uint8_t sum[kEntryChecksumBytes];
+  put_checksum(sum, data, size - kEntryChecksumBytes);
+  if (std::memcmp(sum, data + size - kEntryChecksumBytes, kEntryChecksumBytes) != 0) {
+    return fail(err, "checksum mismatch");
+  }
+  const uint8_t* p = data + kEntryHeaderBytes;
+  out->ns = std::string_view(reinterpret_cast<const char*>(p), ns_len);
+  p += ns_len;
+  out->tokens = p;
+  out->n_tokens = n_tokens;
+  p += 4 * n_tokens;
+  out->image = p;
+  out->image_size = image_size;
+  return true;
+}
+
+bool entry_matches(const EntryView& v, const std::string& ns, const geist_token* tokens, size_t n) {
+  if (v.ns != ns || v.n_tokens != n) return false;
+  for (size_t i = 0; i < n; ++i) {
+    if (v.token(i) != tokens[i]) return false;
+  }
+  return true;
+}
+
+std::string entry_key(const std::string& ns, const geist_token* tokens, size_t n) {
+  const uint64_t nh = XXH3_64bits(ns.data(), ns.size());
+  XXH3_state_t state;
+  XXH3_state_t* st = &state;
+  XXH3_128bits_reset(st);
+  uint8_t buf[8];
+  put_u64(buf, nh);
+  XXH3_128bits_update(st, buf, 8);
+  uint8_t tb[4 * 256];
+  for (size_t i = 0; i < n;) {
+    size_t k = 0;
+    for (; k < 256 && i < n; ++k, ++i) put_u32(tb + 4 * k, static_cast<uint32_t>(tokens[i]));
+    XXH3_128bits_update(st, tb, 4 * k);
+  }
+  const XXH128_hash_t h = XXH3_128bits_digest(st);
+  char out[16 + 1 + 32 + 1];
+  std::snprintf(out, sizeof out, "%016llx/%016llx%016llx", static_cast<unsigned long long>(nh),
+                static_cast<unsigned long long>(h.high64),
+                static_cast<unsigned long long>(h.low64));
+  return out;
+}
+
+}  // namespace geist_cache
