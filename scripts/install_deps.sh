@@ -6,6 +6,9 @@ pkgs=(cmake ninja-build g++ clang libclang-rt-14-dev clang-format libgtest-dev l
       libhwy-dev libxxhash-dev jq
       nlohmann-json3-dev python3-jinja2
       libcpp-httplib-dev pkg-config libssl-dev zlib1g-dev libbrotli-dev chromium)
+# The Redis tier: hiredis as the client; redis-server in its tests; HAProxy for
+# scripts/deploy_local.sh (docs/DEPLOY.md).
+pkgs+=(libhiredis-dev redis-server haproxy curl)
 # Node (server tests: the openai npm client, puppeteer-core): Debian's when none is installed.
 if ! command -v node >/dev/null; then pkgs+=(nodejs npm); fi
 # The Python package (python/): venv + pip to install it, pytest to test it, numpy optional.
