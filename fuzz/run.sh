@@ -11,14 +11,16 @@
 #                 with the fixtures' Qwen3.5 template when present.
 #   fuzz_tier_object  seed corpus in build/fuzz/corpus_tier (entries written by
 #                 fuzz_tier_object_seed): the tier object readers (entry codec, disk-tier files).
-# TARGETS (default "gguf restore jinja openai tier") picks which run. Exits non-zero if a fuzzer finds a crash.
+#   fuzz_redis_object  the Redis tier's object reader (manifest + parts); seed corpus in
+#                 build/fuzz/corpus_redis (valid framed objects written by fuzz_redis_object_seed).
+# TARGETS (default "gguf restore jinja openai tier redis") picks which run. Exits non-zero if a fuzzer finds a crash.
 # Usage: fuzz/run.sh [SECONDS] [TARGETS...]
 set -euo pipefail
 
 seconds="${1:-30}"
 shift || true
 targets=("$@")
-if [[ ${#targets[@]} -eq 0 ]]; then targets=(gguf restore jinja openai tier); fi
+if [[ ${#targets[@]} -eq 0 ]]; then targets=(gguf restore jinja openai tier redis); fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build/fuzz"
 fixtures="${GEIST_FIXTURES:-$root/../shared/fixtures}"
@@ -97,8 +99,17 @@ for t in "${targets[@]}"; do
       "$build/fuzz/fuzz_tier_object" -max_total_time="$seconds" -max_len=4096 -timeout=10 \
         -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$build/artifacts/tier-" "$corpus"
       ;;
+    redis)
+      ninja -C "$build" -j2 fuzz_redis_object fuzz_redis_object_seed
+      corpus="$build/corpus_redis"
+      mkdir -p "$corpus"
+      "$build/fuzz/fuzz_redis_object_seed" "$corpus"
+      "$build/fuzz/fuzz_redis_object" -max_total_time="$seconds" -max_len=65536 -timeout=10 \
+        -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$build/artifacts/redis-" \
+        "$corpus"
+      ;;
     *)
-      echo "unknown fuzz target '$t' (gguf, restore, jinja, openai, tier)" >&2
+      echo "unknown fuzz target '$t' (gguf, restore, jinja, openai, tier, redis)" >&2
       exit 2
       ;;
   esac
