@@ -40,6 +40,10 @@ struct ServerConfig {
   std::string cache_dir;
   size_t cache_disk_bytes = size_t{4096} << 20;
   int32_t park_after_s = 0;
+  // The Redis tier ("": none), below the disk: its URL, a password when the URL has none, and
+  // the objects' expiry (refreshed on hit).
+  std::string redis_url, redis_password;
+  int32_t redis_ttl_s = 86400;
 };
 
 class Server {

@@ -3,6 +3,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -39,6 +40,11 @@ const VerbSpec& serve_spec() {
            "disk tier: prefix-cache entries and parked sessions as files in DIR, kept across "
            "restarts"},
           {nullptr, "--cache-disk", "MiB", "disk tier budget (default 4096)"},
+          {nullptr, "--redis", "URL",
+           "Redis tier shared by replicas: redis://[:PASSWORD@]HOST[:PORT][/DB] or "
+           "unix:///PATH[?db=N] (password also from $GEIST_REDIS_PASSWORD)"},
+          {nullptr, "--redis-ttl", "SECONDS",
+           "expiry of Redis objects, refreshed on each hit (default 86400)"},
           {nullptr, "--park-after", "SECONDS",
            "park named sessions idle this long out of RAM into the tiers (default 0: never)"},
           {nullptr, "--api-key", "KEY", "require 'Authorization: Bearer KEY' (not on /health)"},
@@ -68,13 +74,14 @@ int cmd_serve(int argc, char** argv) {
   cfg.model_path = args.str("--model");
   int32_t port = 8080, parallel = 1, ctx = 0, threads = 0, cache_mib = 1024, queue = 64;
   int32_t batch = 512, max_body = 8 << 20, ping_ms = 1000, cache_disk_mib = 4096, park_after = 0;
+  int32_t redis_ttl = 86400;
   if (!args.get_i32("--port", &port) || !args.get_i32("--parallel", &parallel) ||
       !args.get_i32("--ctx", &ctx) || !args.get_i32("--threads", &threads) ||
       !args.get_i32("--cache-ram", &cache_mib) || !args.get_i32("--queue", &queue) ||
       !args.get_i32("--batch", &batch) || !args.get_i32("--max-body", &max_body) ||
       !args.get_i32("--ping-ms", &ping_ms) ||
       !args.get_i32("--cache-disk", &cache_disk_mib) ||
-      !args.get_i32("--park-after", &park_after)) {
+      !args.get_i32("--park-after", &park_after) || !args.get_i32("--redis-ttl", &redis_ttl)) {
     return kExitUsage;
   }
   struct Range {
@@ -88,7 +95,8 @@ int cmd_serve(int argc, char** argv) {
         Range{"--batch", batch, 1, 1 << 20}, Range{"--max-body", max_body, 1024, 1 << 30},
         Range{"--ping-ms", ping_ms, 10, 600000},
         Range{"--cache-disk", cache_disk_mib, 1, 1 << 24},
-        Range{"--park-after", park_after, 0, 1 << 24}}) {
+        Range{"--park-after", park_after, 0, 1 << 24},
+        Range{"--redis-ttl", redis_ttl, 1, 1 << 30}}) {
     if (r.v < r.lo || r.v > r.hi) {
       cli_error(spec.name, "%s must be in [%d, %d], got %d", r.name, r.lo, r.hi, r.v);
       return kExitUsage;
@@ -111,6 +119,13 @@ int cmd_serve(int argc, char** argv) {
     return kExitUsage;
   }
   cfg.cache_disk_bytes = static_cast<size_t>(cache_disk_mib) << 20;
+  if (args.has("--redis")) cfg.redis_url = args.str("--redis");
+  if (args.has("--redis-ttl") && cfg.redis_url.empty()) {
+    cli_error(spec.name, "--redis-ttl needs --redis URL");
+    return kExitUsage;
+  }
+  if (const char* pw = std::getenv("GEIST_REDIS_PASSWORD")) cfg.redis_password = pw;
+  cfg.redis_ttl_s = redis_ttl;
   cfg.park_after_s = park_after;
   cfg.port = port;
   cfg.max_body_bytes = static_cast<size_t>(max_body);
