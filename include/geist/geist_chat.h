@@ -103,20 +103,22 @@ void geist_chat_parser_free(geist_chat_parser* parser);
  *   {"content": "..."}  {"reasoning_content": "..."}
  *   {"tool_calls": [{"index": 0, "id": "call_...", "type": "function",
  *                    "function": {"name": "...", "arguments": ""}}]}     (a call begins)
- *   {"tool_calls": [{"index": 0, "function": {"arguments": "..."}}]}    (its arguments' JSON)
- * The pointer is owned by the parser and valid until its next call. *out_stopped is set to 1
- * once a stop string matched (feed nothing more: the rest is discarded), else 0.
- * Returns GEIST_OK, GEIST_E_INVALID_ARG (NULL argument), GEIST_E_INVALID_STATE (after
- * finish). */
+ *   {"tool_calls": [{"index": 0, "function": {"arguments": "..."}}]}    (more of its arguments)
+ * A call's arguments arrive in fragments as the model writes them; concatenated they are the
+ * message's "arguments" string. Nothing sent is taken back. The pointer is owned by the parser and
+ * valid until its next call. *out_stopped is set to 1 once a stop string matched (feed nothing
+ * more: the rest is discarded), else 0. Returns GEIST_OK, GEIST_E_INVALID_ARG (NULL argument),
+ * GEIST_E_INVALID_STATE (after finish). */
 geist_status geist_chat_parser_feed(geist_chat_parser* parser, const char* text, size_t len,
                                     const char** out_json, int* out_stopped);
 
 /* EXPERIMENTAL. Ends the stream: *out_deltas gets the remaining deltas (as feed), *out_message
  * the whole assistant message {"role": "assistant", "content": "..." | null,
  * "reasoning_content": "..." (when any), "tool_calls": [{"id", "type": "function",
- * "function": {"name", "arguments"}}] (when any)}. Malformed model output (an unclosed tool
- * call, bad JSON) ends up as content, never an error. Both pointers are owned by the parser
- * and valid until it is freed. GEIST_E_INVALID_STATE when called twice. */
+ * "function": {"name", "arguments"}}] (when any)}. Malformed model output is never an error: a
+ * call that had not begun (no name read) is content; one that had keeps its arguments closed
+ * into valid JSON where its text broke, and the rest is content. Both pointers are owned by the
+ * parser and valid until it is freed. GEIST_E_INVALID_STATE when called twice. */
 geist_status geist_chat_parser_finish(geist_chat_parser* parser, const char** out_deltas,
                                       const char** out_message);
 

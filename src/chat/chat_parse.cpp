@@ -9,47 +9,12 @@
 namespace geist::chat {
 namespace {
 
+using detail::find_first_marker;
+using detail::is_proper_prefix;
 using detail::is_space;
+using detail::partial_marker_len;
 
-constexpr std::string_view kThinkOpen = "<think>";
-constexpr std::string_view kThinkClose = "</think>";
-constexpr std::string_view kToolCallOpen = "<tool_call>";
-constexpr std::string_view kToolCallClose = "</tool_call>";
-constexpr std::string_view kFunctionOpen = "<function=";
-constexpr std::string_view kFunctionClose = "</function>";
-constexpr std::string_view kPythonTag = "<|python_tag|>";
-
-// Length of the longest suffix of `text` that is a proper prefix of one of `markers`.
-size_t partial_marker_len(std::string_view text, const std::vector<std::string_view>& markers) {
-  size_t best = 0;
-  for (std::string_view m : markers) {
-    for (size_t k = std::min(m.size() - 1, text.size()); k > best; --k) {
-      if (text.substr(text.size() - k) == m.substr(0, k)) {
-        best = k;
-        break;
-      }
-    }
-  }
-  return best;
-}
-
-// The earliest of `markers` in text: its position and index, or npos.
-size_t find_first_marker(std::string_view text, const std::vector<std::string_view>& markers,
-                         size_t* which) {
-  size_t best = std::string_view::npos;
-  for (size_t i = 0; i < markers.size(); ++i) {
-    const size_t p = text.find(markers[i]);
-    if (p < best) {
-      best = p;
-      *which = i;
-    }
-  }
-  return best;
-}
-
-bool is_proper_prefix(std::string_view text, std::string_view of) {
-  return text.size() < of.size() && of.substr(0, text.size()) == text;
-}
+using namespace detail::markers;  // NOLINT(google-build-using-namespace)
 
 // Splits text at its trailing whitespace: [head, tail).
 size_t trailing_space_start(std::string_view text) {
@@ -58,16 +23,18 @@ size_t trailing_space_start(std::string_view text) {
   return e;
 }
 
-void push(std::vector<ChatDelta>* deltas, ChatDelta::Kind kind, std::string_view text) {
+void push(std::vector<ChatDelta>* deltas, ChatDelta::Kind kind, std::string_view text,
+          int index = -1) {
   if (text.empty()) return;
-  if (!deltas->empty() && deltas->back().kind == kind && kind != ChatDelta::Kind::TOOL_CALL_BEGIN &&
-      kind != ChatDelta::Kind::TOOL_CALL_ARGS) {
+  if (!deltas->empty() && deltas->back().kind == kind && deltas->back().index == index &&
+      kind != ChatDelta::Kind::TOOL_CALL_BEGIN) {
     deltas->back().text.append(text);
     return;
   }
   ChatDelta d;
   d.kind = kind;
   d.text = std::string(text);
+  d.index = index;
   deltas->push_back(std::move(d));
 }
 
@@ -176,6 +143,27 @@ void ChatParser::add_tool_call(ToolCall call, std::vector<ChatDelta>* deltas) {
   msg_.tool_calls.push_back(std::move(call));
 }
 
+void ChatParser::begin_call(std::string name, std::vector<ChatDelta>* deltas) {
+  ToolCall call;
+  call.id = new_call_id();
+  call.name = std::move(name);
+  content_ws_.clear();
+  content_lstrip_ = true;
+  reply_start_ = false;
+  ChatDelta begin;
+  begin.kind = ChatDelta::Kind::TOOL_CALL_BEGIN;
+  begin.index = static_cast<int>(msg_.tool_calls.size());
+  begin.id = call.id;
+  begin.name = call.name;
+  deltas->push_back(std::move(begin));
+  msg_.tool_calls.push_back(std::move(call));
+}
+
+void ChatParser::add_args(std::string_view text, std::vector<ChatDelta>* deltas) {
+  msg_.tool_calls.back().arguments.append(text);
+  push(deltas, ChatDelta::Kind::TOOL_CALL_ARGS, text, static_cast<int>(msg_.tool_calls.size()) - 1);
+}
+
 bool ChatParser::step_start(bool final) {
   if (!opts_.format.reasoning) {
     state_ = State::CONTENT;
@@ -250,6 +238,7 @@ bool ChatParser::step_content(bool final, std::vector<ChatDelta>* deltas) {
     } else {
       tool_open_ = std::string(markers[which]);
       tool_scan_ = tool_open_.size();
+      tool_whole_ = false;
       state_ = State::TOOL;
     }
     return true;
@@ -263,57 +252,49 @@ bool ChatParser::step_content(bool final, std::vector<ChatDelta>* deltas) {
 }
 
 bool ChatParser::step_tool(bool final, std::vector<ChatDelta>* deltas) {
-  const bool bare_function = tool_open_ == kFunctionOpen;
-  const std::string_view close = bare_function ? kFunctionClose : kToolCallClose;
+  const ToolCallFormat fmt = opts_.format.tools;
+  if (fmt != ToolCallFormat::HERMES) {
+    // XML calls always stream; an opening marker without a call after it is content.
+    const size_t at = tool_open_ == kFunctionOpen ? 0 : tool_open_.size();
+    const Header h = start_xml_call(std::string_view(buf_).substr(at), at, final, deltas);
+    if (h == Header::MORE) return false;
+    if (h == Header::NO) {
+      add_content(std::string_view(buf_).substr(0, tool_open_.size()), deltas);
+      buf_.erase(0, tool_open_.size());
+      state_ = State::CONTENT;
+    }
+    return true;
+  }
+  if (!tool_whole_) {
+    // The call streams when its layout can be: decided once its name is read.
+    const Header h = start_json_call(std::string_view(buf_).substr(tool_open_.size()),
+                                     tool_open_.size(), final, deltas);
+    if (h == Header::MORE) return false;
+    if (h == Header::MATCH) return true;
+    tool_whole_ = true;
+  }
+  // Parsed whole once </tool_call> is read; unclosed or unparsable, it is content.
   const std::string_view text = buf_;
-  size_t end = text.find(close, tool_scan_);
+  size_t end = text.find(kToolCallClose, tool_scan_);
   // The next search starts where a close marker could still begin: linear in the call's size.
-  if (end == std::string_view::npos && text.size() >= close.size()) {
-    tool_scan_ = std::max(tool_scan_, text.size() - close.size() + 1);
+  if (end == std::string_view::npos && text.size() >= kToolCallClose.size()) {
+    tool_scan_ = std::max(tool_scan_, text.size() - kToolCallClose.size() + 1);
   }
+  if (end == std::string_view::npos && !final) return false;
+  ToolCall call;
   if (end != std::string_view::npos) {
-    end += close.size();
-    if (bare_function) {
-      // A model that left out <tool_call> may still close it.
-      const std::string_view after = text.substr(end);
-      const std::string_view rest = detail::ltrim(after);
-      if (!final && (rest.empty() || is_proper_prefix(rest, kToolCallClose))) return false;
-      if (rest.substr(0, kToolCallClose.size()) == kToolCallClose) {
-        end += after.size() - rest.size() + kToolCallClose.size();
-      }
-    }
-  } else if (!final) {
-    return false;
-  }
-  bool ok = false;
-  std::vector<ToolCall> calls;
-  if (end != std::string_view::npos) {
-    const ToolCallFormat fmt = opts_.format.tools;
-    if (fmt == ToolCallFormat::HERMES || fmt == ToolCallFormat::GLM45) {
-      ToolCall call;
-      const std::string_view body =
-          text.substr(tool_open_.size(), end - close.size() - tool_open_.size());
-      ok = fmt == ToolCallFormat::HERMES ? detail::parse_json_call(body, &call)
-                                         : detail::parse_glm45_call(body, opts_.tools, &call);
-      if (ok) calls.push_back(std::move(call));
-    } else {
-      std::string_view body = text.substr(0, end);
-      if (!bare_function) {
-        body = text.substr(tool_open_.size(), end - close.size() - tool_open_.size());
-      } else if (body.size() >= kToolCallClose.size() &&
-                 body.substr(body.size() - kToolCallClose.size()) == kToolCallClose) {
-        body.remove_suffix(kToolCallClose.size());
-      }
-      ok = detail::parse_qwen3_coder_calls(body, opts_.tools, &calls);
+    const std::string_view body = text.substr(tool_open_.size(), end - tool_open_.size());
+    end += kToolCallClose.size();
+    if (detail::parse_json_call(body, &call)) {
+      add_tool_call(std::move(call), deltas);
+      buf_.erase(0, end);
+      state_ = State::CONTENT;
+      return true;
     }
   } else {
-    end = text.size();  // unclosed at the end of the reply
+    end = text.size();
   }
-  if (ok) {
-    for (ToolCall& c : calls) add_tool_call(std::move(c), deltas);
-  } else {
-    add_content(text.substr(0, end), deltas);
-  }
+  add_content(text.substr(0, end), deltas);
   buf_.erase(0, end);
   state_ = State::CONTENT;
   return true;
@@ -346,6 +327,9 @@ bool ChatParser::step_llama_json(bool final, std::vector<ChatDelta>* deltas) {
     return true;
   };
   if (rest.front() != '{') return fallback();
+  const Header h = start_json_call(rest, lead, final, deltas);
+  if (h == Header::MORE) return false;
+  if (h == Header::MATCH) return true;
   // Decide early when the object cannot be a call: its first key must be "name" or "type".
   const std::string_view inner = detail::ltrim(rest.substr(1));
   if (!final && (inner.empty() || is_proper_prefix(inner, "\"name\"") ||
@@ -379,6 +363,14 @@ bool ChatParser::step(bool final, std::vector<ChatDelta>* deltas) {
     case State::LLAMA_JSON:
     case State::LLAMA_AFTER:
       return step_llama_json(final, deltas);
+    case State::ARGS_JSON:
+      return step_args_json(final, deltas);
+    case State::ARGS_TAIL:
+      return step_args_tail(final);
+    case State::ARGS_XML:
+      return step_args_xml(final, deltas);
+    case State::XML_NEXT:
+      return step_xml_next(final);
   }
   return false;
 }

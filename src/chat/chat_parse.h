@@ -4,12 +4,20 @@
 // Fed the reply's text pieces as they stream, it emits deltas and never emits a partial
 // marker: text that may be the start of a tag ("<tool", "</thi") is held back until the next
 // pieces decide it, and so is trailing whitespace the final result may trim and an incomplete
-// UTF-8 sequence. A tool call is emitted whole (its begin delta, then its complete arguments as
-// one fragment) once its closing tag is read and it parses. Feeding the same text in any split
-// gives the same deltas concatenated and the same final result.
+// UTF-8 sequence. Tool calls stream as OpenAI streams them: a call's begin delta (index, id,
+// name) once its name is read, then fragments of its arguments JSON text as they are decided
+// (JSON arguments re-emitted compactly token by token, string values character by character;
+// an XML parameter once its value is closed, a text-typed one character by character), so that
+// the fragments concatenated are the call's final arguments. Nothing emitted is taken back.
+// Feeding the same text in any split gives the same deltas concatenated and the same final
+// result.
 //
-// Malformed output (an unclosed tool call, bad JSON, an unknown layout) never fails: the text
-// becomes content, as llama.cpp does. No exception escapes.
+// Malformed output never fails, and loses no text. Before a call's name is read, a layout that
+// cannot be streamed (arguments before the name, arguments as a JSON string, an "id" key) waits
+// for its closing tag and is parsed whole; an unclosed or unparsable one becomes content, as
+// llama.cpp does. Once a call has begun it stays a call: where its text stops being valid (bad
+// JSON, the reply ends inside it) its arguments are closed into valid JSON (the open string and
+// containers closed) and the rest of the text becomes content. No exception escapes.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +28,7 @@
 #include <vector>
 
 #include "chat/chat_format.h"
+#include "chat/json_stream.h"
 
 namespace geist::chat {
 
@@ -83,7 +92,19 @@ class ChatParser {
   bool finished() const { return finished_; }
 
  private:
-  enum class State { START, REASONING, CONTENT, TOOL, LLAMA_JSON, LLAMA_AFTER };
+  enum class State {
+    START,
+    REASONING,
+    CONTENT,
+    TOOL,         // after a call's opening marker, until its name is read (or it is parsed whole)
+    LLAMA_JSON,   // a Llama 3 JSON call may start here
+    LLAMA_AFTER,  // after a Llama 3 call: ';' or the end
+    ARGS_JSON,    // a streamed call's JSON arguments
+    ARGS_TAIL,    // after them: the rest of the call object, then its closing marker
+    ARGS_XML,     // a streamed call's XML parameters (Qwen3-Coder, GLM-4.5)
+    XML_NEXT,     // after </function>: </tool_call>, another <function=, or content
+  };
+  enum class Header { MORE, NO, MATCH };
 
   // One step on buf_: true when it consumed text or changed state, false when it needs more
   // text (when final: when nothing is left to decide).
@@ -99,6 +120,21 @@ class ChatParser {
   void add_content(std::string_view text, std::vector<ChatDelta>* deltas);
   void flush_content_ws(std::vector<ChatDelta>* deltas);
   void add_tool_call(ToolCall call, std::vector<ChatDelta>* deltas);
+  // A streamed call: its begin delta, then fragments of its arguments.
+  void begin_call(std::string name, std::vector<ChatDelta>* deltas);
+  void add_args(std::string_view text, std::vector<ChatDelta>* deltas);
+
+  // chat_parse_stream.cpp: the streamed calls.
+  Header start_json_call(std::string_view text, size_t text_at, bool final,
+                         std::vector<ChatDelta>* deltas);
+  Header start_xml_call(std::string_view text, size_t text_at, bool final,
+                        std::vector<ChatDelta>* deltas);
+  bool step_args_json(bool final, std::vector<ChatDelta>* deltas);
+  bool step_args_tail(bool final);
+  bool step_args_xml(bool final, std::vector<ChatDelta>* deltas);
+  bool step_xml_value(bool final, std::vector<ChatDelta>* deltas);
+  bool step_xml_next(bool final);
+  void close_xml_call(std::vector<ChatDelta>* deltas);
   std::string new_call_id();
   void run(bool final, std::vector<ChatDelta>* deltas);
 
@@ -111,6 +147,19 @@ class ChatParser {
   bool content_lstrip_ = false;  // drop whitespace at the start of the next content
   std::string tool_open_;        // the marker that opened the current tool call
   size_t tool_scan_ = 0;         // TOOL: where the search for its close marker resumes
+  bool tool_whole_ = false;      // TOOL: not streamable; parsed whole at its close marker
+  // ARGS_JSON: the arguments; ARGS_TAIL: the rest of the call object (until tail_done_).
+  JsonStream args_json_;
+  bool tail_done_ = false;
+  std::string_view call_close_;  // ARGS_TAIL: the marker that ends the call ("" for Llama 3)
+  // ARGS_XML: the current call's parameters.
+  bool xml_first_ = true;      // no parameter emitted yet
+  bool xml_in_value_ = false;  // inside a value (after its parameter's header)
+  bool xml_text_ = false;      // that value is text: streamed as a JSON string
+  bool xml_started_ = false;   // the text value's opening quote was emitted
+  std::string xml_key_;        // the parameter's name
+  std::string xml_header_;     // the parameter's header text (given back if the call breaks)
+  size_t xml_scan_ = 0;        // where the search for the value's close resumes
   // Where a JSON object that starts at text[0] == '{' ends, found resumably as the text grows
   // (same start). Tracks strings and escapes only; the parse that follows checks validity.
   struct JsonScan {

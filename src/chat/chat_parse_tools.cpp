@@ -17,6 +17,38 @@ std::string_view trim(std::string_view s) {
   return s.substr(0, e);
 }
 
+// Length of the longest suffix of `text` that is a proper prefix of one of `markers`.
+size_t partial_marker_len(std::string_view text, const std::vector<std::string_view>& markers) {
+  size_t best = 0;
+  for (std::string_view m : markers) {
+    for (size_t k = std::min(m.size() - 1, text.size()); k > best; --k) {
+      if (text.substr(text.size() - k) == m.substr(0, k)) {
+        best = k;
+        break;
+      }
+    }
+  }
+  return best;
+}
+
+// The earliest of `markers` in text: its position and index, or npos.
+size_t find_first_marker(std::string_view text, const std::vector<std::string_view>& markers,
+                         size_t* which) {
+  size_t best = std::string_view::npos;
+  for (size_t i = 0; i < markers.size(); ++i) {
+    const size_t p = text.find(markers[i]);
+    if (p < best) {
+      best = p;
+      *which = i;
+    }
+  }
+  return best;
+}
+
+bool is_proper_prefix(std::string_view text, std::string_view of) {
+  return text.size() < of.size() && of.substr(0, text.size()) == text;
+}
+
 std::string dump_json(const Json& value) {
   return value.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
@@ -84,12 +116,26 @@ void collect_types(const Json& schema, std::vector<std::string>* types, int dept
   }
 }
 
+bool allows_type(const std::vector<std::string>& types, std::string_view t) {
+  return std::find(types.begin(), types.end(), t) != types.end();
+}
+
+}  // namespace
+
+const Json* param_schema(const Json& tools, std::string_view function, std::string_view param) {
+  return find_param_schema(find_function(tools, function), param);
+}
+
+bool param_is_text(const Json* schema) {
+  std::vector<std::string> types;
+  if (schema != nullptr) collect_types(*schema, &types);
+  return types.empty() || allows_type(types, "string");
+}
+
 Json convert_param(const std::string& value, const Json* schema) {
   std::vector<std::string> types;
   if (schema != nullptr) collect_types(*schema, &types);
-  const auto allows = [&](std::string_view t) {
-    return std::find(types.begin(), types.end(), t) != types.end();
-  };
+  const auto allows = [&](std::string_view t) { return allows_type(types, t); };
   if (types.empty() || allows("string")) return value;
   const std::string_view v = trim(value);
   Json parsed = parse_or_discarded(v);
@@ -102,29 +148,6 @@ Json convert_param(const std::string& value, const Json* schema) {
   }
   return value;
 }
-
-bool starts_with(std::string_view s, size_t pos, std::string_view what) {
-  return s.substr(pos, what.size()) == what;
-}
-
-void skip_space(std::string_view s, size_t* pos) {
-  while (*pos < s.size() && is_space(s[*pos])) ++*pos;
-}
-
-// The NAME of "<tag=NAME>" at *pos; advances past '>'.
-bool read_tag_name(std::string_view s, std::string_view tag, size_t* pos, std::string* name) {
-  if (!starts_with(s, *pos, tag)) return false;
-  const size_t b = *pos + tag.size();
-  const size_t e = s.find('>', b);
-  if (e == s.npos) return false;
-  const std::string_view n = trim(s.substr(b, e - b));
-  if (n.empty() || n.find_first_of("<\n") != n.npos) return false;
-  *name = std::string(n);
-  *pos = e + 1;
-  return true;
-}
-
-}  // namespace
 
 bool parse_json_call(std::string_view text, ToolCall* out) {
   const Json obj = parse_or_discarded(trim(text));
@@ -144,73 +167,6 @@ bool parse_json_call(std::string_view text, ToolCall* out) {
   }
   auto id = obj.find("id");
   if (id != obj.end() && id->is_string()) call.id = id->get<std::string>();
-  *out = std::move(call);
-  return true;
-}
-
-bool parse_qwen3_coder_calls(std::string_view body, const Json& tools, std::vector<ToolCall>* out) {
-  std::vector<ToolCall> calls;
-  size_t pos = 0;
-  for (;;) {
-    skip_space(body, &pos);
-    if (pos == body.size()) break;
-    ToolCall call;
-    if (!read_tag_name(body, "<function=", &pos, &call.name)) return false;
-    const Json* function = find_function(tools, call.name);
-    Json args = Json::object();
-    for (;;) {
-      skip_space(body, &pos);
-      if (pos == body.size()) break;  // a last function without </function>
-      if (starts_with(body, pos, "</function>")) {
-        pos += 11;
-        break;
-      }
-      std::string param;
-      if (!read_tag_name(body, "<parameter=", &pos, &param)) return false;
-      const size_t end = body.find("</parameter>", pos);
-      if (end == body.npos) return false;
-      std::string_view value = body.substr(pos, end - pos);
-      if (!value.empty() && value.front() == '\n') value.remove_prefix(1);
-      if (!value.empty() && value.back() == '\n') value.remove_suffix(1);
-      args[param] = convert_param(std::string(value), find_param_schema(function, param));
-      pos = end + 12;
-    }
-    call.arguments = dump_json(args);
-    calls.push_back(std::move(call));
-  }
-  if (calls.empty()) return false;
-  for (ToolCall& c : calls) out->push_back(std::move(c));
-  return true;
-}
-
-bool parse_glm45_call(std::string_view body, const Json& tools, ToolCall* out) {
-  size_t pos = 0;
-  skip_space(body, &pos);
-  const size_t name_end = std::min(body.find_first_of("<\n", pos), body.size());
-  const std::string_view name = trim(body.substr(pos, name_end - pos));
-  if (name.empty()) return false;
-  ToolCall call;
-  call.name = std::string(name);
-  const Json* function = find_function(tools, call.name);
-  Json args = Json::object();
-  pos = name_end;
-  for (;;) {
-    skip_space(body, &pos);
-    if (pos == body.size()) break;
-    if (!starts_with(body, pos, "<arg_key>")) return false;
-    const size_t key_end = body.find("</arg_key>", pos);
-    if (key_end == body.npos) return false;
-    const std::string key(trim(body.substr(pos + 9, key_end - pos - 9)));
-    pos = key_end + 10;
-    skip_space(body, &pos);
-    if (key.empty() || !starts_with(body, pos, "<arg_value>")) return false;
-    const size_t value_end = body.find("</arg_value>", pos);
-    if (value_end == body.npos) return false;
-    const std::string value(body.substr(pos + 11, value_end - pos - 11));
-    args[key] = convert_param(value, find_param_schema(function, key));
-    pos = value_end + 12;
-  }
-  call.arguments = dump_json(args);
   *out = std::move(call);
   return true;
 }

@@ -63,7 +63,8 @@ enum class NK : uint8_t {
   Text,         // text
   Output,       // {{ a[0] }}
   If,           // a: conditions; bodies[k]; else in else_body
-  For,          // a[0] target, a[1] iterable, a[2] filter condition (or null); body; else_body
+  For,          // a[0] target, a[1] iterable, a[2] filter condition (or null); body; else_body;
+                // flag = recursive
   Set,          // a[0] target, a[1] value
   SetBlock,     // a[0] target, a[1] filter chain (or null); body
   Macro,        // name; params (names), a: defaults aligned to params (null for none); body

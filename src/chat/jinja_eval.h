@@ -4,6 +4,8 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,6 +43,8 @@ class Evaluator {
   Value getattr(const Value& obj, const std::string& name);
   Value getitem(const Value& obj, const Value& key);
   Value filter(const std::string& name, const Value& v, Args& args);
+  // The filters on sequences (jinja_filters_seq.cpp); nullopt when `name` is none of them.
+  std::optional<Value> sequence_filter(const std::string& name, const Value& v, Args& args);
   bool test(const std::string& name, const Value& v, Args& args);
   // Python's `item in container`.
   bool contains(const Value& container, const Value& item);
@@ -71,12 +75,18 @@ class Evaluator {
     ~DepthGuard() { --e->depth_; }
   };
 
+  // What run() writes, as a string.
+  std::string capture_fn(const std::function<void()>& run);
   void install_globals();
   Value lookup(const std::string& name);
   void assign(const std::string& name, Value v);
   void assign_target(const Node& target, const Value& v);
   void exec_stmt(const Node& n);
   void exec_for(const Node& n);
+  // One for loop over `iterable` (jinja_loop.cpp); depth: loop.depth (recursive calls).
+  void run_loop(const Node& n, const Value& iterable, int depth);
+  // loop(...) of a recursive loop: the loop's body over the argument, rendered to a string.
+  Value call_loop(const Value& loop, Args& args);
   void exec_if(const Node& n);
   void exec_set(const Node& n);
   Value make_macro(const Node& def, bool is_caller);
@@ -89,12 +99,16 @@ class Evaluator {
   Value apply_filter_chain(const Node* chain, Value input);
 };
 
+// loop.<name> (Jinja2's LoopContext), or Undefined.
+Value loop_attribute(const LoopObj& loop, const std::string& name);
 // Python's binary operators on values (+ - * / // % **), bounded by ev's limits.
 Value binary_op(Evaluator& ev, const std::string& op, const Value& a, const Value& b);
 // Method `name` bound to `obj` (str, dict, list methods), or Undefined when it has none.
 Value method(Evaluator& ev, const Value& obj, const std::string& name);
-// Python's printf-style `fmt % args`.
+// Python's printf-style `fmt % args` (jinja_format.cpp).
 std::string percent_format(Evaluator& ev, const std::string& fmt, const Value& args);
+// Python's str.format(*args, **kwargs) with format specs (jinja_format.cpp).
+std::string str_format(Evaluator& ev, const std::string& fmt, Args& args);
 // Python's str.upper()/lower() (ASCII letters; other text unchanged).
 std::string to_upper(std::string s);
 std::string to_lower(std::string s);

@@ -1,61 +1,18 @@
-// Jinja2's built-in filters and tests (jinja2/filters.py, jinja2/tests.py), plus Hugging Face's
-// tojson (json.dumps with ensure_ascii=False). Filters that return generators in Jinja2 (map,
-// select, reject, selectattr, rejectattr, unique, items, batch) return a list marked as a
-// generator, so that tojson refuses them as Python does.
+// Jinja2's built-in filters on strings and numbers (jinja2/filters.py), plus Hugging Face's
+// tojson (json.dumps with ensure_ascii=False). The filters on sequences are in
+// jinja_filters_seq.cpp, the tests in jinja_tests.cpp.
+#include "chat/jinja_filters.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 #include "chat/jinja_eval.h"
 
 namespace geist::jinja {
 namespace {
-
-Value generator(std::vector<Value> items) {
-  Value v = Value::list(std::move(items));
-  v.lst().generator = true;
-  return v;
-}
-
-// Jinja's make_attrgetter: "a.b.0" looked up part by part with getitem.
-Value get_attr_path(Evaluator& ev, Value item, const Value& attr) {
-  if (attr.kind != Kind::String) return ev.getitem(item, attr);
-  const std::string& path = attr.str();
-  size_t b = 0;
-  for (;;) {
-    size_t e = path.find('.', b);
-    std::string part = path.substr(b, e == std::string::npos ? std::string::npos : e - b);
-    bool digits = !part.empty() && std::all_of(part.begin(), part.end(),
-                                               [](char c) { return c >= '0' && c <= '9'; });
-    Value key =
-        digits && part.size() < 18 ? Value::integer(std::atoll(part.c_str())) : Value::string(part);
-    item = ev.getitem(item, key);
-    if (e == std::string::npos) return item;
-    b = e + 1;
-  }
-}
-
-Value lowered(const Value& v, bool case_sensitive) {
-  if (!case_sensitive && v.kind == Kind::String) return Value::string(to_lower(v.str()));
-  return v;
-}
-
-std::vector<Value> sorted(Evaluator& ev, std::vector<Value> items, bool reverse, bool cs,
-                          const Value& attr) {
-  std::vector<std::pair<Value, Value>> keyed;
-  for (auto& it : items) {
-    Value k = attr.is_none() || attr.is_undefined() ? it : get_attr_path(ev, it, attr);
-    keyed.emplace_back(lowered(k, cs), it);
-  }
-  ev.step(keyed.size() * 4);
-  std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& x, const auto& y) {
-    return reverse ? less(y.first, x.first) : less(x.first, y.first);
-  });
-  std::vector<Value> out;
-  for (auto& kv : keyed) out.push_back(kv.second);
-  return out;
-}
 
 double py_round(double x, int64_t nd) {
   if (!std::isfinite(x)) return x;
@@ -192,72 +149,12 @@ Value tojson(Evaluator& ev, const Value& v, Args& a) {
   return Value::string(std::move(s));
 }
 
-Value map_filter(Evaluator& ev, const Value& v, Args& a) {
-  std::vector<Value> items =
-      truthy(v) ? iterate(v) : std::vector<Value>{};  // as Jinja2: `if value:`
-  std::vector<Value> out;
-  if (a.has(99, "attribute")) {
-    Value attr = a.get(99, "attribute");
-    Value def = a.get(99, "default");
-    bool has_def = !def.is_undefined() || def.obj;
-    for (auto& it : items) {
-      Value x = get_attr_path(ev, it, attr);
-      if (x.is_undefined() && has_def) x = def;
-      out.push_back(x);
-    }
-    return generator(std::move(out));
-  }
-  if (a.pos.empty()) return generator(std::move(items));
-  Value name = a.pos[0];
-  if (name.kind != Kind::String) fail("FilterArgumentError", "map requires a filter argument");
-  Args rest;
-  rest.pos.assign(a.pos.begin() + 1, a.pos.end());
-  rest.kw = a.kw;
-  for (auto& it : items) {
-    Args copy = rest;
-    out.push_back(ev.filter(name.str(), it, copy));
-  }
-  return generator(std::move(out));
-}
-
-Value select_filter(Evaluator& ev, const Value& v, Args& a, bool attr_mode, bool keep_if) {
-  std::vector<Value> items =
-      truthy(v) ? iterate(v) : std::vector<Value>{};  // as Jinja2: `if value:`
-  size_t off = 0;
-  Value attr;
-  if (attr_mode) {
-    if (a.pos.empty()) fail("TypeError", "missing required argument 'attribute'");
-    attr = a.pos[0];
-    off = 1;
-  }
-  std::string test_name;
-  Args rest;
-  if (a.pos.size() > off) {
-    if (a.pos[off].kind != Kind::String) fail("TypeError", "test name must be a string");
-    test_name = a.pos[off].str();
-    rest.pos.assign(a.pos.begin() + long(off) + 1, a.pos.end());
-  }
-  rest.kw = a.kw;
-  std::vector<Value> out;
-  for (auto& it : items) {
-    Value x = attr_mode ? get_attr_path(ev, it, attr) : it;
-    bool r;
-    if (test_name.empty()) {
-      r = truthy(x);
-    } else {
-      Args copy = rest;
-      r = ev.test(test_name, x, copy);
-    }
-    if (r == keep_if) out.push_back(it);
-  }
-  return generator(std::move(out));
-}
-
 }  // namespace
 
 Value Evaluator::filter(const std::string& name, const Value& v, Args& a) {
   step();
   const std::string& n = name;
+  if (std::optional<Value> r = sequence_filter(n, v, a)) return *r;
   if (n == "tojson") return tojson(*this, v, a);
   if (n == "default" || n == "d") {
     Value def = a.get(0, "default_value", Value::string(""));
@@ -291,119 +188,6 @@ Value Evaluator::filter(const std::string& name, const Value& v, Args& a) {
     Value count = a.get(2, "count", Value::none());
     if (!count.is_none()) r.pos.push_back(count);
     return call(getattr(s, "replace"), r);
-  }
-  if (n == "join") {
-    Value d = a.get(0, "d", Value::string(""));
-    Value attr = a.get(1, "attribute", Value::none());
-    std::vector<Value> items = iterate(v);
-    std::string sep = to_str(d), out;
-    for (size_t k = 0; k < items.size(); ++k) {
-      if (k) out += sep;
-      out += to_str(attr.is_none() ? items[k] : get_attr_path(*this, items[k], attr));
-      charge(out.size());
-    }
-    return Value::string(std::move(out));
-  }
-  if (n == "first") {
-    std::vector<Value> items = iterate(v);
-    if (items.empty()) return Value::undefined("No first item, sequence was empty.");
-    return items[0];
-  }
-  if (n == "last") {
-    if (v.kind == Kind::List && v.lst().generator)
-      fail("TypeError", "'generator' object is not reversible");
-    std::vector<Value> items = iterate(v);
-    if (items.empty()) return Value::undefined("No last item, sequence was empty.");
-    return items.back();
-  }
-  if (n == "list") return Value::list(iterate(v));
-  if (n == "items") {
-    if (v.is_undefined()) return generator({});
-    if (v.kind != Kind::Dict || v.dct().is_namespace || v.dct().is_loop)
-      fail("TypeError", "Can only get item pairs from a mapping.");
-    std::vector<Value> out;
-    for (const auto& kv : v.dct().items) out.push_back(Value::list({kv.first, kv.second}, true));
-    return generator(std::move(out));
-  }
-  if (n == "dictsort") {
-    bool cs = truthy(a.get(0, "case_sensitive", Value::boolean(false)));
-    Value by = a.get(1, "by", Value::string("key"));
-    bool rev = truthy(a.get(2, "reverse", Value::boolean(false)));
-    if (v.kind != Kind::Dict) fail("TypeError", "dictsort: mapping expected");
-    int pos = by.is_string() && by.str() == "value" ? 1 : 0;
-    if (!by.is_string() || (by.str() != "key" && by.str() != "value"))
-      fail("FilterArgumentError", "You can only sort by either \"key\" or \"value\"");
-    std::vector<std::pair<Value, Value>> items = v.dct().items;
-    std::stable_sort(items.begin(), items.end(), [&](const auto& x, const auto& y) {
-      const Value& kx = pos ? x.second : x.first;
-      const Value& ky = pos ? y.second : y.first;
-      return rev ? less(lowered(ky, cs), lowered(kx, cs)) : less(lowered(kx, cs), lowered(ky, cs));
-    });
-    std::vector<Value> out;
-    for (auto& kv : items) out.push_back(Value::list({kv.first, kv.second}, true));
-    return Value::list(std::move(out));
-  }
-  if (n == "map") return map_filter(*this, v, a);
-  if (n == "select") return select_filter(*this, v, a, false, true);
-  if (n == "reject") return select_filter(*this, v, a, false, false);
-  if (n == "selectattr") return select_filter(*this, v, a, true, true);
-  if (n == "rejectattr") return select_filter(*this, v, a, true, false);
-  if (n == "unique") {
-    bool cs = truthy(a.get(0, "case_sensitive", Value::boolean(false)));
-    Value attr = a.get(1, "attribute", Value::none());
-    std::vector<Value> seen, out;
-    for (auto& it : iterate(v)) {
-      Value k = lowered(attr.is_none() ? it : get_attr_path(*this, it, attr), cs);
-      bool dup = false;
-      for (auto& s : seen) {
-        step();
-        if (equals(s, k)) dup = true;
-      }
-      if (!dup) {
-        seen.push_back(k);
-        out.push_back(it);
-      }
-    }
-    return generator(std::move(out));
-  }
-  if (n == "sort") {
-    bool rev = truthy(a.get(0, "reverse", Value::boolean(false)));
-    bool cs = truthy(a.get(1, "case_sensitive", Value::boolean(false)));
-    Value attr = a.get(2, "attribute", Value::none());
-    return Value::list(sorted(*this, iterate(v), rev, cs, attr));
-  }
-  if (n == "reverse") {
-    if (v.kind == Kind::String) {
-      auto cp = code_points(v.str());
-      std::string out;
-      for (size_t k = cp.size() - 1; k-- > 0;) out.append(v.str(), cp[k], cp[k + 1] - cp[k]);
-      return Value::string(std::move(out));
-    }
-    std::vector<Value> items = iterate(v);
-    std::reverse(items.begin(), items.end());
-    return generator(std::move(items));
-  }
-  if (n == "min" || n == "max") {
-    bool cs = truthy(a.get(0, "case_sensitive", Value::boolean(false)));
-    Value attr = a.get(1, "attribute", Value::none());
-    std::vector<Value> items = iterate(v);
-    if (items.empty()) return Value::undefined("No aggregated item, sequence was empty.");
-    size_t best = 0;
-    auto key = [&](size_t k) {
-      return lowered(attr.is_none() ? items[k] : get_attr_path(*this, items[k], attr), cs);
-    };
-    for (size_t k = 1; k < items.size(); ++k) {
-      step();
-      if (n == "min" ? less(key(k), key(best)) : less(key(best), key(k))) best = k;
-    }
-    return items[best];
-  }
-  if (n == "sum") {
-    Value attr = a.get(0, "attribute", Value::none());
-    Value total = a.get(1, "start", Value::integer(0));
-    for (auto& it : iterate(v))
-      total = binary_op(*this, "+", total, attr.is_none() ? it : get_attr_path(*this, it, attr));
-    return total;
   }
   if (n == "abs") {
     if (v.kind == Kind::Int || v.kind == Kind::Bool) {
@@ -505,32 +289,15 @@ Value Evaluator::filter(const std::string& name, const Value& v, Args& a) {
                          std::string(size_t(marg - left), ' '));
   }
   if (n == "format") {
+    if (!a.kw.empty() && !a.pos.empty()) {
+      fail("FilterArgumentError", "can't handle positional and keyword arguments at the same time");
+    }
     if (!a.kw.empty()) {
       Value d = Value::dict();
       for (auto& kv : a.kw) d.dct().set(Value::string(kv.first), kv.second);
       return Value::string(percent_format(*this, to_str(v), d));
     }
     return Value::string(percent_format(*this, to_str(v), Value::list(a.pos, true)));
-  }
-  if (n == "batch") {
-    int64_t count = a.get(0, "linecount").as_int();
-    Value fill = a.get(1, "fill_with", Value::none());
-    bool has_fill = a.has(1, "fill_with") || !fill.is_none();
-    if (count <= 0) fail("ValueError", "batch size must be positive");
-    std::vector<Value> items = iterate(v), out, cur;
-    for (auto& it : items) {
-      cur.push_back(it);
-      if (int64_t(cur.size()) == count) {
-        out.push_back(Value::list(std::move(cur)));
-        cur.clear();
-      }
-    }
-    if (!cur.empty()) {
-      if (has_fill)
-        while (int64_t(cur.size()) < count) cur.push_back(fill);
-      out.push_back(Value::list(std::move(cur)));
-    }
-    return generator(std::move(out));
   }
   if (n == "attr") {
     Value nm = a.get(0, "name");
@@ -555,67 +322,6 @@ Value Evaluator::filter(const std::string& name, const Value& v, Args& a) {
     return call(getattr(Value::string(" "), "join"), sep);
   }
   fail("TemplateRuntimeError", "No filter named '" + name + "' found.");
-}
-
-bool Evaluator::test(const std::string& name, const Value& v, Args& a) {
-  step();
-  const std::string& n = name;
-  if (n == "defined") return !v.is_undefined();
-  if (n == "undefined") return v.is_undefined();
-  if (n == "none") return v.is_none();
-  if (n == "boolean") return v.kind == Kind::Bool;
-  if (n == "true") return v.kind == Kind::Bool && v.b;
-  if (n == "false") return v.kind == Kind::Bool && !v.b;
-  if (n == "integer") return v.kind == Kind::Int;
-  if (n == "float") return v.kind == Kind::Float;
-  if (n == "number") return v.is_number();
-  if (n == "string") return v.is_string();
-  if (n == "mapping") return v.kind == Kind::Dict && !v.dct().is_namespace && !v.dct().is_loop;
-  if (n == "iterable")
-    return v.is_undefined() || v.is_string() || v.kind == Kind::List ||
-           (v.kind == Kind::Dict && !v.dct().is_namespace);
-  if (n == "sequence")
-    return v.is_string() || (v.kind == Kind::List && !v.lst().generator) ||
-           (v.kind == Kind::Dict && !v.dct().is_namespace && !v.dct().is_loop);
-  if (n == "callable") return v.kind == Kind::Func;
-  if (n == "escaped") return false;
-  if (n == "sameas") {
-    Value o = a.get(0, "other");
-    if (v.kind != o.kind) return false;
-    switch (v.kind) {
-      case Kind::None:
-      case Kind::Undefined:
-        return v.obj == o.obj || v.kind == Kind::None;
-      case Kind::Bool:
-        return v.b == o.b;
-      case Kind::Int:
-        return v.i == o.i && v.i >= -5 && v.i <= 256;
-      case Kind::Float:
-        return false;
-      default:
-        return v.obj == o.obj;
-    }
-  }
-  if (n == "in") return contains(a.get(0, "seq"), v);
-  if (n == "eq" || n == "equalto" || n == "==") return equals(v, a.get(0, "other"));
-  if (n == "ne" || n == "!=") return !equals(v, a.get(0, "other"));
-  if (n == "lt" || n == "lessthan" || n == "<") return less(v, a.get(0, "other"), "<");
-  if (n == "gt" || n == "greaterthan" || n == ">") return less(a.get(0, "other"), v, ">");
-  if (n == "le" || n == "<=") return !less(a.get(0, "other"), v, "<=");
-  if (n == "ge" || n == ">=") return !less(v, a.get(0, "other"), ">=");
-  if (n == "odd" || n == "even" || n == "divisibleby") {
-    Value d = n == "divisibleby" ? a.get(0, "num") : Value::integer(2);
-    Value m = binary_op(*this, "%", v, d);
-    if (n == "odd") return equals(m, Value::integer(1));
-    return equals(m, Value::integer(0));
-  }
-  if (n == "lower" || n == "upper") {
-    std::string s = to_str(v);
-    Value r = call(getattr(Value::string(s), n == "lower" ? "islower" : "isupper"), a);
-    return truthy(r);
-  }
-  if (n == "filter" || n == "test") return false;
-  fail("TemplateRuntimeError", "No test named '" + name + "' found.");
 }
 
 }  // namespace geist::jinja

@@ -138,65 +138,6 @@ std::string py_title(const std::string& s) {
   return out;
 }
 
-// str.format with {} / {0} / {name} fields (no format specs beyond plain fields).
-std::string str_format(Evaluator& ev, const std::string& fmt, Args& args) {
-  std::string out;
-  size_t auto_idx = 0;
-  for (size_t k = 0; k < fmt.size(); ++k) {
-    char c = fmt[k];
-    if (c == '{') {
-      if (k + 1 < fmt.size() && fmt[k + 1] == '{') {
-        out += '{';
-        ++k;
-        continue;
-      }
-      size_t e = fmt.find('}', k);
-      if (e == std::string::npos) fail("ValueError", "Single '{' encountered in format string");
-      std::string field = fmt.substr(k + 1, e - k - 1);
-      std::string spec;
-      if (size_t colon = field.find(':'); colon != std::string::npos) {
-        spec = field.substr(colon + 1);
-        field = field.substr(0, colon);
-      }
-      Value v;
-      if (field.empty()) {
-        if (auto_idx >= args.pos.size())
-          fail("IndexError", "Replacement index " + std::to_string(auto_idx) +
-                                 " out of range for positional args tuple");
-        v = args.pos[auto_idx++];
-      } else if (std::all_of(field.begin(), field.end(),
-                             [](char d) { return d >= '0' && d <= '9'; })) {
-        size_t idx = size_t(std::stoul(field.substr(0, 9)));
-        if (idx >= args.pos.size())
-          fail("IndexError",
-               "Replacement index " + field + " out of range for positional args tuple");
-        v = args.pos[idx];
-      } else {
-        bool found = false;
-        for (auto& kv : args.kw)
-          if (kv.first == field) {
-            v = kv.second;
-            found = true;
-          }
-        if (!found) fail("KeyError", repr_string(field));
-      }
-      if (!spec.empty()) fail("ValueError", "format specs are not supported: '" + spec + "'");
-      out += to_str(v);
-      ev.charge(out.size());
-      k = e;
-    } else if (c == '}') {
-      if (k + 1 < fmt.size() && fmt[k + 1] == '}')
-        ++k;
-      else
-        fail("ValueError", "Single '}' encountered in format string");
-      out += '}';
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 Value bind(const Value& self, const char* name,
            std::function<Value(Evaluator&, const Value&, Args&)> f) {
   Value m = Value::func(name, [self, f](Evaluator& ev, Args& a) { return f(ev, self, a); });

@@ -117,6 +117,7 @@ struct ListObj : Object {
   std::vector<Value> items;
   bool tuple = false;
   bool generator = false;  // the result of map/select/...: Python shows a generator
+  bool group = false;      // groupby's (grouper, list) tuple: also .grouper and .list
 };
 struct DictObj : Object {
   std::vector<std::pair<Value, Value>> items;  // insertion order, as Python 3.7+ dicts
@@ -129,9 +130,18 @@ struct DictObj : Object {
   void push(Value key, Value v);  // appends (the key must be new)
 };
 // A for loop's `loop`: attributes computed on access from the shared item list.
+// What the iterations of one for loop share: loop.changed's last arguments, and for a
+// recursive loop the function behind loop(...).
+struct LoopState {
+  bool has_last = false;
+  Value last;
+  NativeFn recurse;  // empty unless the loop is `recursive`
+};
 struct LoopObj : DictObj {
   std::shared_ptr<const std::vector<Value>> seq;
   size_t index = 0;
+  int loop_depth = 1;  // loop.depth: 1 + the recursive calls above
+  std::shared_ptr<LoopState> state;
 };
 struct FuncObj : Object {
   std::string name;
@@ -203,5 +213,7 @@ std::vector<Value> iterate(const Value& v);
 int64_t length(const Value& v);
 // UTF-8 code points of s, as byte offsets (size n+1, last = s.size()).
 std::vector<size_t> code_points(std::string_view s);
+// Appends code point cp as UTF-8 (U+FFFD for a surrogate or a value past U+10FFFF).
+void append_utf8(std::string& out, uint32_t cp);
 
 }  // namespace geist::jinja

@@ -93,6 +93,19 @@ C = [
  ("filter_block", "{% filter upper %}hello {{ 'x' }}{% endfilter %}|{% filter trim|upper %}  y  {% endfilter %}", {}),
  ("with_block", "{% with a = 1, b = 2 %}{{ a + b }}{% endwith %}[{{ a }}]", {}),
  ("generation", "{% generation %}gen {{ 1 }}{% endgeneration %}", {}),
+ # recursive loops, loop.changed / depth, groupby
+ ("loop_recursive", "{% for item in tree recursive %}{{ item.n }}{{ loop.depth }}{{ loop.depth0 }}{% if item.c %}[{{ loop(item.c) }}]{% endif %}{% endfor %}", {"tree": [{"n": "a", "c": [{"n": "b", "c": [{"n": "c"}]}, {"n": "d"}]}, {"n": "e"}]}),
+ ("loop_recursive_vars", "{% for x in t recursive %}<{{ loop.index }}/{{ loop.length }}{{ loop.first }}{{ loop.last }}:{{ x.v }}{% if x.k is defined %}{{ loop(x.k)|upper }}{% endif %}>{% else %}none{% endfor %}", {"t": [{"v": "p", "k": [{"v": "q"}, {"v": "r", "k": []}]}]}),
+ ("loop_recursive_filter", "{% for x in t if x.on recursive %}{{ x.v }}{% if x.k %}({{ loop(x.k) }}){% endif %}{% endfor %}", {"t": [{"v": 1, "on": True, "k": [{"v": 2, "on": False}, {"v": 3, "on": True}]}, {"v": 4, "on": False}]}),
+ ("loop_changed", "{% for x in [1,1,2,3,3,1] %}{% if loop.changed(x) %}{{ x }}{% endif %}{% endfor %}|{% for u in us %}{% if loop.changed(u.a, u.b) %}{{ loop.index }}{% endif %}{% endfor %}", {"us": [{"a": 1, "b": 1}, {"a": 1, "b": 1}, {"a": 1, "b": 2}]}),
+ ("f_groupby", "{% for g in us|groupby('city') %}{{ g.grouper }}:{{ g.list|map(attribute='n')|join(',') }};{% endfor %}|{% for city, items in us|groupby('city')|reverse %}{{ city }}={{ items|length }} {% endfor %}|{{ us|groupby('x', default='?')|map(attribute='grouper')|list }}|{{ us|groupby('city')|list|length }}", {"us": [{"n": "a", "city": "Oslo"}, {"n": "b", "city": "Bergen", "x": "z"}, {"n": "c", "city": "Oslo"}]}),
+ ("f_groupby_case", "{% for g in ws|groupby('k') %}{{ g.grouper }}{{ g.list|length }} {% endfor %}|{% for g in ws|groupby('k', case_sensitive=true) %}{{ g.grouper }}{{ g.list|length }} {% endfor %}|{% for k, v in [[2, 'a'], [1, 'b'], [2, 'c']]|groupby(0) %}{{ k }}{{ v|length }}{% endfor %}", {"ws": [{"k": "b"}, {"k": "A"}, {"k": "a"}]}),
+ # printf-style and str.format specs
+ ("percent_specs", "[{{ '%d|%5d|%-5d|%05d|%+d|% d|%i' % (42, 42, 42, 42, 42, 42, -7) }}][{{ '%x|%X|%o|%#x|%5x' % (255, 255, 8, 255, 10) }}][{{ '%.2f|%5.1f|%-8.3f|%08.2f|%f|%.0f' % (3.14159, 2.25, 1.5, -2.5, 1, 2.5) }}][{{ '%s|%5s|%-5s|%.2s|%r' % ('ab', 'ab', 'ab', 'abc', 'q') }}][{{ '%e|%.3e|%g|%g|%G|%c|%c' % (12345.678, 0.00012, 0.0001, 1e20, 1e-20, 65, 'z') }}]", {}),
+ ("percent_dict_star", "{{ '%(a)s-%(b)05.1f' % {'a': 'x', 'b': 2.345} }} {{ '%*d|%-*s|%.*f' % (4, 7, 3, 'a', 2, 3.14159) }} {{ '%d%%' % 50 }} {{ '%s' % [1, 2] }} {{ '%s' % none }} {{ '%d' % 3.9 }} {{ '%d' % true }}", {}),
+ ("f_format_specs", "{{ '%5.1f'|format(3.14159) }}|{{ '%-5s|'|format('ab') }}{{ '%x'|format(255) }}|{{ '%(a)s=%(b)d'|format(a='k', b=3) }}|{{ '%s, %s!'|format('Hello', 'World') }}", {}),
+ ("str_format_specs", "[{{ '{:d}|{:5}|{:<5}|{:>5}|{:^5}|{:*^7}'.format(42, 42, 'ab', 'ab', 'ab', 'ab') }}][{{ '{:.2f}|{:8.3f}|{:<8.1f}|{:+.1f}|{:.0f}|{:.3}|{:g}|{:e}'.format(3.14159, 2.5, 1.25, 2, 2.5, 3.14159, 0.0001, 1234.5) }}][{{ '{:x}|{:X}|{:o}|{:b}|{:#x}|{:05d}|{:,}|{:_}|{:08.2f}'.format(255, 255, 8, 5, 255, 42, 1234567, 1234567, -3.5) }}][{{ '{0:>4}{1:<3}|{name:^6}|{0}'.format('a', 'b', name='mid') }}][{{ '{:.2%}|{:%}'.format(0.256, 0.5) }}][{{ '{!r}|{!s:>4}|{:}'.format('q', 'w', 'e') }}][{{ '{:5}|{:<5}|{:.1s}'.format(true, 'n', 'xyz') }}]", {}),
+ ("str_format_index", "{{ '{0[0]}-{0[1]}|{d[k]}|{u.n}'.format(['x', 'y'], d={'k': 'v'}, u={'n': 'm'}) }} {{ '{{literal}} {}'.format(1) }}", {}),
  # methods
  ("str_methods", "{{ 'a,b,,c'.split(',') }} {{ 'a b  c'.split() }} {{ 'a,b,c'.split(',', 1) }} {{ 'a,b,c'.rsplit(',', 1) }} {{ '  x '.strip() }}|{{ 'xxa'.lstrip('x') }}|{{ 'axx'.rstrip('x') }}", {}),
  ("str_methods2", "{{ 'abc'.startswith('a') }} {{ 'abc'.endswith(('x','c')) }} {{ 'hello'.replace('l', 'L') }} {{ 'Hello'.upper() }} {{ 'Hello'.lower() }} {{ 'hello world'.title() }} {{ 'hello'.capitalize() }} {{ 'hello'.find('l') }} {{ 'hello'.find('z') }} {{ 'hello'.count('l') }} {{ '-'.join(['a','b']) }} {{ '{} and {}'.format(1, 'x') }} {{ '{n}!'.format(n=3) }}", {}),
@@ -130,6 +143,12 @@ E = [
  ("err_syntax_string", "{{ 'abc }}", {}),
  ("err_syntax_comment", "{# abc", {}),
  ("err_lt_types", "{{ 1 < 'a' }}", {}),
+ ("err_percent_type", "{{ '%d' % 'a' }}", {}),
+ ("err_percent_few", "{{ '%s %s' % ('a',) }}", {}),
+ ("err_format_type", "{{ '{:d}'.format('a') }}", {}),
+ ("err_format_spec", "{{ '{:q}'.format(1) }}", {}),
+ ("err_format_mixed", "{{ '%s %(a)s'|format('x', a=1) }}", {}),
+ ("err_loop_outside", "{% for x in [1] %}{% endfor %}{{ loop(x) }}", {}),
 ]
 import sys, json, importlib.util
 spec=importlib.util.spec_from_file_location('rr',sys.argv[1] + '/templates/render_reference.py'); rr=importlib.util.module_from_spec(spec); spec.loader.exec_module(rr)

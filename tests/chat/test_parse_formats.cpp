@@ -195,14 +195,35 @@ TEST(ParseQwen3Coder, WithoutToolCallTag) {
 
 TEST(ParseQwen3Coder, Malformed) {
   const ParserOptions o = opts_for(ToolCallFormat::QWEN3_CODER);
+  // A call that began stays a call: the reply ending inside a text value closes it there.
   ChatMsg m = check_split_invariance("<tool_call>\n<function=f>\n<parameter=s>\nv\n", o);
-  EXPECT_EQ(m.content, "<tool_call>\n<function=f>\n<parameter=s>\nv\n");
-  EXPECT_TRUE(m.tool_calls.empty());
+  EXPECT_EQ(m.content, "");
+  ASSERT_EQ(m.tool_calls.size(), 1u);
+  EXPECT_EQ(m.tool_calls[0].arguments, R"({"s":"v"})");
+  // Only </parameter> ends a value.
   m = check_split_invariance("<tool_call>\n<function=f>\n<parameter=s>\nv\n</tool_call>", o);
-  EXPECT_TRUE(m.tool_calls.empty());
+  ASSERT_EQ(m.tool_calls.size(), 1u);
+  EXPECT_EQ(args_of(m.tool_calls[0]), Json::parse(R"({"s": "v\n</tool_call>"})"));
+  // Text that is not a parameter ends the call; it is content.
+  m = check_split_invariance("<tool_call>\n<function=f>\njunk</function></tool_call>", o);
+  ASSERT_EQ(m.tool_calls.size(), 1u);
+  EXPECT_EQ(m.tool_calls[0].arguments, "{}");
+  EXPECT_EQ(m.content, "junk</function></tool_call>");
+  // A typed value the reply ends in goes back to content with its header.
+  ParserOptions typed = o;
+  typed.tools = Json::parse(R"([{"type": "function", "function": {"name": "f", "parameters":
+      {"type": "object", "properties": {"n": {"type": "integer"}}}}}])");
+  m = check_split_invariance("<tool_call>\n<function=f>\n<parameter=n>\n12", typed);
+  ASSERT_EQ(m.tool_calls.size(), 1u);
+  EXPECT_EQ(m.tool_calls[0].arguments, "{}");
+  EXPECT_EQ(m.content, "<parameter=n>\n12");
+  // Before a call's name there is no call.
   m = check_split_invariance("<tool_call>\njunk\n</tool_call>", o);
   EXPECT_EQ(m.content, "<tool_call>\njunk\n</tool_call>");
+  EXPECT_TRUE(m.tool_calls.empty());
   m = check_split_invariance("<tool_call></tool_call>", o);
+  EXPECT_TRUE(m.tool_calls.empty());
+  m = check_split_invariance("<tool_call>\n<function=>\n</function>", o);
   EXPECT_TRUE(m.tool_calls.empty());
 }
 
@@ -220,9 +241,12 @@ TEST(ParseGlm45, ArgsTypedAndSeveralCalls) {
   EXPECT_EQ(args_of(m.tool_calls[0]), Json::parse(R"({"s": "12", "n": 12, "o": {"k": 1}})"));
   EXPECT_EQ(m.tool_calls[1].name, "g");
   EXPECT_EQ(args_of(m.tool_calls[1]), Json::object());
-  // Malformed: a key without a value, an empty name.
-  EXPECT_EQ(check_split_invariance("<tool_call>f\n<arg_key>a</arg_key></tool_call>", o).content,
-            "<tool_call>f\n<arg_key>a</arg_key></tool_call>");
+  // Malformed: a key without a value (the call has begun: it closes, the rest is content), an
+  // empty name (no call).
+  const ChatMsg k = check_split_invariance("<tool_call>f\n<arg_key>a</arg_key></tool_call>", o);
+  ASSERT_EQ(k.tool_calls.size(), 1u);
+  EXPECT_EQ(k.tool_calls[0].arguments, "{}");
+  EXPECT_EQ(k.content, "<arg_key>a</arg_key></tool_call>");
   EXPECT_TRUE(check_split_invariance("<tool_call>\n</tool_call>", o).tool_calls.empty());
 }
 
@@ -252,8 +276,11 @@ TEST(ParseLlama3, PlainRepliesStayContent) {
   EXPECT_EQ(check_split_invariance("It is sunny {\"name\": 1}", o).content,
             "It is sunny {\"name\": 1}");
   EXPECT_EQ(check_split_invariance("{\"answer\": 42}", o).content, "{\"answer\": 42}");
-  EXPECT_EQ(check_split_invariance("{\"name\": \"x\", \"parameters\": {", o).content,
-            "{\"name\": \"x\", \"parameters\": {");
+  // A call whose arguments began stays a call, closed where the reply ends.
+  const ChatMsg open = check_split_invariance("{\"name\": \"x\", \"parameters\": {", o);
+  EXPECT_EQ(open.content, "");
+  ASSERT_EQ(open.tool_calls.size(), 1u);
+  EXPECT_EQ(open.tool_calls[0].arguments, "{}");
   EXPECT_EQ(check_split_invariance("{\"name\": 5}", o).content, "{\"name\": 5}");
   EXPECT_EQ(check_split_invariance("{", o).content, "{");
   const ChatMsg m = check_split_invariance("{\"name\": \"f\", \"parameters\": {}}\nCalled it.", o);
@@ -323,7 +350,8 @@ TEST(ParseFuzz, RandomBytesNeverThrowAndAgree) {
       std::mt19937 split_rng(static_cast<unsigned>(iter));
       const ptest::StreamRun r = ptest::run_pieces(ptest::split_random(text, &split_rng), o);
       EXPECT_TRUE(ptest::same_msg(r.final, whole)) << text;
-      // Calls are emitted whole, so even malformed replies stream what the final result says.
+      // Nothing emitted is taken back, so even malformed replies stream what the final result
+      // says.
       EXPECT_TRUE(ptest::same_msg(r.from_deltas, whole)) << text;
     }
   }
