@@ -166,37 +166,37 @@ void register_session_routes(Server& s, httplib::Server& h) {
              if (!known) return send_error(res, not_found(id));
              send_json(res, json{{"id", id}, {"object", "session"}, {"deleted", true}});
            });
-  h.Post(R"(/v1/sessions/([A-Za-z0-9._-]+)/fork)", [sp](const httplib::Request& req,
-                                                        httplib::Response& res) {
-    const std::string id = req.matches[1];
-    auto ss = find_session(*sp, id);
-    if (!ss) return send_error(res, not_found(id));
-    json body = json::object();
-    if (!req.body.empty()) {
-      if (auto e = parse_body(req.body, &body)) return send_error(res, *e);
-    }
-    std::string nid = sp->next_id("sess-");
-    if (auto e = parse_session_id(body, &nid)) return send_error(res, *e);
-    auto copy = std::make_shared<ChatSession>();
-    {
-      std::lock_guard<std::mutex> lock(ss->mu);
-      copy->messages = ss->messages;
-      copy->text_known = ss->text_known;
-      copy->text = ss->text;
-      copy->tokens = ss->tokens;
-      copy->image = ss->image;  // images are immutable: shared
-      copy->image_bytes = ss->image_bytes;
-      copy->parked = ss->parked;  // the same tokens: the same object in the tiers
-      copy->last_use_ms = ss->last_use_ms = geist_serving::now_ms();
-    }
-    std::string why;
-    if (!sp->sessions.put_new(nid, copy, &why)) {
-      ApiError e = bad_param("id", why);
-      e.status = 409;
-      return send_error(res, e);
-    }
-    send_json(res, describe(nid, *copy), 201);
-  });
+  h.Post(R"(/v1/sessions/([A-Za-z0-9._-]+)/fork)",
+         [sp](const httplib::Request& req, httplib::Response& res) {
+           const std::string id = req.matches[1];
+           auto ss = find_session(*sp, id);
+           if (!ss) return send_error(res, not_found(id));
+           json body = json::object();
+           if (!req.body.empty()) {
+             if (auto e = parse_body(req.body, &body)) return send_error(res, *e);
+           }
+           std::string nid = sp->next_id("sess-");
+           if (auto e = parse_session_id(body, &nid)) return send_error(res, *e);
+           auto copy = std::make_shared<ChatSession>();
+           {
+             std::lock_guard<std::mutex> lock(ss->mu);
+             copy->messages = ss->messages;
+             copy->text_known = ss->text_known;
+             copy->text = ss->text;
+             copy->tokens = ss->tokens;
+             copy->image = ss->image;  // images are immutable: shared
+             copy->image_bytes = ss->image_bytes;
+             copy->parked = ss->parked;  // the same tokens: the same object in the tiers
+             copy->last_use_ms = ss->last_use_ms = geist_serving::now_ms();
+           }
+           std::string why;
+           if (!sp->sessions.put_new(nid, copy, &why)) {
+             ApiError e = bad_param("id", why);
+             e.status = 409;
+             return send_error(res, e);
+           }
+           send_json(res, describe(nid, *copy), 201);
+         });
   h.Get(R"(/v1/sessions/([A-Za-z0-9._-]+)/state)",
         [sp](const httplib::Request& req, httplib::Response& res) {
           const std::string id = req.matches[1];

@@ -79,8 +79,7 @@ int cmd_serve(int argc, char** argv) {
       !args.get_i32("--ctx", &ctx) || !args.get_i32("--threads", &threads) ||
       !args.get_i32("--cache-ram", &cache_mib) || !args.get_i32("--queue", &queue) ||
       !args.get_i32("--batch", &batch) || !args.get_i32("--max-body", &max_body) ||
-      !args.get_i32("--ping-ms", &ping_ms) ||
-      !args.get_i32("--cache-disk", &cache_disk_mib) ||
+      !args.get_i32("--ping-ms", &ping_ms) || !args.get_i32("--cache-disk", &cache_disk_mib) ||
       !args.get_i32("--park-after", &park_after) || !args.get_i32("--redis-ttl", &redis_ttl)) {
     return kExitUsage;
   }
@@ -93,8 +92,7 @@ int cmd_serve(int argc, char** argv) {
         Range{"--ctx", ctx, 0, 1 << 24}, Range{"--threads", threads, 0, 1024},
         Range{"--cache-ram", cache_mib, 0, 1 << 22}, Range{"--queue", queue, 0, 4096},
         Range{"--batch", batch, 1, 1 << 20}, Range{"--max-body", max_body, 1024, 1 << 30},
-        Range{"--ping-ms", ping_ms, 10, 600000},
-        Range{"--cache-disk", cache_disk_mib, 1, 1 << 24},
+        Range{"--ping-ms", ping_ms, 10, 600000}, Range{"--cache-disk", cache_disk_mib, 1, 1 << 24},
         Range{"--park-after", park_after, 0, 1 << 24},
         Range{"--redis-ttl", redis_ttl, 1, 1 << 30}}) {
     if (r.v < r.lo || r.v > r.hi) {
