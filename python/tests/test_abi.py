@@ -34,8 +34,8 @@ def test_every_mirror_field_checked():
 @pytest.mark.parametrize("mutate,needle", [
     (lambda l: l["structs"]["geist_sampler_params"]["fields"].__setitem__("seed", [40, 8]),
      "geist_sampler_params.seed"),
-    (lambda l: l["structs"]["geist_session_params"].__setitem__("size", 72),
-     "geist_session_params: libgeist's is 72 bytes"),
+    (lambda l: l["structs"]["geist_session_params"].__setitem__("size", 200),
+     "geist_session_params: libgeist's is 200 bytes"),
     (lambda l: l["structs"]["geist_model_params"]["fields"].__setitem__("n_gpu", [48, 4]),
      "struct geist_model_params: libgeist has fields"),
     (lambda l: l["structs"].pop("geist_sampler_params"), "does not describe struct"),
