@@ -36,8 +36,14 @@ describe('load and faults', { skip, timeout: 240000 }, () => {
     assert.ok(r.cached_tokens > 0, 'the shared system prompt never hit the cache');
     // What the load added to the resident set: the cache's images (at most the budget) plus
     // request buffers and allocator slack (32 MiB).
+    // Not under AddressSanitizer (GEIST_SANITIZED=1, set by scripts/test.sh): its quarantine
+    // keeps freed memory resident by design, so RSS says nothing about the cache there.
     const grew = r.peak_rss_mib - r.baseline_rss_mib;
-    assert.ok(grew <= r.cache_budget_mib + 32, `RSS grew by ${grew.toFixed(1)} MiB (budget ${r.cache_budget_mib} MiB)`);
+    if (process.env.GEIST_SANITIZED === '1') {
+      console.log(`load: RSS bound NOT checked under ASan (grew ${grew.toFixed(1)} MiB)`);
+    } else {
+      assert.ok(grew <= r.cache_budget_mib + 32, `RSS grew by ${grew.toFixed(1)} MiB (budget ${r.cache_budget_mib} MiB)`);
+    }
   });
 
   test('kill -9 mid-load loses only the in-flight requests; a restarted server serves exactly', async () => {
