@@ -1,5 +1,7 @@
 #include "cache/disk_tier.h"
 
+#include "cache/le_bytes.h"
+
 #define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
 #include <dirent.h>
 #include <fcntl.h>
@@ -24,23 +26,6 @@ constexpr size_t kFileChecksum = 16;
 constexpr const char* kSuffix = ".gobj";
 constexpr const char* kTmpSuffix = ".gobj.tmp";
 constexpr size_t kMaxFileName = 240;
-
-void put_u32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-void put_u64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint32_t get_u32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(p[i]) << (8 * i);
-  return v;
-}
-uint64_t get_u64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return v;
-}
 
 bool ends_with(const std::string& s, const char* suffix) {
   const size_t n = std::strlen(suffix);

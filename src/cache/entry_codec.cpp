@@ -1,5 +1,7 @@
 #include "cache/entry_codec.h"
 
+#include "cache/le_bytes.h"
+
 #define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
 #include <xxhash.h>
 
@@ -11,23 +13,6 @@ namespace geist_cache {
 namespace {
 
 constexpr char kMagic[8] = {'G', 'E', 'I', 'S', 'T', 'C', 'E', '1'};
-
-void put_u32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-void put_u64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint32_t get_u32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(p[i]) << (8 * i);
-  return v;
-}
-uint64_t get_u64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return v;
-}
 
 void put_checksum(uint8_t* p, const uint8_t* data, size_t n) {
   const XXH128_hash_t h = XXH3_128bits(data, n);

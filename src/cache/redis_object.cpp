@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "cache/le_bytes.h"
+
 namespace geist_cache::redis_object {
 namespace {
 
@@ -16,23 +18,6 @@ constexpr char kPartMagic[8] = {'G', 'E', 'I', 'S', 'T', 'R', 'P', '1'};
 constexpr uint32_t kVersion = 1;
 constexpr size_t kManifestHead = 56;
 constexpr size_t kManifestEntry = 16;
-
-void put_u32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-void put_u64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint32_t get_u32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(p[i]) << (8 * i);
-  return v;
-}
-uint64_t get_u64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return v;
-}
 
 bool fail(std::string* why, const char* msg) {
   if (why) *why = msg;
