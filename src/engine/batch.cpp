@@ -57,16 +57,17 @@ struct BatchRunner {
     }
     const ArchModel& arch = model.arch();
     const BackendKind kind = arch.backend().kind();
+    // Where a prefill piece may be cut shorter than alone to fill a micro-batch: on the CPU
+    // backends at any grid point (their delta rule rounds its state on the grid, so the bits
+    // are the same); the CUDA delta scan rounds where a call ends, so there a piece that does
+    // not fit waits for the next micro-batch and every session is cut exactly as alone.
+    const bool cut_on_grid = kind == BackendKind::CPU || kind == BackendKind::CPU_DEVICE_LOCAL;
     std::vector<Work> work;
     for (size_t i = 0; i < n_items; ++i) {
       BatchItem& it = items[i];
       it.status = check_item(model, it);
       if (!it.status) continue;
       Session& s = *it.session;
-      if (kind != BackendKind::CPU && kind != BackendKind::CPU_DEVICE_LOCAL) {
-        it.status = it.n > 0 ? s.prefill(it.tokens, it.n, nullptr) : s.pay_forward();
-        continue;
-      }
       Work w;
       w.item = &it;
       w.s = &s;
@@ -112,6 +113,7 @@ struct BatchRunner {
         } else {
           int32_t e = arch.micro_batch_end(w.next, w.end);
           if (e - w.next > cap - rows) {
+            if (!cut_on_grid) continue;                               // next round, whole
             e = (w.next + cap - rows) / kPrefillGrid * kPrefillGrid;  // a grid point that fits
             if (e <= w.next) continue;                                // next round
           }
