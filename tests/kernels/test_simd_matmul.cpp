@@ -542,7 +542,7 @@ TEST(SimdMatmul, Q8KernelsEqualTheScalarContractBitwise) {
   });
 }
 
-// The GROUPS16 decode kernel's token tiles (1 to 8 tokens per weight load, several tiles for
+// The GROUPS16 decode kernel's token tiles (1 to 4 tokens per weight load, several tiles for
 // up to 15 tokens, matmul's row layout: simd::q8_rows_max) against the scalar contract, bitwise,
 // for every token count up to two tiles, on a partial last group of rows.
 TEST(SimdMatmul, Q8GroupsDecodeTilesEqualTheScalarContractBitwise) {

@@ -1,5 +1,5 @@
 // The Q8_0 / Q4_0 decode kernel on GROUPS16 weights (kernels/matmul.h), behind dot_q8_rows where
-// AVX-512 VNNI is present (matmul_q8_simd.cpp): weight rows in the lanes, up to 8 tokens per
+// AVX-512 VNNI is present (matmul_q8_simd.cpp): weight rows in the lanes, up to 4 tokens per
 // weight load. foreach_target.h re-includes this file once per SIMD target; the HWY_ONCE part
 // at the end holds the dispatcher.
 //
@@ -45,7 +45,10 @@ namespace HWY_NAMESPACE {
 // dependency chains short; more tokens are independent chains themselves (and need the
 // registers). The sums are exact, so their order does not matter.
 constexpr int64_t kPrefetchBlocks = 16;  // distance of the decode kernel's software prefetch
-constexpr int kGroupTileMax = 8;         // tokens per register tile (5 zmm each for Q8_0)
+// Tokens per register tile (5 zmm each for Q8_0). GCC 12 unrolls the token loops fully up to 4
+// and keeps the tile in registers; at 5-8 it leaves them rolled, with the sums on the stack.
+// More tokens take several tiles, the later ones reading the group's rows from L1 / L2.
+constexpr int kGroupTileMax = 4;
 
 // T tokens from t0 (row layout: q [n_tok][2][n_in], dx / sx [n_tok][n_in / 32]) against the 16
 // rows of group grp, stored to out[(t0 + j) * out_stride + r] for the group's real rows (keep).
@@ -125,9 +128,8 @@ GEIST_Q8G_VNNI_ATTR void DotQ8GroupsVnni(const uint8_t* src, size_t row_bytes, i
                                          int64_t out_stride) {
   using Tile = void (*)(const uint8_t*, int64_t, int64_t, const int8_t*, const float*,
                         const int32_t*, int64_t, __mmask16, float*, int64_t);
-  static constexpr Tile kTiles[kGroupTileMax] = {
-      GroupTileVnni<kQ4, 1>, GroupTileVnni<kQ4, 2>, GroupTileVnni<kQ4, 3>, GroupTileVnni<kQ4, 4>,
-      GroupTileVnni<kQ4, 5>, GroupTileVnni<kQ4, 6>, GroupTileVnni<kQ4, 7>, GroupTileVnni<kQ4, 8>};
+  static constexpr Tile kTiles[kGroupTileMax] = {GroupTileVnni<kQ4, 1>, GroupTileVnni<kQ4, 2>,
+                                                 GroupTileVnni<kQ4, 3>, GroupTileVnni<kQ4, 4>};
   const int64_t nb = n_in / 32;
   for (int r0 = 0; r0 < count; r0 += 16) {
     const uint8_t* grp = src + static_cast<size_t>(r0) * row_bytes;  // group r0 / 16

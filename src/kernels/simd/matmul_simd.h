@@ -174,7 +174,7 @@ bool q8_panels_fast();
 
 // Up to how many tokens matmul() gives type-t weights (GROUPS16 or not) the row layout and
 // dot_q8_rows rather than panels: 15 for Q8_0 / Q4_0 in GROUPS16 with VNNI (their decode kernel
-// dots each weight load with up to 8 tokens, so below a full panel it does less work than a
+// dots each weight load with up to 4 tokens, so below a full panel it does less work than a
 // zero-padded one), 2 otherwise. Either choice gives the same bits.
 int64_t q8_rows_max(GgmlType t, bool groups);
 
