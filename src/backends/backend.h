@@ -167,6 +167,14 @@ class Stream {
   // The gated delta rule over a.n_tokens tokens, state updated in place: the recurrent form
   // when n_tokens == 1, the chunked form (chunk `chunk`) otherwise. Device addresses in a.
   virtual void gated_delta_rule(const GatedDeltaArgs& a, int32_t chunk) = 0;
+  // gated_delta_rule(a[i], chunk) for i < n, in any order or at once: each a[i] on a state of
+  // its own (no two share state memory), every head's result bitwise the one that call gives
+  // (kernels/deltanet.h: a head's result does not depend on the head split). The CPU streams
+  // spread all (set, head) pairs over one parallel region (a batched decode step's sessions);
+  // the default runs the calls one after the other.
+  virtual void gated_delta_rule_many(const GatedDeltaArgs* a, int32_t n, int32_t chunk) {
+    for (int32_t i = 0; i < n; ++i) gated_delta_rule(a[i], chunk);
+  }
   // rms_norm_gated() of n_rows rows of d floats: row r of x, z and out at r * d.
   virtual void rms_norm_gated(const float* x, const float* z, const float* w, int32_t n_rows,
                               int32_t d, float eps, float* out) = 0;
