@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "cache/entry_codec.h"
+#include "cache/image_buffer.h"
 #include "cache/le_bytes.h"
 #include "cache/prefix_cache.h"
 
@@ -134,7 +135,10 @@ Image PrefixCache::read_tier(size_t t, const std::string& key, const std::string
     ++rejected_[t];
     return nullptr;
   }
-  return std::make_shared<const std::vector<uint8_t>>(v.image, v.image + v.image_size);
+  std::vector<uint8_t> image;
+  fresh_buffer(&image, v.image_size);
+  if (v.image_size > 0) std::memcpy(image.data(), v.image, v.image_size);
+  return std::make_shared<const std::vector<uint8_t>>(std::move(image));
 }
 
 PrefixCache::Hit PrefixCache::fetch_now(const FetchJob& job) {
