@@ -63,7 +63,7 @@ Reply command(redisContext* c, const std::vector<std::string>& argv) {
 }
 
 // A blocking hiredis connection to `url` (AUTH and SELECT as it says); null with *err.
-Context connect(const std::string& url, std::string* err) {
+Context redis_connect(const std::string& url, std::string* err) {
   geist_cache::RedisEndpoint ep;
   if (!geist_cache::parse_redis_url(url, &ep, err)) return nullptr;
   const timeval tv{10, 0};
@@ -167,7 +167,7 @@ bool RedisProcess::start(const std::string& binary, size_t maxmemory_bytes, std:
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < until) {
     std::string e;
-    if (Context c = connect(url(), &e)) {
+    if (Context c = redis_connect(url(), &e)) {
       Reply r = command(c.get(), {"PING"});
       if (r && r->type == REDIS_REPLY_STATUS) return true;
     }
@@ -323,7 +323,7 @@ void time_file(const std::string& path, int reps, RawRefs* out) {
 void time_redis_get(const std::string& url, const std::string& key, size_t n, int reps,
                     RawRefs* out) {
   std::string err;
-  Context c = connect(url, &err);
+  Context c = redis_connect(url, &err);
   if (!c) {
     out->note += "raw GET: " + err + "; ";
     return;
@@ -352,7 +352,7 @@ void time_redis_get(const std::string& url, const std::string& key, size_t n, in
 
 int64_t redis_value_bytes(const std::string& url, const std::string& pattern) {
   std::string err;
-  Context c = connect(url, &err);
+  Context c = redis_connect(url, &err);
   if (!c) return -1;
   Reply keys = command(c.get(), {"KEYS", pattern});
   if (!keys || keys->type != REDIS_REPLY_ARRAY) return -1;
@@ -368,7 +368,7 @@ int64_t redis_value_bytes(const std::string& url, const std::string& pattern) {
 
 void redis_delete_matching(const std::string& url, const std::string& pattern) {
   std::string err;
-  Context c = connect(url, &err);
+  Context c = redis_connect(url, &err);
   if (!c) return;
   Reply keys = command(c.get(), {"KEYS", pattern});
   if (!keys || keys->type != REDIS_REPLY_ARRAY) return;
