@@ -108,17 +108,6 @@ bool read_whole(int fd, uint8_t* dst, size_t n, size_t chunk) {
 
 }  // namespace
 
-BenchStats summarize(std::vector<double> v) {
-  BenchStats s;
-  if (v.empty()) return s;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  s.min = v.front();
-  s.max = v.back();
-  return s;
-}
-
 RedisProcess::~RedisProcess() { stop(); }
 
 bool RedisProcess::start(const std::string& binary, size_t maxmemory_bytes, std::string* err) {

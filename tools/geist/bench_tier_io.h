@@ -12,12 +12,9 @@
 #include <string>
 #include <vector>
 
-namespace geist_cli {
+#include "cli_common.h"
 
-struct BenchStats {
-  double median = 0, min = 0, max = 0;  // seconds
-};
-BenchStats summarize(std::vector<double> v);
+namespace geist_cli {
 
 // A redis-server child on a free 127.0.0.1 port, no persistence, maxmemory bounded, its files
 // in a fresh temp dir; stopped (SIGTERM, then SIGKILL after 5 s) and cleaned up by stop() or
