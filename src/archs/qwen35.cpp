@@ -20,6 +20,8 @@ constexpr int32_t kUbatch = 128;
 // Chunk of the chunked delta rule (the Hugging Face reference uses 64 too): the prefill grid,
 // so that chunks start at absolute multiples of it (deltanet_layer).
 constexpr int32_t kDeltaChunk = kPrefillGrid;
+// Segments whose delta rules run in one Stream call (deltanet_layer).
+constexpr int32_t kDeltaBatch = 16;
 
 }  // namespace
 
@@ -214,6 +216,16 @@ void Qwen35Model::deltanet_layer(Qwen35State& st, const Qwen35Workspace& w, int3
     a.out_stride = vd;
     s.gated_delta_rule_rows(a, n, ssm_states.data(), kDeltaChunk);
   } else {
+    // The delta rule of up to kDeltaBatch segments at a time in one call (one parallel region on
+    // the CPU, rather than one per session); a segment's off-grid head runs before its rest
+    // (heads are flushed first).
+    GatedDeltaArgs heads[kDeltaBatch], rests[kDeltaBatch];
+    int32_t n_heads = 0, n_rests = 0;
+    auto flush = [&] {
+      if (n_heads > 0) s.gated_delta_rule_many(heads, n_heads, kDeltaChunk);
+      if (n_rests > 0) s.gated_delta_rule_many(rests, n_rests, kDeltaChunk);
+      n_heads = n_rests = 0;
+    };
     for (const Segment& sg : segments(mb)) {  // the conv and the delta rule: the session's state
       Qwen35State& ss = *static_cast<Qwen35State*>(sg.state);
       const int64_t r = sg.row0;
@@ -243,9 +255,9 @@ void Qwen35Model::deltanet_layer(Qwen35State& st, const Qwen35Workspace& w, int3
       // starts off the grid first runs the rows up to the next grid point on their own.
       const int32_t head = std::min(sg.n, (kDeltaChunk - sg.pos % kDeltaChunk) % kDeltaChunk);
       if (head > 0) {
-        GatedDeltaArgs h = a;
+        GatedDeltaArgs& h = heads[n_heads++];
+        h = a;
         h.n_tokens = head;
-        s.gated_delta_rule(h, kDeltaChunk);
         a.n_tokens = sg.n - head;
         a.q += int64_t{head} * a.q_stride;
         a.k += int64_t{head} * a.k_stride;
@@ -254,8 +266,10 @@ void Qwen35Model::deltanet_layer(Qwen35State& st, const Qwen35Workspace& w, int3
         a.beta += int64_t{head} * nv;
         a.out += int64_t{head} * a.out_stride;
       }
-      if (a.n_tokens > 0) s.gated_delta_rule(a, kDeltaChunk);
+      if (a.n_tokens > 0) rests[n_rests++] = a;
+      if (n_heads == kDeltaBatch || n_rests == kDeltaBatch) flush();
     }
+    flush();
   }
 
   s.rms_norm_gated(core, z, L.d.ssm_norm, n * nv, c.d_v, c.norm_eps, core);

@@ -190,6 +190,14 @@ class Stream {
   // The gated delta rule over a.n_tokens tokens, state updated in place: the recurrent form
   // when n_tokens == 1, the chunked form (chunk `chunk`) otherwise. Device addresses in a.
   virtual void gated_delta_rule(const GatedDeltaArgs& a, int32_t chunk) = 0;
+  // gated_delta_rule(a[i], chunk) for i < n, in any order or at once: each a[i] on a state of
+  // its own (no two share state memory), every head's result bitwise the one that call gives
+  // (kernels/deltanet.h: a head's result does not depend on the head split). The CPU streams
+  // spread all (set, head) pairs over one parallel region (a batched decode step's sessions);
+  // the default runs the calls one after the other.
+  virtual void gated_delta_rule_many(const GatedDeltaArgs* a, int32_t n, int32_t chunk) {
+    for (int32_t i = 0; i < n; ++i) gated_delta_rule(a[i], chunk);
+  }
   // A batched decode step's rows (one token of each of n_rows sessions, row r's recurrent
   // state its own): n_rows one-token conv1d_silu() calls, row r's input at x + r * x_stride,
   // its output at out + r * out_stride, its state states[r] (a host array of n_rows device
@@ -204,10 +212,14 @@ class Stream {
   }
   // n_rows one-token gated_delta_rule() calls likewise: row r's q, k, v and out at a's
   // addresses plus r of their strides, its g and beta at + r * n_v_heads, its state states[r]
-  // (a.n_tokens and a.state are ignored). Each row bitwise its own call.
+  // (a.n_tokens and a.state are ignored). Each row bitwise its own call; the default hands
+  // the rows to gated_delta_rule_many (one parallel region on the CPU).
   virtual void gated_delta_rule_rows(const GatedDeltaArgs& a, int32_t n_rows, float* const* states,
                                      int32_t chunk) {
-    for (int32_t r = 0; r < n_rows; ++r) gated_delta_rule(delta_row_args(a, r, states[r]), chunk);
+    std::vector<GatedDeltaArgs> rows(static_cast<size_t>(n_rows));
+    for (int32_t r = 0; r < n_rows; ++r)
+      rows[static_cast<size_t>(r)] = delta_row_args(a, r, states[r]);
+    gated_delta_rule_many(rows.data(), n_rows, chunk);
   }
   // Row r's one-token arguments of gated_delta_rule_rows.
   static GatedDeltaArgs delta_row_args(const GatedDeltaArgs& a, int32_t r, float* state) {

@@ -90,10 +90,8 @@ struct BatchRunner {
     const size_t nv = static_cast<size_t>(model.n_vocab());
     std::vector<Segment> segs;
     std::vector<Work*> seg_work;
-    std::vector<float> logits;
     segs.reserve(work.size());
     seg_work.reserve(work.size());
-    logits.reserve(work.size() * nv);
     for (;;) {
       // One round: each unfinished item's next piece, while rows remain.
       segs.clear();
@@ -128,13 +126,15 @@ struct BatchRunner {
         seg_work.push_back(&w);
       }
       if (segs.empty()) break;
-      logits.resize(static_cast<size_t>(n_logits) * nv);
-      Status st;
-      {
-        std::lock_guard<std::mutex> lock(ls.pool_->mu);
-        st = arch.forward_batch(*ls.state_, segs.data(), static_cast<int32_t>(segs.size()),
-                                n_logits > 0 ? logits.data() : nullptr, ls.pool_->pool);
+      // The logits rows live in the pool (one buffer for every call, under its lock).
+      std::lock_guard<std::mutex> lock(ls.pool_->mu);
+      std::vector<float>& logits = ls.pool_->batch_logits;
+      if (logits.size() < static_cast<size_t>(n_logits) * nv) {
+        logits.resize(static_cast<size_t>(n_logits) * nv);
       }
+      const Status st =
+          arch.forward_batch(*ls.state_, segs.data(), static_cast<int32_t>(segs.size()),
+                             n_logits > 0 ? logits.data() : nullptr, ls.pool_->pool);
       size_t k = 0;
       for (size_t i = 0; i < segs.size(); ++i) {
         Work& w = *seg_work[i];
