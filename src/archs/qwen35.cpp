@@ -190,6 +190,25 @@ void Qwen35Model::deltanet_layer(Qwen35State& st, const Qwen35Workspace& w, int3
 
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(c.d_k));
   const int32_t slot = rec_slot(il);
+  // The delta rule's arguments for n_tok rows from row r of the workspace, on state.
+  auto delta_args = [&](int64_t r, int32_t n_tok, float* state) {
+    GatedDeltaArgs a;
+    a.n_tokens = n_tok;
+    a.n_k_heads = c.n_k_heads;
+    a.n_v_heads = nv;
+    a.d_k = c.d_k;
+    a.d_v = c.d_v;
+    a.q = conv_out + r * cd;
+    a.k = a.q + c.key_dim();
+    a.v = a.q + 2 * c.key_dim();
+    a.q_stride = a.k_stride = a.v_stride = cd;
+    a.g = g + r * nv;
+    a.beta = beta + r * nv;
+    a.state = state;
+    a.out = core + r * vd;
+    a.out_stride = vd;
+    return a;
+  };
   if (mb.n_seg == n && n > 1) {  // a batched decode step: row r is session r's token
     std::vector<float*> conv_states(static_cast<size_t>(n)), ssm_states(static_cast<size_t>(n));
     for (int32_t r = 0; r < n; ++r) {
@@ -200,21 +219,8 @@ void Qwen35Model::deltanet_layer(Qwen35State& st, const Qwen35Workspace& w, int3
     s.conv1d_silu_rows(qkv, cd, n, cd, L.d.conv1d, c.conv_kernel, conv_states.data(), conv_out, cd);
     s.l2_norm_heads(conv_out, cd, n, c.n_k_heads, c.d_k, c.norm_eps, q_scale);
     s.l2_norm_heads(conv_out + c.key_dim(), cd, n, c.n_k_heads, c.d_k, c.norm_eps, 1.0f);
-    GatedDeltaArgs a;  // row 0's; row r's are r rows on (Stream::gated_delta_rule_rows)
-    a.n_tokens = 1;
-    a.n_k_heads = c.n_k_heads;
-    a.n_v_heads = nv;
-    a.d_k = c.d_k;
-    a.d_v = c.d_v;
-    a.q = conv_out;
-    a.k = conv_out + c.key_dim();
-    a.v = conv_out + 2 * c.key_dim();
-    a.q_stride = a.k_stride = a.v_stride = cd;
-    a.g = g;
-    a.beta = beta;
-    a.out = core;
-    a.out_stride = vd;
-    s.gated_delta_rule_rows(a, n, ssm_states.data(), kDeltaChunk);
+    // Row 0's arguments; row r's are r rows on (Stream::gated_delta_rule_rows).
+    s.gated_delta_rule_rows(delta_args(0, 1, nullptr), n, ssm_states.data(), kDeltaChunk);
   } else {
     // The delta rule of up to kDeltaBatch segments at a time in one call (one parallel region on
     // the CPU, rather than one per session); a segment's off-grid head runs before its rest
@@ -236,21 +242,7 @@ void Qwen35Model::deltanet_layer(Qwen35State& st, const Qwen35Workspace& w, int3
       s.l2_norm_heads(co, cd, sg.n, c.n_k_heads, c.d_k, c.norm_eps, q_scale);
       s.l2_norm_heads(co + c.key_dim(), cd, sg.n, c.n_k_heads, c.d_k, c.norm_eps, 1.0f);
 
-      GatedDeltaArgs a;
-      a.n_tokens = sg.n;
-      a.n_k_heads = c.n_k_heads;
-      a.n_v_heads = nv;
-      a.d_k = c.d_k;
-      a.d_v = c.d_v;
-      a.q = co;
-      a.k = co + c.key_dim();
-      a.v = co + 2 * c.key_dim();
-      a.q_stride = a.k_stride = a.v_stride = cd;
-      a.g = g + r * nv;
-      a.beta = beta + r * nv;
-      a.state = ssm;
-      a.out = core + r * vd;
-      a.out_stride = vd;
+      GatedDeltaArgs a = delta_args(r, sg.n, ssm);
       // Chunks start at absolute multiples of kDeltaChunk (the prefill grid): a segment that
       // starts off the grid first runs the rows up to the next grid point on their own.
       const int32_t head = std::min(sg.n, (kDeltaChunk - sg.pos % kDeltaChunk) % kDeltaChunk);

@@ -291,17 +291,7 @@ void KvCache::attend(int32_t il, const AttentionShape& s, const float* q, int64_
                      ThreadPool& pool) {
   const int32_t end = pos + n;
   for (int32_t a = pos; a < end;) {
-    int32_t b = end;
-    if (kivi()) {
-      // The position that fills a's group gets a piece of its own: it is the first query to
-      // see the group quantized; the queries before it see the group's f16 residual rows.
-      const int32_t fill = a - a % kGroup + kGroup - 1;
-      if (fill < end) b = a < fill ? fill : fill + 1;
-    } else if (windowed()) {
-      // The queries of a piece share their window start: it moves for the query at t where
-      // t + 1 is a multiple of 32 and at least 64.
-      b = std::min(end, std::max(63, (a + 1) / 32 * 32 + 31));
-    }
+    const int32_t b = kv_attend_piece_end(mode_, a, end);
     const int32_t i = a - pos;
     write(il, a, b - a, k + i * k_stride, k_stride, v + i * v_stride, v_stride);
     KvSource ks, vs;

@@ -41,6 +41,7 @@
 // implies is at most 31 positions, so a 200-token reference is mostly quantized state.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string_view>
@@ -122,6 +123,20 @@ uint32_t kv_mode_parts(KvMode m);
 // (KIVI: key groups) take k_row bytes and V rows v_row bytes.
 uint64_t kv_part_bytes(KvMode m, const KvLayerSpec& spec, int64_t k_row, int64_t v_row,
                        uint32_t part, int32_t n_pos);
+
+// Where the attention piece that starts at position a ends, for a call ending at end: a call's
+// queries are cut where a KIVI key group fills (the position that fills it is a piece of its
+// own: the first query to see the group quantized; the queries before it see the group's f16
+// residual rows) and where Q4's window start moves (for the query at t where t + 1 is a
+// multiple of 32 and at least 64). Every backend cuts a call into these same pieces.
+inline int32_t kv_attend_piece_end(KvMode m, int32_t a, int32_t end) {
+  if (m == KvMode::KIVI4 || m == KvMode::KIVI2) {
+    const int32_t fill = a - a % kKvBlock + kKvBlock - 1;
+    return fill < end ? (a < fill ? fill : fill + 1) : end;
+  }
+  if (m == KvMode::Q4) return std::min(end, std::max(63, (a + 1) / 32 * 32 + 31));
+  return end;
+}
 
 class KvCache {
  public:

@@ -302,15 +302,7 @@ class CudaKvStore final : public KvStore {
     }
     const int32_t end = pos + n;
     for (int32_t a = pos; a < end;) {
-      int32_t b = end;
-      if (kivi()) {
-        // The position that fills a's group gets a piece of its own (KvCache::attend).
-        const int32_t fill = a - a % kGroup + kGroup - 1;
-        if (fill < end) b = a < fill ? fill : fill + 1;
-      } else if (windowed()) {
-        // The queries of a piece share their window start (KvCache::attend).
-        b = std::min(end, std::max(63, (a + 1) / 32 * 32 + 31));
-      }
+      const int32_t b = kv_attend_piece_end(mode_, a, end);  // the CPU's pieces
       const int64_t i = a - pos;
       if (!write(c, il, a, b - a, k + i * k_stride, k_stride, v + i * v_stride, v_stride, a,
                  nullptr)) {
