@@ -38,7 +38,12 @@ geist_status model_call(const geist_model* model, F&& f) noexcept {
 extern "C" {
 
 const char* geist_status_string(geist_status status) {
-  switch (status) {
+  // A C caller may pass any int; reading the enum as its bytes keeps an
+  // out-of-range code defined behaviour in C++ (UBSan's enum check).
+  static_assert(sizeof(geist_status) == sizeof(int));
+  int code = 0;
+  std::memcpy(&code, &status, sizeof code);
+  switch (code) {
     case GEIST_OK:
       return "GEIST_OK: success";
     case GEIST_E_OOM:
