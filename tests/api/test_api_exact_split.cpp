@@ -51,9 +51,9 @@ void create(geist_model* m, int32_t kv_mode, int32_t max_seq_len, geist_session*
 // Split points of [1, n): every block / group / window edge of the KV codecs and the
 // micro-batch, neighbours included, then `n_random` seeded ones.
 std::vector<int32_t> split_points(int32_t n, int n_random, uint32_t seed) {
-  std::vector<int32_t> ks = {1,   2,   3,   7,   8,   9,   17,  31,  32,  33,  63,  64,
-                             65,  95,  96,  97,  100, 127, 128, 129, 191, 192, 200, 255,
-                             256, 257, 263, n - 2, n - 1};
+  std::vector<int32_t> ks = {1,   2,   3,   7,   8,   9,   17,  31,    32,   33,
+                             63,  64,  65,  95,  96,  97,  100, 127,   128,  129,
+                             191, 192, 200, 255, 256, 257, 263, n - 2, n - 1};
   std::mt19937 g(seed);
   for (int i = 0; i < n_random; ++i) ks.push_back(1 + static_cast<int32_t>(g() % (n - 1)));
   std::sort(ks.begin(), ks.end());
@@ -106,7 +106,7 @@ void check_exact_splits(const char* label, geist_model* model, const std::vector
     std::mt19937 g(1234u + static_cast<uint32_t>(kv));
     for (size_t i = 0; i < ks.size(); ++i) {
       const int32_t k = ks[i];
-      const bool pieces = i % 2 == 1;      // the prefix in random pieces, or one call
+      const bool pieces = i % 2 == 1;        // the prefix in random pieces, or one call
       const bool same_session = i % 3 == 2;  // restore into the session that took it
       SessionHandle a, b;
       ASSERT_NO_FATAL_FAILURE(create(model, kv, cap, &a.s));
@@ -119,9 +119,9 @@ void check_exact_splits(const char* label, geist_model* model, const std::vector
       int32_t pn = 0;
       ASSERT_EQ(geist_session_logits(a.s, &pending, &pn), GEIST_OK);
       ASSERT_EQ(static_cast<size_t>(pn), nv);
-      EXPECT_EQ(std::memcmp(pending, want.data() + static_cast<size_t>(k - 1) * nv,
-                            nv * sizeof(float)),
-                0)
+      EXPECT_EQ(
+          std::memcmp(pending, want.data() + static_cast<size_t>(k - 1) * nv, nv * sizeof(float)),
+          0)
           << label << " kv " << kv << " k " << k << ": the prefix's logits differ";
       const std::vector<uint8_t> img = snapshot_of(a.s);
       geist_session* into = a.s;
@@ -168,8 +168,7 @@ TEST(ApiExactSplit, Stories260KEverySplitIsBitExact) {
   std::mt19937 g(7);
   while (toks.size() < 300) toks.push_back(3 + static_cast<int32_t>(g() % 509));
   SplitStats st;
-  check_exact_splits("stories260K", model.m, toks, split_points(300, 12, 11), ref.data(), 200,
-                     &st);
+  check_exact_splits("stories260K", model.m, toks, split_points(300, 12, 11), ref.data(), 200, &st);
   std::printf("[ stories260K ] %d splits memcmp-equal to the one-call prefill (6 KV modes)\n",
               st.checked);
 }
@@ -177,9 +176,9 @@ TEST(ApiExactSplit, Stories260KEverySplitIsBitExact) {
 TEST(ApiExactSplit, TinyLlamaQ8EverySplitIsBitExact) {
   const std::string path = temp_path("exact_split_tiny_llama_q8_0.gguf");
   char err[512] = "";
-  ASSERT_EQ(geist_mkmodel("tiny-llama", "q8_0", path.c_str(), 42, nullptr, nullptr, err,
-                          sizeof err),
-            GEIST_OK)
+  ASSERT_EQ(
+      geist_mkmodel("tiny-llama", "q8_0", path.c_str(), 42, nullptr, nullptr, err, sizeof err),
+      GEIST_OK)
       << err;
   ModelHandle model;
   ASSERT_EQ(geist_model_load(path.c_str(), nullptr, &model.m, err, sizeof err), GEIST_OK) << err;

@@ -1,8 +1,9 @@
 // The prefill grid (docs/ARCHITECTURE.md "Determinism") on both Qwen3.5 fixtures, every KV
 // mode: the grid the API reports (geist_session_prefill_grid) is 64, and prefill(0:N) and
 // prefill(0:kG) + snapshot + restore into another session + prefill(kG:N) give memcmp-equal
-// logits rows and memcmp-equal snapshot images (the whole state) at N, for every k. The micro-batch is 128 rows on the CPU, so a cut at 64 or 192
-// moves every later micro-batch boundary: the grid, not the micro-batch size, decides the bits.
+// logits rows and memcmp-equal snapshot images (the whole state) at N, for every k. The micro-batch
+// is 128 rows on the CPU, so a cut at 64 or 192 moves every later micro-batch boundary: the grid,
+// not the micro-batch size, decides the bits.
 #include <gtest/gtest.h>
 
 #include <cstring>
