@@ -180,6 +180,9 @@ class SessionHandle {
     }
     return st;
   }
+  // The prefill grid: the multiples of it where a prefix state may be cached and reused
+  // bit-exactly (geist_session_prefill_grid).
+  int32_t prefill_grid() const { return geist_session_prefill_grid(s_); }
   // Stops a prefill running on another thread (geist_session_cancel).
   void cancel() { geist_session_cancel(s_); }
 

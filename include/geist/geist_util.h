@@ -28,6 +28,18 @@ geist_status geist_session_prefill_all_logits(geist_session* session, const geis
  * consumes the request when it returns, whether it stopped or finished. NULL is a no-op. */
 void geist_session_cancel(geist_session* session);
 
+/* EXPERIMENTAL. The session's prefill grid G (docs/ARCHITECTURE.md "Determinism"): the
+ * smallest G such that prefill(0:N) in one call and prefill(0:k), snapshot, restore (into this
+ * or another session of the model), prefill(k:N) give memcmp-equal logits and snapshot images
+ * for every k that is a multiple of G (so any calls that all end at multiples of G, or at
+ * the end, give the same bits). A cache of prefix states is exact when it keeps states that
+ * prefill produced at multiples of G (or at a prompt's end, for that same prompt). Decided by the
+ * model's layers and the session's KV mode, never by its name: 64 for a model with recurrent layers
+ * (Qwen3.5's gated DeltaNet rounds its state where a prefill chunk ends), 1 for an attention-only
+ * model (Llama) in every KV mode. Verified bitwise on the CPU backends. Constant for the session's
+ * life; 0 for NULL; touches no error slot. */
+int32_t geist_session_prefill_grid(const geist_session* session);
+
 /* EXPERIMENTAL. The session's token history; the pointer stays valid until the next call on
  * the session. */
 geist_status geist_session_tokens(const geist_session* session, const geist_token** out_tokens,

@@ -446,6 +446,14 @@ class Session(Closeable):
             return int(_LIB.geist_session_position(self._h()))
 
     @property
+    def prefill_grid(self) -> int:
+        """The prefill grid G: prefix states prefilled to a multiple of G restore and continue
+        bit-identically to the unsplit prefill (64 with recurrent layers, 1 for attention-only
+        models; geist_session_prefill_grid)."""
+        with self._lock:
+            return int(_LIB.geist_session_prefill_grid(self._h()))
+
+    @property
     def tokens(self) -> list[int]:
         """The token history."""
         ptr = POINTER(c_int32)()

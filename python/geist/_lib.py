@@ -104,6 +104,7 @@ _SIGNATURES = {
     "geist_session_reset": (geist_status, [_P]),
     "geist_session_position": (c_int32, [_P]),
     "geist_session_max_seq_len": (c_int32, [_P]),
+    "geist_session_prefill_grid": (c_int32, [_P]),
     "geist_session_set_sampler": (geist_status, [_P, POINTER(SamplerParams)]),
     "geist_session_tokens": (geist_status, [_P, POINTER(_TOK_P), POINTER(c_size_t)]),
     "geist_session_snapshot_size": (geist_status, [_P, POINTER(c_size_t)]),

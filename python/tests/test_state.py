@@ -160,3 +160,24 @@ def test_refused_load_state_changes_nothing(llama_path):
     a = llm(PROMPT, **opts)
     llm.load_state(good)
     assert llm(PROMPT, **opts)["choices"][0]["text"] == a["choices"][0]["text"]
+
+
+@pytest.mark.parametrize("kv_mode", ["f16", "kivi2"])
+def test_prefill_grid(llama_path, qwen35_path, kv_mode):
+    """The grid is a fact of the layers: 64 for the hybrid, 1 for Llama, where a prefix state
+    taken off any block boundary continues with the one-call prefill's bits."""
+    assert geist.Model(qwen35_path).session(n_ctx=128, kv_mode=kv_mode).prefill_grid == 64
+    m = geist.Model(llama_path)
+    toks = [m.token_bos] + [3 + (i * 37) % 500 for i in range(80)]
+    whole = m.session(n_ctx=128, kv_mode=kv_mode)
+    assert whole.prefill_grid == 1
+    whole.prefill(toks)
+    want = digest(whole.logits())
+    for k in (1, 33, 37, 64, 79):
+        a = m.session(n_ctx=128, kv_mode=kv_mode)
+        a.prefill(toks[:k])
+        b = m.session(n_ctx=128, kv_mode=kv_mode)
+        b.restore(a.snapshot())
+        b.prefill(toks[k:])
+        assert digest(b.logits()) == want, f"split at {k}"
+        assert b.snapshot() == whole.snapshot(), f"split at {k}"

@@ -139,6 +139,10 @@ int32_t geist_session_max_seq_len(const geist_session* session) {
   return session && session->session ? session->session->max_seq_len() : 0;
 }
 
+int32_t geist_session_prefill_grid(const geist_session* session) {
+  return session && session->session ? session->session->prefill_grid() : 0;
+}
+
 geist_status geist_session_set_sampler(geist_session* session, const geist_sampler_params* params) {
   return session_call(session, [&]() -> Status {
     if (params == nullptr) return Status::error(GEIST_E_INVALID_ARG, "params is NULL");

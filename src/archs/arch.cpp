@@ -5,6 +5,7 @@
 #include "archs/arch.h"
 
 #include <algorithm>
+#include <numeric>
 #include <optional>
 #include <vector>
 
@@ -52,6 +53,10 @@ void logits_head(Stream& s, const MicroBatch& mb, const float* x, float* xn, int
 int32_t ArchModel::micro_batch() const {
   const int32_t mb = backend().micro_batch(cpu_micro_batch());
   return std::max(kPrefillGrid, mb / kPrefillGrid * kPrefillGrid);
+}
+
+int32_t ArchModel::prefill_grid(KvMode kv_mode) const {
+  return std::lcm(has_recurrent_layers() ? kPrefillGrid : 1, kv_mode_split_grid(kv_mode));
 }
 
 int32_t ArchModel::micro_batch_end(int32_t pos, int32_t end) const {

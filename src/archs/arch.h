@@ -254,6 +254,17 @@ class ArchModel {
   }
   // Bytes of per-session state that do not grow with the context (recurrent + conv state, f32).
   virtual uint64_t fixed_state_bytes() const { return 0; }
+  // Whether a layer keeps state whose bits depend on where a prefill call ends (a DeltaNet
+  // layer's recurrent state: the chunked delta rule rounds it where a chunk ends, and chunks
+  // end on the grid or where a call does).
+  virtual bool has_recurrent_layers() const { return false; }
+  // The prefill grid of a state in kv_mode (docs/ARCHITECTURE.md "Determinism"): the smallest
+  // G such that prefill(0:N) and prefill(0:k) + snapshot + restore + prefill(k:N) give
+  // memcmp-equal logits and state for every k that is a multiple of G, whatever the call sizes.
+  // lcm(kPrefillGrid if has_recurrent_layers() else 1, kv_mode_split_grid(kv_mode)): 64 for
+  // Qwen3.5, 1 for an attention-only model. Verified bitwise on the CPU backends
+  // (tests/api/test_api_exact_split.cpp, tests/api/test_api_grid.cpp).
+  int32_t prefill_grid(KvMode kv_mode) const;
 
   // The pool of activation workspaces forwards borrow on the CPU backends (archs/workspace.h):
   // how many exist (one per forward that ran at once, at most), and freeing the idle ones.

@@ -159,6 +159,7 @@ class Qwen35Model final : public ArchModel {
   int32_t n_rec_layers() const { return n_rec_; }
   std::string layer_kinds() const override;
   uint64_t fixed_state_bytes() const override;
+  bool has_recurrent_layers() const override { return n_rec_ > 0; }
 
   using ArchModel::create_state;
   Status create_state(int32_t max_seq_len, KvMode kv_mode,

@@ -5,6 +5,7 @@
 #define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -92,25 +93,61 @@ bool entry_matches(const EntryView& v, const std::string& ns, const geist_token*
   return true;
 }
 
-std::string entry_key(const std::string& ns, const geist_token* tokens, size_t n) {
+namespace {
+
+// The key's hash state after the namespace hash (tokens follow).
+uint64_t key_begin(const std::string& ns, XXH3_state_t* st) {
   const uint64_t nh = XXH3_64bits(ns.data(), ns.size());
-  XXH3_state_t state;
-  XXH3_state_t* st = &state;
   XXH3_128bits_reset(st);
   uint8_t buf[8];
   put_u64(buf, nh);
   XXH3_128bits_update(st, buf, 8);
+  return nh;
+}
+
+// Feeds tokens[from, to) (little-endian u32 each; the streaming hash does not depend on how
+// the bytes are split into updates).
+void key_update(XXH3_state_t* st, const geist_token* tokens, size_t from, size_t to) {
   uint8_t tb[4 * 256];
-  for (size_t i = 0; i < n;) {
+  for (size_t i = from; i < to;) {
     size_t k = 0;
-    for (; k < 256 && i < n; ++k, ++i) put_u32(tb + 4 * k, static_cast<uint32_t>(tokens[i]));
+    for (; k < 256 && i < to; ++k, ++i) put_u32(tb + 4 * k, static_cast<uint32_t>(tokens[i]));
     XXH3_128bits_update(st, tb, 4 * k);
   }
+}
+
+std::string key_finish(uint64_t nh, const XXH3_state_t* st) {
   const XXH128_hash_t h = XXH3_128bits_digest(st);
   char out[16 + 1 + 32 + 1];
   std::snprintf(out, sizeof out, "%016llx/%016llx%016llx", static_cast<unsigned long long>(nh),
                 static_cast<unsigned long long>(h.high64),
                 static_cast<unsigned long long>(h.low64));
+  return out;
+}
+
+}  // namespace
+
+std::string entry_key(const std::string& ns, const geist_token* tokens, size_t n) {
+  XXH3_state_t state;
+  const uint64_t nh = key_begin(ns, &state);
+  key_update(&state, tokens, 0, n);
+  return key_finish(nh, &state);
+}
+
+std::vector<std::string> entry_keys(const std::string& ns, const geist_token* tokens,
+                                    const std::vector<size_t>& lens) {
+  std::vector<size_t> order(lens.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return lens[a] < lens[b]; });
+  std::vector<std::string> out(lens.size());
+  XXH3_state_t state;
+  const uint64_t nh = key_begin(ns, &state);
+  size_t at = 0;
+  for (size_t i : order) {
+    key_update(&state, tokens, at, lens[i]);
+    at = lens[i];
+    out[i] = key_finish(nh, &state);  // the digest leaves the state as it was
+  }
   return out;
 }
 

@@ -47,5 +47,10 @@ bool entry_matches(const EntryView& v, const std::string& ns, const geist_token*
 // The key of (ns, tokens[0, n)) in every tier: "<XXH3-64 of ns, 16 hex>/<XXH3-128 of the ns
 // hash and the tokens, 32 hex>". Only [0-9a-f/] characters.
 std::string entry_key(const std::string& ns, const geist_token* tokens, size_t n);
+// entry_key(ns, tokens, lens[i]) for every i, in one pass over the tokens (the prefixes share
+// the hash's state): O(max(lens)) rather than O(sum(lens)), for the lookups of a fine grid.
+// lens in any order, each <= the tokens' length.
+std::vector<std::string> entry_keys(const std::string& ns, const geist_token* tokens,
+                                    const std::vector<size_t>& lens);
 
 }  // namespace geist_cache

@@ -34,20 +34,44 @@ PrefixCache::~PrefixCache() {
   if (fetch_thread_.joinable()) fetch_thread_.join();
 }
 
-uint64_t PrefixCache::key_of(const std::string& ns, const geist_token* tokens, size_t n) {
+uint64_t PrefixCache::key_begin(const std::string& ns) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (char c : ns) h = mix(h, static_cast<unsigned char>(c));
-  h = mix(h, 0xffffffffull + ns.size());
-  for (size_t i = 0; i < n; ++i) h = mix(h, static_cast<uint32_t>(tokens[i]));
+  return mix(h, 0xffffffffull + ns.size());
+}
+
+uint64_t PrefixCache::key_add(uint64_t h, geist_token t) {
+  return mix(h, static_cast<uint32_t>(t));
+}
+
+uint64_t PrefixCache::key_end(uint64_t h) {
   h ^= h >> 33;
   h *= 0xff51afd7ed558ccdull;
   h ^= h >> 33;
   return h;
 }
 
+uint64_t PrefixCache::key_of(const std::string& ns, const geist_token* tokens, size_t n) {
+  uint64_t h = key_begin(ns);
+  for (size_t i = 0; i < n; ++i) h = key_add(h, tokens[i]);
+  return key_end(h);
+}
+
 const PrefixCache::Entry* PrefixCache::find_locked(const std::string& ns, const geist_token* tokens,
                                                    size_t n) const {
-  auto [b, e] = map_.equal_range(key_of(ns, tokens, n));
+  return find_locked(key_of(ns, tokens, n), ns, tokens, n);
+}
+
+void PrefixCache::erase_locked(std::unordered_multimap<uint64_t, Entry>::iterator it) {
+  st_.bytes -= static_cast<int64_t>(it->second.image->size());
+  auto l = lens_.find(it->second.tokens.size());
+  if (l != lens_.end() && --l->second == 0) lens_.erase(l);
+  map_.erase(it);  // a request restoring from it holds its own reference to the image
+}
+
+const PrefixCache::Entry* PrefixCache::find_locked(uint64_t key, const std::string& ns,
+                                                   const geist_token* tokens, size_t n) const {
+  auto [b, e] = map_.equal_range(key);
   for (auto it = b; it != e; ++it) {
     const Entry& en = it->second;
     if (en.ns == ns && en.tokens.size() == n &&
@@ -62,13 +86,22 @@ PrefixCache::Hit PrefixCache::lookup(const std::string& ns, const geist_token* t
                                      int32_t grid) {
   std::lock_guard<std::mutex> lock(mu_);
   ++st_.lookups;
+  const size_t g = static_cast<size_t>(std::max(grid, 1));
+  // The usable lengths some entry has, ascending, and their keys in one pass over the tokens.
   std::vector<size_t> lens;
-  lens.push_back(n);
-  for (size_t k = (n / grid) * grid; k > 0; k -= grid) {
-    if (k != n) lens.push_back(k);
+  std::vector<uint64_t> keys;
+  uint64_t h = key_begin(ns);
+  size_t at = 0;
+  for (auto it = lens_.begin(); it != lens_.end() && it->first <= n; ++it) {
+    const size_t len = it->first;
+    if (len == 0 || (len != n && len % g != 0)) continue;
+    for (; at < len; ++at) h = key_add(h, tokens[at]);
+    lens.push_back(len);
+    keys.push_back(key_end(h));
   }
-  for (size_t len : lens) {
-    const Entry* en = find_locked(ns, tokens, len);
+  for (size_t i = lens.size(); i-- > 0;) {  // deepest first
+    const size_t len = lens[i];
+    const Entry* en = find_locked(keys[i], ns, tokens, len);
     if (en == nullptr) continue;
     Entry* m = const_cast<Entry*>(en);
     ++m->hits;
@@ -102,9 +135,8 @@ void PrefixCache::evict_for_locked(size_t need) {
         worst_v = v;
       }
     }
-    st_.bytes -= static_cast<int64_t>(worst->second.image->size());
     ++st_.evictions;
-    map_.erase(worst);  // a request restoring from it holds its own reference to the image
+    erase_locked(worst);
   }
 }
 
@@ -120,6 +152,7 @@ Image PrefixCache::insert_locked(const std::string& ns, const geist_token* token
   en.image = img;
   en.last_use = ++clock_;
   map_.emplace(key_of(ns, tokens, n), std::move(en));
+  ++lens_[n];
   ++st_.inserts;
   return img;
 }

@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -64,7 +65,10 @@ class PrefixCache {
     Image image;           // stays valid while held, even if the entry is evicted meanwhile
   };
   // RAM only: the deepest entry whose tokens are a prefix of tokens[0, n): its length is n
-  // itself or a multiple of `grid` below n (the only lengths a prefix may be reused at).
+  // itself or a multiple of `grid` below n (the only lengths a prefix may be reused at; the
+  // session's prefill grid, geist_session_prefill_grid). Only lengths that some entry has are
+  // tried, their keys hashed in one pass over the tokens: O(n + entries' distinct lengths),
+  // whatever the grid.
   Hit lookup(const std::string& ns, const geist_token* tokens, size_t n, int32_t grid);
   bool contains(const std::string& ns, const geist_token* tokens, size_t n) const;
   // Stores an image of the state after prefilling tokens[0, n). Evicts by value (hits x tokens
@@ -135,7 +139,14 @@ class PrefixCache {
     std::shared_ptr<Fetch> out;
   };
   static uint64_t key_of(const std::string& ns, const geist_token* tokens, size_t n);
+  // key_of in steps: the namespace, then each token, then the final mix.
+  static uint64_t key_begin(const std::string& ns);
+  static uint64_t key_add(uint64_t h, geist_token t);
+  static uint64_t key_end(uint64_t h);
   const Entry* find_locked(const std::string& ns, const geist_token* tokens, size_t n) const;
+  const Entry* find_locked(uint64_t key, const std::string& ns, const geist_token* tokens,
+                           size_t n) const;
+  void erase_locked(std::unordered_multimap<uint64_t, Entry>::iterator it);
   void evict_for_locked(size_t need);
   // The entry's image (the one held already, or `image`, kept when it fits the budget).
   Image insert_locked(const std::string& ns, const geist_token* tokens, size_t n, Image image);
@@ -151,6 +162,7 @@ class PrefixCache {
   size_t budget_;
   mutable std::mutex mu_;
   std::unordered_multimap<uint64_t, Entry> map_;
+  std::map<size_t, int64_t> lens_;  // token lengths of the entries in map_ -> how many
   uint64_t clock_ = 0;
   std::unordered_map<std::string, uint64_t> record_gen_;  // name -> newest generation seen
   CacheStats st_;

@@ -145,8 +145,8 @@ PrefixCache::Hit PrefixCache::fetch_now(const FetchJob& job) {
   const size_t n = job.tokens.size();
   std::vector<size_t> lens;  // usable lengths deeper than asked, deepest first
   if (static_cast<int64_t>(n) > job.deeper_than) lens.push_back(n);
-  for (size_t k = (n / job.grid) * job.grid; k > static_cast<size_t>(job.deeper_than) && k > 0;
-       k -= job.grid) {
+  const size_t g = static_cast<size_t>(std::max(job.grid, 1));
+  for (size_t k = (n / g) * g; k > static_cast<size_t>(job.deeper_than) && k > 0; k -= g) {
     if (k != n) lens.push_back(k);
   }
   if (lens.empty()) return Hit{};
@@ -154,8 +154,8 @@ PrefixCache::Hit PrefixCache::fetch_now(const FetchJob& job) {
     std::lock_guard<std::mutex> lock(mu_);
     ++st_.tier_lookups;
   }
-  std::vector<std::string> keys;
-  for (size_t len : lens) keys.push_back(entry_key(job.ns, job.tokens.data(), len));
+  // One pass over the tokens for every key (a grid of 1 asks for every length).
+  const std::vector<std::string> keys = entry_keys(job.ns, job.tokens.data(), lens);
   // One batch per tier; then the deepest length any tier claims, the upper tier first.
   std::vector<std::vector<bool>> has(tiers_.size());
   for (size_t t = 0; t < tiers_.size(); ++t) {
@@ -194,8 +194,7 @@ void PrefixCache::reject(const std::string& ns, const geist_token* tokens, size_
     auto [b, e] = map_.equal_range(key_of(ns, tokens, n));
     for (auto it = b; it != e; ++it) {
       if (&it->second == en) {
-        st_.bytes -= static_cast<int64_t>(it->second.image->size());
-        map_.erase(it);
+        erase_locked(it);
         break;
       }
     }

@@ -81,6 +81,8 @@ class Session {
   Status reset_to_prefix();
   int32_t pin_len() const { return pin_image_.empty() ? -1 : pin_len_; }
   KvMode kv_mode() const { return state_->kv_mode(); }
+  // The prefill grid of this session's model and KV mode (ArchModel::prefill_grid).
+  int32_t prefill_grid() const { return model_.arch().prefill_grid(kv_mode()); }
 
  private:
   friend struct BatchRunner;  // engine/batch.cpp: runs the owed and prefill rows of many

@@ -70,6 +70,8 @@ bool kv_mode_valid(int32_t m) { return m >= 0 && m < kKvModeCount; }
 KvEnc kv_mode_key_enc(KvMode m) { return entry(m).k_enc; }
 KvEnc kv_mode_value_enc(KvMode m) { return entry(m).v_enc; }
 
+int32_t kv_mode_split_grid(KvMode /*m*/) { return 1; }
+
 uint32_t kv_mode_parts(KvMode m) {
   if (m == KvMode::KIVI4 || m == KvMode::KIVI2) return 4;  // K, V, K_RESID, V_RESID
   if (m == KvMode::Q4) return 5;                           // K, V, K_REF, K_WIN, V_WIN

@@ -87,6 +87,17 @@ struct KvLayerSpec {
   RopeParams rope = {};
 };
 
+// The smallest G such that a prefill split at any multiple of G (and restored from a snapshot
+// there) writes the same bytes and gives the same attention rows as the unsplit prefill, as far
+// as the KV cache of mode m decides it (ArchModel::prefill_grid adds the model's own layers).
+// 1 in every mode: F32 / F16 / Q8 rows are per position (Q8's K_REF is fixed by position 0);
+// Q4 rows are written once per position and attend() splits a call where the f16 window's
+// start moves; a KIVI group is quantized from its f16 residual rows (which a snapshot carries)
+// when the position that fills it is written, never from where a call ends. A codec that
+// coded a group of positions from the f32 rows of one call would return its group here.
+// tests/api/test_api_exact_split.cpp checks every mode at off-group cuts.
+int32_t kv_mode_split_grid(KvMode m);
+
 // Q4's f16 window (kv_cache.h top): rows per layer for K and for V.
 constexpr int32_t kQ4Window = 64;
 // First position a query at n positions reads from the Q4 window.

@@ -204,6 +204,16 @@ void handle_completion(Server& s, const httplib::Request& hreq, httplib::Respons
     if (pin.is_text) {
       prompt_text = pin.text;
       if (!s.tokenize(prompt_text, true, &req->prompt, &err)) return send_error(res, err);
+      // A text prompt may end inside a word or on a space that a longer text tokenizes
+      // differently (SentencePiece joins a trailing space to the next word), so an extension
+      // would not find this prompt's end state: a checkpoint at its last multiple of 64 does.
+      // (The scheduler puts one at the last grid point of every prompt; on a grid of 1 that is
+      // the end itself, exact for token ids and chat, whose prompts end on a template's
+      // boundary that the next turn repeats.)
+      if (s.scheduler().cache() != nullptr) {
+        const int32_t n = static_cast<int32_t>(req->prompt.size());
+        req->checkpoints.push_back(n / geist_serving::kGrid * geist_serving::kGrid);
+      }
     } else {
       req->prompt = std::move(pin.ids);
     }

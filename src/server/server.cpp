@@ -320,6 +320,8 @@ void Server::routes() {
                         {"model_path", cfg_.model_path},
                         {"total_slots", cfg_.sched.n_parallel},
                         {"n_ctx", sched_->n_ctx()},
+                        // geist's: where prefixes are checkpointed and reused (docs/SERVER.md)
+                        {"prefill_grid", sched_->grid()},
                         {"chat_template", geist_chat_template_source(tmpl_)},
                         {"build_info", std::string("geist ") + geist_version()}});
   });

@@ -19,7 +19,7 @@ double now_ms() {
 }
 
 namespace {
-// Long prompts are also checkpointed every this many tokens (a multiple of kGrid).
+// Long prompts are also checkpointed every this many tokens (rounded down to the grid).
 constexpr int32_t kLongPromptEvery = 2048;
 }  // namespace
 
@@ -74,7 +74,13 @@ bool Scheduler::start(std::string* err) {
       return false;
     }
     n_ctx_ = geist_session_max_seq_len(slot->sess);
+    // One model and KV mode: every session has the same grid.
+    grid_ = geist_session_prefill_grid(slot->sess);
     slots_.push_back(std::move(slot));
+  }
+  if (grid_ <= 0) {
+    *err = "the sessions report no prefill grid";
+    return false;
   }
   std::string identity(512, '\0');
   size_t n_id = 0;
@@ -89,7 +95,7 @@ bool Scheduler::start(std::string* err) {
   }
   identity.resize(n_id);
   ns_prefix_ = "model:" + identity + "/kv" + std::to_string(cfg_.kv_mode) + "/ctx" +
-               std::to_string(n_ctx_) + "/grid" + std::to_string(kGrid) + "/salt:";
+               std::to_string(n_ctx_) + "/grid" + std::to_string(grid_) + "/salt:";
   if (cfg_.cache_bytes > 0 || !tiers_.empty()) {
     cache_ = std::make_unique<geist_cache::PrefixCache>(cfg_.cache_bytes, std::move(tiers_));
   }
@@ -160,10 +166,15 @@ void Scheduler::admit(Slot& slot, std::shared_ptr<Request> req) {
   const int32_t n = slot.res.prompt_tokens;
   slot.cuts.clear();
   if (cache_) {
-    for (int32_t c : slot.req->checkpoints) slot.cuts.push_back(c / kGrid * kGrid);
-    for (int32_t c = kLongPromptEvery; c < n; c += kLongPromptEvery) slot.cuts.push_back(c);
-    slot.cuts.push_back(n / kGrid * kGrid);
-    slot.cuts.push_back(n);  // the prompt end, with its logits: an identical request reuses it
+    // Message ends (and the server's other hints) at the deepest grid point they reach, every
+    // few thousand tokens of a long prompt, the prompt's last grid point (with grid 1: its end)
+    // and the prompt end itself, with its logits: an identical request reuses it, and on a grid
+    // of 1 so does every request that extends it (the next turn of a chat).
+    const int32_t every = std::max(grid_, kLongPromptEvery / grid_ * grid_);
+    for (int32_t c : slot.req->checkpoints) slot.cuts.push_back(c / grid_ * grid_);
+    for (int32_t c = every; c < n; c += every) slot.cuts.push_back(c);
+    slot.cuts.push_back(n / grid_ * grid_);
+    slot.cuts.push_back(n);
     std::sort(slot.cuts.begin(), slot.cuts.end());
     slot.cuts.erase(std::unique(slot.cuts.begin(), slot.cuts.end()), slot.cuts.end());
     slot.cuts.erase(std::remove_if(slot.cuts.begin(), slot.cuts.end(),
@@ -186,8 +197,8 @@ int32_t Scheduler::chunk_end(const Slot& s, int32_t budget) const {
   const int32_t n = static_cast<int32_t>(s.req->prompt.size());
   int32_t end = std::min(n, s.pos + std::max(budget, 1));
   if (end < n) {
-    end = end / kGrid * kGrid;  // never end a call off the grid, except at the prompt end
-    if (end <= s.pos) end = std::min(n, (s.pos / kGrid + 1) * kGrid);
+    end = end / grid_ * grid_;  // never end a call off the grid, except at the prompt end
+    if (end <= s.pos) end = std::min(n, (s.pos / grid_ + 1) * grid_);
   }
   for (int32_t c : s.cuts) {
     if (c > s.pos && c < end) {
@@ -380,13 +391,13 @@ void Scheduler::step() {
         const size_t common = common_prefix(o->req->prompt, prompt);
         for (int32_t c : o->cuts) {
           // Only a grid point, or the sibling's whole prompt when it is ours too, is reusable.
-          const bool usable = c % kGrid == 0 || (static_cast<size_t>(c) == prompt.size() &&
+          const bool usable = c % grid_ == 0 || (static_cast<size_t>(c) == prompt.size() &&
                                                  o->req->prompt.size() == prompt.size());
           if (c > o->pos && static_cast<size_t>(c) <= common && usable) wait = true;
         }
       }
       if (wait) continue;
-      hit = cache_->lookup(s->ns, prompt.data(), prompt.size(), kGrid);
+      hit = cache_->lookup(s->ns, prompt.data(), prompt.size(), grid_);
       if (cache_->has_tiers() && !s->tier_asked &&
           hit.n_tokens < static_cast<int32_t>(prompt.size())) {
         // RAM has nothing as deep as the prompt: the tiers are asked in the background, with
@@ -396,7 +407,7 @@ void Scheduler::step() {
         const double budget_ms = std::max(
             500.0, prefill_ms_per_token_ * static_cast<double>(prompt.size() - hit.n_tokens));
         s->fetch =
-            cache_->fetch(s->ns, prompt, kGrid, hit.n_tokens,
+            cache_->fetch(s->ns, prompt, grid_, hit.n_tokens,
                           std::chrono::steady_clock::now() +
                               std::chrono::microseconds(static_cast<int64_t>(budget_ms * 1000.0)));
         continue;

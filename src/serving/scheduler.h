@@ -6,9 +6,11 @@
 // are already decoding; then every decoding sequence samples its next token.
 //
 // Determinism: a request's tokens depend only on its prompt, its sampler settings and its seed.
-// Prefill chunks end only at absolute positions that are multiples of kGrid (or at the prompt
-// end), where the engine's results do not depend on how the prompt was split; sampling is per
-// session; the prefix cache only restores states that a prefill produced at such a point.
+// Prefill chunks end only at absolute positions that are multiples of the sessions' prefill
+// grid (geist_session_prefill_grid: 64 with recurrent layers, 1 for attention-only models), or
+// at the prompt end, where the engine's results do not depend on how the prompt was split;
+// sampling is per session; the prefix cache only restores states that a prefill produced at
+// such a point.
 //
 // Uses only the public C ABI (include/geist). Threading: submit / cancel / stats from any
 // thread; the callbacks of a request run on the worker thread.
@@ -30,8 +32,10 @@
 
 namespace geist_serving {
 
-// Absolute positions where prefill calls may end (Qwen3.5's delta-rule chunk; see
-// docs/SERVER.md "Prefix cache").
+// The prefill grid of models with recurrent layers (Qwen3.5's delta-rule chunk). The scheduler
+// cuts and checkpoints on its sessions' own grid (grid()), which is 1 for attention-only models;
+// this one is the least prefill a step carries, and the spacing of the checkpoint a plain-text
+// prompt gets before its end (docs/SERVER.md "Prefix cache").
 constexpr int32_t kGrid = 64;
 
 struct TopLogprob {
@@ -124,8 +128,12 @@ class Scheduler {
   SchedulerStats stats() const;
   const SchedulerConfig& config() const { return cfg_; }
   int32_t n_ctx() const { return n_ctx_; }
+  // The sessions' prefill grid (geist_session_prefill_grid), known once start() succeeded:
+  // prefill chunks end, checkpoints are taken and prefixes are reused at its multiples (or at
+  // a prompt's end).
+  int32_t grid() const { return grid_; }
   // The prefix cache (null when off) and the namespace of a request's cache_salt in it: the
-  // model identity (geist_model_identity), KV mode, context and grid, then the salt.
+  // model identity (geist_model_identity), KV mode, context and grid(), then the salt.
   geist_cache::PrefixCache* cache() const { return cache_.get(); }
   std::string cache_namespace(const std::string& salt) const;
 
@@ -143,6 +151,7 @@ class Scheduler {
   geist_model* model_;
   SchedulerConfig cfg_;
   int32_t n_ctx_ = 0;
+  int32_t grid_ = kGrid;  // the sessions' prefill grid (start())
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<std::unique_ptr<geist_cache::Tier>> tiers_;  // handed to cache_ at start()
   std::unique_ptr<geist_cache::PrefixCache> cache_;

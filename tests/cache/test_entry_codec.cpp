@@ -120,4 +120,28 @@ TEST(EntryCodec, KeysAreContentAddressed) {
   EXPECT_NE(k.substr(17), entry_key("ns-b", toks.data(), 4).substr(17));
 }
 
+// The keys of many prefixes in one pass are the spec's keys of each: the XXH3-128 of the
+// namespace hash (le64) and the prefix's ids (le32 each), computed in one shot by the library.
+TEST(EntryCodec, KeysOfManyPrefixesAreEachPrefixsKey) {
+  std::vector<geist_token> toks(700);
+  for (size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<geist_token>((i * 7919) % 248320);
+  const std::string ns = "model:x/kv1/ctx4096/grid1/salt:";
+  const std::vector<size_t> lens = {700, 1, 0, 255, 256, 257, 64, 3, 699, 512, 64};  // any order
+  const std::vector<std::string> keys = entry_keys(ns, toks.data(), lens);
+  ASSERT_EQ(keys.size(), lens.size());
+  const uint64_t nh = XXH3_64bits(ns.data(), ns.size());
+  for (size_t i = 0; i < lens.size(); ++i) {
+    std::vector<uint8_t> bytes;
+    le64(&bytes, nh);
+    for (size_t j = 0; j < lens[i]; ++j) le32(&bytes, static_cast<uint32_t>(toks[j]));
+    const XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
+    char want[16 + 1 + 32 + 1];
+    std::snprintf(want, sizeof want, "%016llx/%016llx%016llx", static_cast<unsigned long long>(nh),
+                  static_cast<unsigned long long>(h.high64),
+                  static_cast<unsigned long long>(h.low64));
+    EXPECT_EQ(keys[i], want) << "length " << lens[i];
+    EXPECT_EQ(keys[i], entry_key(ns, toks.data(), lens[i])) << "length " << lens[i];
+  }
+}
+
 }  // namespace

@@ -43,6 +43,38 @@ TEST(PrefixCache, DeepestUsablePrefix) {
   EXPECT_EQ(c.lookup("ns", other.data(), 300, 64).n_tokens, 64);
 }
 
+// Grid 1 (an attention-only model): every stored length is usable, the deepest prefix wins,
+// and what eviction or a refusal removed is no longer offered.
+TEST(PrefixCache, GridOfOneFindsTheExactDeepestPrefix) {
+  PrefixCache c(1000);
+  const auto t = seq(300);
+  c.insert("ns", t.data(), 37, img(100, 1));
+  c.insert("ns", t.data(), 100, img(100, 2));
+  c.insert("ns", t.data(), 101, img(100, 3));
+  c.insert("other", t.data(), 200, img(100, 4));  // another namespace, deeper
+  EXPECT_EQ(c.lookup("ns", t.data(), 300, 1).n_tokens, 101);
+  EXPECT_EQ(c.lookup("ns", t.data(), 101, 1).n_tokens, 101);
+  EXPECT_EQ(c.lookup("ns", t.data(), 100, 1).n_tokens, 100);
+  EXPECT_EQ(c.lookup("ns", t.data(), 99, 1).n_tokens, 37);
+  EXPECT_EQ(c.lookup("ns", t.data(), 36, 1).n_tokens, 0);
+  EXPECT_EQ(c.lookup("other", t.data(), 300, 1).n_tokens, 200);
+  auto other = t;
+  other[100] = 999;  // shares 100 tokens
+  EXPECT_EQ(c.lookup("ns", other.data(), 300, 1).n_tokens, 100);
+  other[50] = 999;  // shares 50
+  EXPECT_EQ(c.lookup("ns", other.data(), 300, 1).n_tokens, 37);
+  // The same entries on a grid of 64 (the hybrid's): none is a grid point.
+  EXPECT_EQ(c.lookup("ns", t.data(), 300, 64).n_tokens, 0);
+  c.reject("ns", t.data(), 101);
+  EXPECT_EQ(c.lookup("ns", t.data(), 300, 1).n_tokens, 100);
+  c.insert("ns", t.data(), 250, img(1000, 5));  // the whole budget: evicts every other entry
+  EXPECT_EQ(c.stats().entries, 1);
+  EXPECT_EQ(c.stats().bytes, 1000);
+  EXPECT_EQ(c.lookup("ns", t.data(), 249, 1).n_tokens, 0);
+  EXPECT_EQ(c.lookup("ns", t.data(), 300, 1).n_tokens, 250);
+  EXPECT_EQ(c.lookup("other", t.data(), 300, 1).n_tokens, 0);
+}
+
 TEST(PrefixCache, NamespacesAreSeparate) {
   PrefixCache c(1 << 20);
   const auto t = seq(64);

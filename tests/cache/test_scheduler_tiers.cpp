@@ -85,12 +85,15 @@ TEST(SchedulerTiers, RefusedImageIsAMissAndAGoodOneAHit) {
     Scheduler s(model, cfg, one(std::move(mem)));
     std::string why;
     ASSERT_TRUE(s.start(&why)) << why;
-    // A well-formed object whose image is not a snapshot, at the grid point 64.
+    // A well-formed object whose image is not a snapshot, at the prompt's last grid point,
+    // where the scheduler also checkpoints it (stories260K's grid is 1: the prompt end).
+    ASSERT_EQ(s.grid(), 1);
+    const size_t at = prompt.size() / static_cast<size_t>(s.grid()) * s.grid();
     const std::string ns = s.cache_namespace("");
-    const std::string key = geist_cache::entry_key(ns, prompt.data(), 64);
+    const std::string key = geist_cache::entry_key(ns, prompt.data(), at);
     const std::vector<uint8_t> junk(4096, 0x42);
     m->objects[key] = std::make_shared<const std::vector<uint8_t>>(
-        geist_cache::encode_entry(ns, prompt.data(), 64, junk.data(), junk.size()));
+        geist_cache::encode_entry(ns, prompt.data(), at, junk.data(), junk.size()));
     const Outcome r = generate(s, prompt);
     EXPECT_EQ(r.res.finish_reason, "length");
     EXPECT_EQ(r.res.cached_tokens, 0);
