@@ -42,7 +42,10 @@ geist_status geist_session_snapshot(geist_session* session, void* buf, size_t ca
  * buffer; GEIST_E_FORMAT naming the failed check (magic, version, size, checksum, model id,
  * KV mode, capacity, section lengths, token ids). GEIST_E_BACKEND when the device behind the
  * session has failed: before anything was written (session untouched), or while the state was
- * written (the message says so; the state is then undefined). */
+ * written (the message says so; the state is then undefined). On the CPU backends the state
+ * is copied on the session's threads (n_threads; the model's pool it shares with sessions of
+ * that thread count) when no other session's forward holds that pool, else on the calling
+ * thread alone: it never waits for another session. */
 geist_status geist_session_restore(geist_session* session, const void* buf, size_t size);
 
 /* EXPERIMENTAL. geist_session_restore for bytes whose integrity the caller has established

@@ -138,6 +138,14 @@ class Stream {
   virtual Status alloc(size_t nbytes, std::unique_ptr<Buffer>* out) = 0;
   virtual void upload(void* device_dst, const void* host_src, size_t n) = 0;
   virtual void download(void* host_dst, const void* device_src, size_t n) = 0;
+  // A batch of uploads (a restore's state regions; use UploadBatch): between begin_uploads()
+  // and end_uploads(), upload() and KvStore::upload_region may record their copies instead of
+  // making them; end_uploads() makes the recorded ones, on `pool` where the backend copies with
+  // host threads (the CPU backends: base/parallel_copy.h; pool nullptr: on the calling thread).
+  // The host sources must stay valid until end_uploads(). Nothing between the two may read the
+  // state. Devices copy as they are asked (their copies are ordered on the stream already).
+  virtual void begin_uploads() {}
+  virtual void end_uploads(ThreadPool* /*pool*/) {}
   virtual void fill_zero(void* device_dst, size_t n) = 0;
   // The session's KV cache (GEIST_E_UNSUPPORTED for a mode this backend cannot hold).
   virtual Status create_kv(KvMode mode, const std::vector<KvLayerSpec>& layers, int32_t max_seq_len,
@@ -249,6 +257,19 @@ class StreamScope {
 
  private:
   Stream& s_;
+};
+
+// RAII Stream::begin_uploads / end_uploads(pool).
+class UploadBatch {
+ public:
+  UploadBatch(Stream& s, ThreadPool* pool) : s_(s), pool_(pool) { s_.begin_uploads(); }
+  ~UploadBatch() { s_.end_uploads(pool_); }
+  UploadBatch(const UploadBatch&) = delete;
+  UploadBatch& operator=(const UploadBatch&) = delete;
+
+ private:
+  Stream& s_;
+  ThreadPool* pool_;
 };
 
 // A backend instance, owned by a model: immutable after load, shared by its sessions.

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/parallel_copy.h"
 #include "base/state_arena.h"
 
 namespace geist {
@@ -100,9 +101,32 @@ class CpuStream : public Stream {
   }
   // After a device failure, as the CUDA stream: nothing is uploaded, downloads read 0xFF.
   void upload(void* dst, const void* src, size_t n) override {
-    if (copy_fails()) return;
+    if (copy_fails() || n == 0 || defer(dst, src, n)) return;
     StateAccess access(&arena_);
-    if (n > 0) std::memcpy(dst, src, n);
+    std::memcpy(dst, src, n);
+  }
+  void begin_uploads() override {
+    deferring_ = true;
+    deferred_.clear();
+  }
+  void end_uploads(ThreadPool* pool) override {
+    deferring_ = false;
+    if (deferred_.empty()) return;
+    StateAccess access(&arena_);
+    parallel_copy(deferred_.data(), deferred_.size(), pool);
+    deferred_.clear();  // keeps its capacity: the next restore records without allocating
+  }
+  bool deferring() const { return deferring_; }
+  // Inside begin_uploads / end_uploads: records a copy into state memory for end_uploads.
+  // False outside a batch, or when the record cannot grow (the caller then copies at once).
+  bool defer(void* dst, const void* src, size_t n) {
+    if (!deferring_) return false;
+    try {
+      deferred_.push_back({static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), n});
+    } catch (const std::bad_alloc&) {
+      return false;
+    }
+    return true;
   }
   void download(void* dst, const void* src, size_t n) override {
     if (copy_fails()) {
@@ -295,6 +319,8 @@ class CpuStream : public Stream {
   std::shared_ptr<DeviceFault> fault_;  // the backend's (nullptr: plain CPU)
   std::vector<float> mm_scratch_;       // matmul_scratch_floats(n_in, n_threads)
   std::vector<double> delta_scratch_;   // [n_threads][gated_delta_rule_scratch_doubles]
+  bool deferring_ = false;              // between begin_uploads and end_uploads
+  std::vector<CopyRange> deferred_;     // the batch's copies into state memory, in order
 };
 
 void CpuKvStore::download_region(const KvRegion& r, int32_t n_pos, uint8_t* host_dst) const {
@@ -309,6 +335,12 @@ void CpuKvStore::download_region(const KvRegion& r, int32_t n_pos, uint8_t* host
 void CpuKvStore::upload_region(const KvRegion& r, int32_t n_pos, const uint8_t* host_src) {
   if (stream_->copy_fails()) return;
   StateAccess access(arena_);
+  // In an upload batch the plain parts are copied with the batch's other regions (Q4's window
+  // rows, reordered on their way in, and empty parts go through write_region now).
+  if (stream_->deferring()) {
+    uint8_t* dst = cache_->write_region_dst(r, n_pos);
+    if (dst != nullptr && stream_->defer(dst, host_src, r.nbytes)) return;
+  }
   cache_->write_region(r, n_pos, host_src);
 }
 

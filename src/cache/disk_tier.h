@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cache/image_buffer.h"
 #include "cache/tier.h"
 
 namespace geist_cache {
@@ -30,6 +31,9 @@ struct DiskTierConfig {
   size_t budget_bytes = 0;                 // the files' bytes at most
   size_t queue_bytes = size_t{512} << 20;  // objects waiting to be written at most
   int32_t retry_after_ms = 5000;           // writes paused this long after a failed one
+  // A read's buffer, once its object is dropped, is kept for the next read when at most this
+  // large (one at a time: cache/image_buffer.h BufferPool), so a read lands in resident pages.
+  size_t spare_read_bytes = size_t{1} << 30;
 };
 
 class DiskTier : public Tier {
@@ -79,6 +83,7 @@ class DiskTier : public Tier {
   bool writing_ = false, stop_ = false;
   Deadline paused_until_{};
   TierStats st_;
+  std::shared_ptr<BufferPool> buffers_;  // what get() reads into
   std::thread thread_;
 };
 

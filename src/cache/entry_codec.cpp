@@ -26,6 +26,41 @@ bool fail(std::string* err, const char* what) {
   return false;
 }
 
+// Every check of decode_entry but the checksum; fills *out.
+bool check_structure(const uint8_t* data, size_t size, EntryView* out, std::string* err) {
+  if (data == nullptr || size < kEntryHeaderBytes + kEntryChecksumBytes) {
+    return fail(err, "shorter than a header and a checksum");
+  }
+  if (std::memcmp(data, kMagic, 8) != 0) return fail(err, "bad magic");
+  if (get_u32(data + 8) != kEntryVersion) return fail(err, "unknown version");
+  if (get_u32(data + 12) != 0) return fail(err, "unknown flags");
+  const uint64_t ns_len = get_u32(data + 16), n_tokens = get_u32(data + 20);
+  const uint64_t image_size = get_u64(data + 24);
+  if (ns_len > kMaxNamespaceBytes) return fail(err, "namespace too long");
+  if (n_tokens == 0 || n_tokens > kMaxEntryTokens) return fail(err, "token count out of range");
+  // Every length is bounded before the sum, so the sum cannot wrap.
+  const uint64_t fixed = kEntryHeaderBytes + ns_len + 4 * n_tokens + kEntryChecksumBytes;
+  if (image_size > size || fixed + image_size != size) {
+    return fail(err, "lengths do not add up to the object's size");
+  }
+  const uint8_t* p = data + kEntryHeaderBytes;
+  out->ns = std::string_view(reinterpret_cast<const char*>(p), ns_len);
+  p += ns_len;
+  out->tokens = p;
+  out->n_tokens = n_tokens;
+  p += 4 * n_tokens;
+  out->image = p;
+  out->image_size = image_size;
+  return true;
+}
+
+bool checksum_matches(const uint8_t* data, size_t size, const XXH128_hash_t& h) {
+  const uint8_t* sum = data + size - kEntryChecksumBytes;
+  return get_u64(sum) == h.low64 && get_u64(sum + 8) == h.high64;
+}
+
+constexpr size_t kCopyPiece = size_t{256} << 10;  // hashed, then copied while in cache
+
 }  // namespace
 
 geist_token EntryView::token(size_t i) const {
@@ -54,34 +89,35 @@ std::vector<uint8_t> encode_entry(const std::string& ns, const geist_token* toke
 }
 
 bool decode_entry(const uint8_t* data, size_t size, EntryView* out, std::string* err) {
-  if (data == nullptr || size < kEntryHeaderBytes + kEntryChecksumBytes) {
-    return fail(err, "shorter than a header and a checksum");
-  }
-  if (std::memcmp(data, kMagic, 8) != 0) return fail(err, "bad magic");
-  if (get_u32(data + 8) != kEntryVersion) return fail(err, "unknown version");
-  if (get_u32(data + 12) != 0) return fail(err, "unknown flags");
-  const uint64_t ns_len = get_u32(data + 16), n_tokens = get_u32(data + 20);
-  const uint64_t image_size = get_u64(data + 24);
-  if (ns_len > kMaxNamespaceBytes) return fail(err, "namespace too long");
-  if (n_tokens == 0 || n_tokens > kMaxEntryTokens) return fail(err, "token count out of range");
-  // Every length is bounded before the sum, so the sum cannot wrap.
-  const uint64_t fixed = kEntryHeaderBytes + ns_len + 4 * n_tokens + kEntryChecksumBytes;
-  if (image_size > size || fixed + image_size != size) {
-    return fail(err, "lengths do not add up to the object's size");
-  }
-  uint8_t sum[kEntryChecksumBytes];
-  put_checksum(sum, data, size - kEntryChecksumBytes);
-  if (std::memcmp(sum, data + size - kEntryChecksumBytes, kEntryChecksumBytes) != 0) {
+  EntryView v;
+  if (!check_structure(data, size, &v, err)) return false;
+  if (!checksum_matches(data, size, XXH3_128bits(data, size - kEntryChecksumBytes))) {
     return fail(err, "checksum mismatch");
   }
-  const uint8_t* p = data + kEntryHeaderBytes;
-  out->ns = std::string_view(reinterpret_cast<const char*>(p), ns_len);
-  p += ns_len;
-  out->tokens = p;
-  out->n_tokens = n_tokens;
-  p += 4 * n_tokens;
-  out->image = p;
-  out->image_size = image_size;
+  *out = v;
+  return true;
+}
+
+bool decode_entry_copy(const uint8_t* data, size_t size, EntryView* out, std::string* err,
+                       const std::function<uint8_t*(size_t)>& image_dst) {
+  EntryView v;
+  if (!check_structure(data, size, &v, err)) return false;
+  uint8_t* dst = image_dst(v.image_size);
+  if (dst == nullptr && v.image_size > 0) return fail(err, "no buffer for the image");
+  // The same XXH3-128 as decode_entry's one call: streaming gives the one-shot value.
+  XXH3_state_t state;
+  XXH3_128bits_reset(&state);
+  XXH3_128bits_update(&state, data, static_cast<size_t>(v.image - data));
+  for (size_t at = 0; at < v.image_size; at += kCopyPiece) {
+    const size_t n = std::min(kCopyPiece, v.image_size - at);
+    XXH3_128bits_update(&state, v.image + at, n);
+    std::memcpy(dst + at, v.image + at, n);
+  }
+  if (!checksum_matches(data, size, XXH3_128bits_digest(&state))) {
+    return fail(err, "checksum mismatch");
+  }
+  v.image = dst;
+  *out = v;
   return true;
 }
 

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,6 +41,14 @@ struct EntryView {
 // Verifies magic, version, flags, every length against `size` (exactly: no trailing bytes),
 // the limits above and the checksum. False with *err saying which check failed.
 bool decode_entry(const uint8_t* data, size_t size, EntryView* out, std::string* err);
+
+// decode_entry that also copies the image out, in the same pass over the object as the
+// checksum (each piece hashed, then copied while it is still in the CPU's cache): once every
+// length checks, image_dst(n) is called with the image's size and returns where its n bytes go
+// (nullptr: refused). out->image then points there. False with *err as decode_entry, or when
+// image_dst refused; the destination then holds no verified bytes.
+bool decode_entry_copy(const uint8_t* data, size_t size, EntryView* out, std::string* err,
+                       const std::function<uint8_t*(size_t)>& image_dst);
 
 // True when `v` holds exactly namespace `ns` and tokens[0, n).
 bool entry_matches(const EntryView& v, const std::string& ns, const geist_token* tokens, size_t n);

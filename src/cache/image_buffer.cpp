@@ -2,6 +2,9 @@
 
 #include <sys/mman.h>
 
+#include <new>
+#include <utility>
+
 namespace geist_cache {
 
 namespace {
@@ -26,6 +29,69 @@ void fresh_buffer(std::vector<uint8_t>* v, size_t n) {
   advise_huge_pages(fresh.data(), n);
   fresh.resize(n);  // the first touch: 2 MiB at a time where granted
   v->swap(fresh);
+}
+
+std::shared_ptr<BufferPool> BufferPool::create(size_t max_buffers, size_t max_bytes) {
+  return std::shared_ptr<BufferPool>(new BufferPool(max_buffers, max_bytes));
+}
+
+std::vector<uint8_t> BufferPool::take(size_t n) {
+  std::vector<uint8_t> v;
+  if (n == 0) return v;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t best = spare_.size();
+    for (size_t i = 0; i < spare_.size(); ++i) {
+      if (spare_[i].capacity() >= n &&
+          (best == spare_.size() || spare_[i].capacity() < spare_[best].capacity())) {
+        best = i;
+      }
+    }
+    if (best < spare_.size()) {
+      v = std::move(spare_[best]);
+      spare_.erase(spare_.begin() + static_cast<std::ptrdiff_t>(best));
+      spare_bytes_ -= v.capacity();
+    }
+  }
+  if (v.capacity() >= n) {
+    v.resize(n);  // within its capacity: no allocation, the pages are resident
+  } else {
+    fresh_buffer(&v, n);
+  }
+  return v;
+}
+
+void BufferPool::recycle(std::vector<uint8_t> v) {
+  if (v.capacity() == 0) return;
+  std::vector<uint8_t> drop;  // freed outside the lock
+  std::lock_guard<std::mutex> lock(mu_);
+  if (spare_.size() < max_buffers_ && spare_bytes_ + v.capacity() <= max_bytes_) {
+    try {
+      spare_.reserve(max_buffers_);
+    } catch (const std::bad_alloc&) {
+      return;  // v is freed
+    }
+    spare_bytes_ += v.capacity();
+    spare_.push_back(std::move(v));
+  } else {
+    drop = std::move(v);
+  }
+}
+
+Image BufferPool::share(std::vector<uint8_t> v) {
+  std::weak_ptr<BufferPool> pool = weak_from_this();
+  // If make-ing the control block throws, shared_ptr calls the deleter itself.
+  auto* p = new std::vector<uint8_t>(std::move(v));
+  return Image(p, [pool](const std::vector<uint8_t>* q) {
+    auto* m = const_cast<std::vector<uint8_t>*>(q);
+    if (auto alive = pool.lock()) alive->recycle(std::move(*m));
+    delete m;
+  });
+}
+
+size_t BufferPool::spare_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return spare_bytes_;
 }
 
 }  // namespace geist_cache

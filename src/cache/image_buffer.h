@@ -7,7 +7,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <vector>
+
+#include "cache/tier.h"
 
 namespace geist_cache {
 
@@ -19,5 +23,33 @@ void fresh_buffer(std::vector<uint8_t>* v, size_t n);
 // Asks for transparent huge pages over the whole 2 MiB pages inside [p, p + n) (best effort;
 // nothing for less than 4 MiB). Call before the memory is first touched.
 void advise_huge_pages(void* p, size_t n);
+
+// Warm buffers for what the tiers read: a tier hit's object and the image decoded from it
+// are tens to hundreds of MiB, and a fresh buffer's first touch costs more than the read into
+// it. Buffers handed out through share() come back when their last holder lets go (a hit the
+// RAM cache did not keep: at once; one it kept: when it is evicted), and the next read of as
+// many bytes reuses one whose pages are resident. At most max_buffers of at most max_bytes in
+// all are kept: the memory a pool holds beyond what the cache accounts for. Thread-safe; made
+// by create() (buffers it handed out may outlive it: they are freed then).
+class BufferPool : public std::enable_shared_from_this<BufferPool> {
+ public:
+  static std::shared_ptr<BufferPool> create(size_t max_buffers, size_t max_bytes);
+  // A buffer of n bytes, its contents unspecified: the smallest spare one that holds n, else a
+  // fresh_buffer. Throws std::bad_alloc like vector::resize.
+  std::vector<uint8_t> take(size_t n);
+  // An Image of v whose buffer comes back here when the Image's last copy is dropped.
+  Image share(std::vector<uint8_t> v);
+  // Keeps v for a later take() (when there is room), else frees it.
+  void recycle(std::vector<uint8_t> v);
+  size_t spare_bytes() const;
+
+ private:
+  BufferPool(size_t max_buffers, size_t max_bytes)
+      : max_buffers_(max_buffers), max_bytes_(max_bytes) {}
+  const size_t max_buffers_, max_bytes_;
+  mutable std::mutex mu_;
+  std::vector<std::vector<uint8_t>> spare_;  // guarded by mu_
+  size_t spare_bytes_ = 0;                   // capacity of spare_, guarded by mu_
+};
 
 }  // namespace geist_cache

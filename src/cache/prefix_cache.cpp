@@ -16,7 +16,10 @@ uint64_t mix(uint64_t h, uint64_t v) {  // FNV-1a over 8-byte words, then a fina
 }  // namespace
 
 PrefixCache::PrefixCache(size_t budget_bytes, std::vector<std::unique_ptr<Tier>> tiers)
-    : budget_(budget_bytes), tiers_(std::move(tiers)), rejected_(tiers_.size()) {
+    : budget_(budget_bytes),
+      tiers_(std::move(tiers)),
+      rejected_(tiers_.size()),
+      image_buffers_(BufferPool::create(2, size_t{1} << 30)) {
   if (!tiers_.empty()) {
     spill_thread_ = std::thread([this] { spill_worker(); });
     fetch_thread_ = std::thread([this] { fetch_worker(); });

@@ -29,6 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cache/image_buffer.h"
 #include "cache/tier.h"
 #include "geist/geist.h"
 
@@ -169,6 +170,9 @@ class PrefixCache {
 
   std::vector<std::unique_ptr<Tier>> tiers_;
   std::vector<std::atomic<int64_t>> rejected_;  // per tier
+  // What a tier hit's image is decoded into: a hit RAM does not keep (or evicts later) gives
+  // its buffer back for the next one (at most 2 spare buffers, 1 GiB in all).
+  std::shared_ptr<BufferPool> image_buffers_;
   std::mutex q_mu_;
   std::condition_variable spill_cv_, fetch_cv_, idle_cv_;
   std::deque<Spill> spills_;

@@ -128,17 +128,22 @@ Image PrefixCache::read_tier(size_t t, const std::string& key, const std::string
   if (!obj) return nullptr;
   EntryView v;
   std::string why;
-  if (!decode_entry(obj->data(), obj->size(), &v, &why) || !entry_matches(v, ns, tokens, n)) {
+  // The image comes out in the checksum's pass, into a resident buffer of the pool.
+  std::vector<uint8_t> image;
+  const auto dst = [&](size_t len) {
+    image = image_buffers_->take(len);
+    return image.data();
+  };
+  if (!decode_entry_copy(obj->data(), obj->size(), &v, &why, dst) ||
+      !entry_matches(v, ns, tokens, n)) {
     // Passed the tier's own checks but is not what this key stands for (a foreign namespace,
     // a hash collision, a bug elsewhere): never served.
+    image_buffers_->recycle(std::move(image));
     tiers_[t]->erase(key);
     ++rejected_[t];
     return nullptr;
   }
-  std::vector<uint8_t> image;
-  fresh_buffer(&image, v.image_size);
-  if (v.image_size > 0) std::memcpy(image.data(), v.image, v.image_size);
-  return std::make_shared<const std::vector<uint8_t>>(std::move(image));
+  return image_buffers_->share(std::move(image));
 }
 
 PrefixCache::Hit PrefixCache::fetch_now(const FetchJob& job) {

@@ -1,7 +1,10 @@
 #include "cache/redis_tier.h"
 
 #include <hiredis/hiredis.h>
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
 #include <xxhash.h>
+
+#include <cstring>
 
 #include "cache/image_buffer.h"
 #include "cache/redis_object.h"
@@ -180,10 +183,13 @@ Image RedisTier::get_once(RedisConn& conn, const std::string& key, Deadline dead
   std::vector<std::string> keys = object_keys(cfg_, key, m);
   for (size_t i = 1; i < keys.size(); ++i) conn.append({"GET", keys[i]});
   r = conn.send(deadline, &err);
-  // Parts are checked and copied as they arrive, one reply alive at a time.
-  auto out = std::make_shared<std::vector<uint8_t>>();
-  out->reserve(m.total_size);
-  advise_huge_pages(out->data(), m.total_size);  // before the parts first touch it
+  // Parts are checked and copied as they arrive, one reply alive at a time, into a resident
+  // buffer of the pool (decode_manifest checked that the parts' sizes add up to total_size);
+  // the object's checksum takes each part right after its copy, while it is in cache.
+  std::vector<uint8_t> out = buffers_->take(m.total_size);
+  XXH3_state_t sum;
+  XXH3_64bits_reset(&sum);
+  size_t at = 0;
   for (uint32_t i = 0; r == IoResult::kOk && i < m.parts.size(); ++i) {
     RedisReply pr;
     r = conn.read(deadline, &pr, &err);
@@ -194,7 +200,9 @@ Image RedisTier::get_once(RedisConn& conn, const std::string& key, Deadline dead
     if (!ro::check_part(m, i, reinterpret_cast<const uint8_t*>(pr->str), pr->len, &payload, &why)) {
       return corrupt("part " + std::to_string(i) + ": " + why, keys);
     }
-    out->insert(out->end(), payload, payload + m.parts[i].size);
+    std::memcpy(out.data() + at, payload, m.parts[i].size);
+    XXH3_64bits_update(&sum, out.data() + at, m.parts[i].size);
+    at += m.parts[i].size;
   }
   if (r != IoResult::kOk) {
     // The manifest came back in time, so Redis is alive: a large object slower than the
@@ -207,7 +215,7 @@ Image RedisTier::get_once(RedisConn& conn, const std::string& key, Deadline dead
     }
     return nullptr;
   }
-  if (XXH3_64bits(out->data(), out->size()) != m.total_checksum) {
+  if (at != out.size() || XXH3_64bits_digest(&sum) != m.total_checksum) {
     return corrupt("object checksum", keys);
   }
   {
@@ -215,7 +223,7 @@ Image RedisTier::get_once(RedisConn& conn, const std::string& key, Deadline dead
     ++st_.hits;
   }
   enqueue(Job{Job::Kind::kTouch, key, nullptr, std::move(keys), {}}, false);
-  return out;
+  return buffers_->share(std::move(out));
 }
 
 std::vector<bool> RedisTier::contains(const std::vector<std::string>& keys, Deadline deadline) {

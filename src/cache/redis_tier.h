@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "cache/circuit_breaker.h"
+#include "cache/image_buffer.h"
 #include "cache/redis_conn.h"
 #include "cache/tier.h"
 
@@ -106,6 +107,9 @@ class RedisTier : public Tier {
 
   mutable std::mutex st_mu_;
   TierStats st_;
+  // What get() assembles parts into: a buffer comes back once its object is dropped (one
+  // spare, at most 1 GiB), so the next get copies into resident pages.
+  std::shared_ptr<BufferPool> buffers_ = BufferPool::create(1, size_t{1} << 30);
   std::thread writer_;
 };
 

@@ -1,5 +1,6 @@
 // Session snapshots: binds the image format (engine/snapshot.h) to a Session.
 #include <cstring>
+#include <mutex>
 
 #include "engine/session.h"
 
@@ -74,8 +75,16 @@ Status Session::apply_snapshot(const ParsedSnapshot& p, bool keep_sampler, const
   rng_ = p.rng;
 #endif
   if (p.kv_len == 0) state_->reset();
-  for (const SnapshotRegion& r : p.regions) {
-    state_->upload_region(r.region, p.kv_len, r.data);
+  {
+    // The regions are copied together on the session's threads (the CPU backends: one
+    // contiguous byte range of them per thread, base/parallel_copy.h), on the model's shared
+    // pool when it is free. A restore never waits for another session's forward: while one
+    // runs on the pool, the copy runs on this thread alone (the same bytes either way).
+    std::unique_lock<std::mutex> lock(pool_->mu, std::try_to_lock);
+    UploadBatch batch(state_->compute_stream(), lock.owns_lock() ? &pool_->pool : nullptr);
+    for (const SnapshotRegion& r : p.regions) {
+      state_->upload_region(r.region, p.kv_len, r.data);
+    }
   }
   state_->set_positions(p.kv_len);
   // A device that failed while the regions were uploaded leaves a state that matches neither

@@ -429,6 +429,14 @@ void KvCache::write_region(const KvRegion& r, int32_t n_pos, const uint8_t* src)
   layers_[static_cast<size_t>(r.layer)].written_end = n_pos;
 }
 
+uint8_t* KvCache::write_region_dst(const KvRegion& r, int32_t n_pos) {
+  uint64_t nb = 0;
+  uint8_t* p = region_ptr(r, n_pos, &nb);
+  if ((windowed() && r.part >= KV_PART_K_WIN) || nb == 0) return nullptr;
+  layers_[static_cast<size_t>(r.layer)].written_end = n_pos;
+  return p;
+}
+
 size_t KvCache::size_bytes() const {
   size_t total = 0;
   for (const Layer& l : layers_) {

@@ -209,6 +209,12 @@ class KvCache {
   // into a fresh cache, attention over [0, n_pos) is bitwise that of the source.
   void read_region(const KvRegion& r, int32_t n_pos, uint8_t* dst) const;
   void write_region(const KvRegion& r, int32_t n_pos, const uint8_t* src);
+  // Where write_region(r, n_pos, src) would memcpy its r.nbytes bytes, for a caller that makes
+  // the copy itself together with others (a restore's parallel copy): every part but Q4's
+  // window rows, which write_region reorders; nullptr for those and for empty regions (call
+  // write_region then). Marks the layer written up to n_pos as write_region does, so the copy
+  // must be complete before the cache is used again.
+  uint8_t* write_region_dst(const KvRegion& r, int32_t n_pos);
 
   // Bytes held by the cache (all layers, all parts, at full capacity).
   size_t size_bytes() const;

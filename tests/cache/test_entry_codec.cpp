@@ -107,6 +107,57 @@ TEST(EntryCodec, RefusesLengthsThatDoNotAddUpEvenWithAValidChecksum) {
   EXPECT_FALSE(err.empty());
 }
 
+// The tiers' read path: the image copied out in the checksum's pass. Images over several of
+// its pieces (256 KiB) and of odd sizes; every truncation and flipped byte of a small object,
+// and a flipped byte in each piece of a large one, refused.
+TEST(EntryCodec, DecodeWithCopyAgreesAndRefusesTheSame) {
+  const std::vector<geist_token> toks = {1, 2, 3, 4, 5};
+  for (size_t n : {size_t{0}, size_t{1}, size_t{64}, (size_t{1} << 20) + 3, size_t{262144}}) {
+    std::vector<uint8_t> image(n);
+    for (size_t i = 0; i < n; ++i) image[i] = static_cast<uint8_t>(i * 13 + (i >> 9));
+    const std::vector<uint8_t> obj = spec_object("ns", toks, image);
+    std::vector<uint8_t> out;
+    const auto dst = [&](size_t len) {
+      out.assign(len, 0x5A);
+      return out.data();
+    };
+    EntryView v;
+    std::string err;
+    ASSERT_TRUE(decode_entry_copy(obj.data(), obj.size(), &v, &err, dst)) << n << ": " << err;
+    EXPECT_EQ(out, image) << n;
+    EXPECT_EQ(v.image, out.data());
+    EXPECT_EQ(v.image_size, n);
+    EXPECT_TRUE(entry_matches(v, "ns", toks.data(), toks.size()));
+    // A flipped byte in every piece of the image, in the header, and in the checksum.
+    std::vector<size_t> at = {0, 20, obj.size() - 1};
+    for (size_t p = 0; p < n; p += 262144 / 2) at.push_back(obj.size() - 16 - n + p);
+    for (size_t i : at) {
+      std::vector<uint8_t> bad = obj;
+      bad[i] ^= 0x01;
+      EXPECT_FALSE(decode_entry_copy(bad.data(), bad.size(), &v, &err, dst)) << n << " byte " << i;
+    }
+  }
+  const std::vector<uint8_t> small = spec_object("ns", toks, std::vector<uint8_t>(40, 7));
+  std::vector<uint8_t> out;
+  const auto dst = [&](size_t len) {
+    out.assign(len, 0);
+    return out.data();
+  };
+  EntryView v;
+  std::string err;
+  for (size_t n = 0; n < small.size(); ++n) {
+    EXPECT_FALSE(decode_entry_copy(small.data(), n, &v, &err, dst)) << "truncated to " << n;
+  }
+  for (size_t i = 0; i < small.size(); ++i) {
+    std::vector<uint8_t> bad = small;
+    bad[i] ^= 0x10;
+    EXPECT_FALSE(decode_entry_copy(bad.data(), bad.size(), &v, &err, dst)) << "byte " << i;
+  }
+  EXPECT_FALSE(decode_entry_copy(small.data(), small.size(), &v, &err,
+                                 [](size_t) -> uint8_t* { return nullptr; }));
+  EXPECT_FALSE(err.empty());
+}
+
 TEST(EntryCodec, KeysAreContentAddressed) {
   const std::vector<geist_token> toks = {1, 2, 3, 4};
   const std::string k = entry_key("ns-a", toks.data(), 4);

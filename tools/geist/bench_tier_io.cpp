@@ -17,7 +17,10 @@
 #include <filesystem>
 #include <memory>
 #include <thread>
+#include <utility>
 
+#include "base/parallel_copy.h"
+#include "base/thread_pool.h"
 #include "cache/image_buffer.h"
 #include "cache/redis_conn.h"
 #include "cli_common.h"
@@ -194,9 +197,11 @@ void RedisProcess::stop() {
   }
 }
 
-void time_memory(size_t n, int reps, RawRefs* out) {
+void time_memory(size_t n, int reps, int threads, RawRefs* out) {
   std::vector<uint8_t> src = warm_buffer(n, 1), dst = warm_buffer(n, 2);
-  std::vector<double> warm, fresh, fresh_huge, hash;
+  std::vector<double> warm, fresh, fresh_huge, hash, split;
+  geist::ThreadPool pool(std::max(1, threads));
+  const geist::CopyRange whole{dst.data(), src.data(), n};
   uint64_t sink = 0;
   for (int r = 0; r <= reps; ++r) {
     double t0 = now_seconds();
@@ -219,7 +224,12 @@ void time_memory(size_t n, int reps, RawRefs* out) {
     t0 = now_seconds();
     sink += XXH3_64bits(src.data(), n);
     const double t_hash = now_seconds() - t0;
+    t0 = now_seconds();
+    geist::parallel_copy(&whole, 1, &pool);
+    const double t_split = now_seconds() - t0;
+    sink += dst[n / 3];
     if (r == 0) continue;
+    split.push_back(t_split);
     warm.push_back(t_warm);
     fresh.push_back(t_fresh);
     fresh_huge.push_back(t_fresh_huge);
@@ -230,6 +240,41 @@ void time_memory(size_t n, int reps, RawRefs* out) {
   out->memcpy_fresh = summarize(fresh);
   out->memcpy_fresh_huge = summarize(fresh_huge);
   out->xxh3 = summarize(hash);
+  out->memcpy_threads = summarize(split);
+  out->copy_threads = geist::parallel_copy_threads(n, pool.n_threads());
+}
+
+void time_sections(const std::vector<uint8_t>& image, int reps, RawRefs* out) {
+  auto u32 = [&](size_t at) {
+    uint32_t v = 0;
+    std::memcpy(&v, image.data() + at, 4);  // little-endian hosts only (x86-64, arm64)
+    return v;
+  };
+  auto u64 = [&](size_t at) {
+    uint64_t v = 0;
+    std::memcpy(&v, image.data() + at, 8);
+    return v;
+  };
+  if (image.size() < 96) return;
+  const size_t n = u32(60);
+  if (96 + 24 * n > image.size()) return;
+  std::vector<std::pair<size_t, size_t>> sec;  // offset, length
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t off = u64(96 + 24 * i + 8), len = u64(96 + 24 * i + 16);
+    if (off > image.size() || len > image.size() - off) return;
+    sec.emplace_back(off, len);
+    out->largest_section = std::max<size_t>(out->largest_section, len);
+  }
+  std::vector<uint8_t> dst = warm_buffer(image.size(), 4);
+  std::vector<double> t;
+  for (int r = 0; r <= reps; ++r) {
+    const double t0 = now_seconds();
+    for (const auto& [off, len] : sec) std::memcpy(dst.data() + off, image.data() + off, len);
+    if (r > 0) t.push_back(now_seconds() - t0);
+  }
+  if (dst[image.size() / 2] == 42 && dst[0] == 43) std::fprintf(stderr, " ");
+  out->memcpy_sections = summarize(t);
+  out->n_sections = n;
 }
 
 bool drop_file_cache(const std::string& path) {

@@ -39,6 +39,10 @@ class RedisProcess {
 // The references, each timed `reps` times after one untimed run.
 struct RawRefs {
   BenchStats memcpy_warm, memcpy_fresh, memcpy_fresh_huge, xxh3;
+  BenchStats memcpy_threads;  // warm buffers, split over `copy_threads` as a restore splits it
+  int copy_threads = 1;
+  BenchStats memcpy_sections;  // warm buffers, one memcpy per section of the image, one thread
+  size_t n_sections = 0, largest_section = 0;
   BenchStats file_cached, file_dropped, file_direct;  // file_direct: all zero when unsupported
   bool direct_ok = false, dropped_ok = false;
   BenchStats redis_get;
@@ -47,8 +51,12 @@ struct RawRefs {
 };
 
 // memcpy warm / into a fresh buffer (plain, and made by cache/image_buffer.h's fresh_buffer:
-// huge pages asked for, zeroed, then copied) and XXH3-64 over n bytes.
-void time_memory(size_t n, int reps, RawRefs* out);
+// huge pages asked for, zeroed, then copied) and XXH3-64 over n bytes; and the warm copy
+// split over a pool of `threads` (base/parallel_copy.h, as a restore copies its regions).
+void time_memory(size_t n, int reps, int threads, RawRefs* out);
+// One memcpy per section of a snapshot image (docs/SNAPSHOT_FORMAT.md §3: the pieces a serial
+// restore copies) between warm buffers, on one thread. Nothing when the table does not parse.
+void time_sections(const std::vector<uint8_t>& image, int reps, RawRefs* out);
 // Reads the whole file at `path` (pread into a warm buffer) from the page cache, after
 // dropping its pages (posix_fadvise DONTNEED; the file is fsync'd first), and with O_DIRECT.
 void time_file(const std::string& path, int reps, RawRefs* out);

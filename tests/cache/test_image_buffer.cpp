@@ -1,0 +1,65 @@
+// BufferPool (cache/image_buffer.h): the tiers' reads land in buffers that come back when the
+// images made of them are dropped; what it keeps is bounded by count and bytes.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "cache/image_buffer.h"
+
+namespace {
+
+using namespace geist_cache;
+
+TEST(BufferPool, SharedBuffersComeBackAndAreReused) {
+  auto pool = BufferPool::create(1, size_t{64} << 20);
+  std::vector<uint8_t> a = pool->take(size_t{5} << 20);
+  ASSERT_EQ(a.size(), size_t{5} << 20);
+  std::memset(a.data(), 0x11, a.size());
+  const uint8_t* where = a.data();
+  Image img = pool->share(std::move(a));
+  ASSERT_EQ(img->size(), size_t{5} << 20);
+  EXPECT_EQ(img->data(), where);  // shared without a copy
+  EXPECT_EQ(pool->spare_bytes(), 0u);
+  Image copy = img;
+  img.reset();
+  EXPECT_EQ(pool->spare_bytes(), 0u);  // still held
+  copy.reset();
+  EXPECT_GE(pool->spare_bytes(), size_t{5} << 20);
+  // A smaller request reuses it (no fresh allocation), a larger one cannot.
+  std::vector<uint8_t> b = pool->take(size_t{3} << 20);
+  EXPECT_EQ(b.data(), where);
+  EXPECT_EQ(b.size(), size_t{3} << 20);
+  EXPECT_EQ(pool->spare_bytes(), 0u);
+  pool->recycle(std::move(b));
+  std::vector<uint8_t> c = pool->take(size_t{6} << 20);
+  EXPECT_EQ(c.size(), size_t{6} << 20);
+  EXPECT_NE(c.data(), where);
+  EXPECT_TRUE(pool->take(0).empty());
+}
+
+TEST(BufferPool, KeepsAtMostItsCountAndBytes) {
+  auto pool = BufferPool::create(2, size_t{10} << 20);
+  pool->recycle(std::vector<uint8_t>(size_t{4} << 20));
+  pool->recycle(std::vector<uint8_t>(size_t{4} << 20));
+  const size_t two = pool->spare_bytes();
+  EXPECT_GE(two, size_t{8} << 20);
+  pool->recycle(std::vector<uint8_t>(size_t{1} << 20));  // a third: over the count
+  EXPECT_EQ(pool->spare_bytes(), two);
+  auto small = BufferPool::create(4, size_t{3} << 20);
+  small->recycle(std::vector<uint8_t>(size_t{4} << 20));  // over the bytes
+  EXPECT_EQ(small->spare_bytes(), 0u);
+}
+
+TEST(BufferPool, ImagesOutliveTheirPool) {
+  auto pool = BufferPool::create(1, size_t{64} << 20);
+  std::vector<uint8_t> v = pool->take(1000);
+  std::memset(v.data(), 7, v.size());
+  Image img = pool->share(std::move(v));
+  pool.reset();
+  ASSERT_EQ(img->size(), 1000u);
+  EXPECT_EQ((*img)[999], 7);
+  img.reset();  // freed, no pool to go back to
+}
+
+}  // namespace
