@@ -467,14 +467,14 @@ int64_t q8_rows_max(GgmlType t, bool groups) {
   if (!groups || !q8_panels_fast()) return 2;
   // Measured with bench/matmul_speed's layouts forced (docs/BENCHMARKS.md, "Batched decode at
   // B = 16"): the decode kernel's 4-token tiles beat the panels at every count up to 64 for these
-  // types, Q6_K's (4 blocks of sums a token) up to about 32.
+  // types, Q6_K's up to 48 (at 64 the panels won).
   switch (t) {
     case GgmlType::Q8_0:
     case GgmlType::Q4_0:
     case GgmlType::Q4_K:
       return 64;
     case GgmlType::Q6_K:
-      return 32;
+      return 48;
     default:
       return 2;
   }
