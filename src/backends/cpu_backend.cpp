@@ -218,6 +218,23 @@ class CpuStream : public Stream {
       for (int32_t t = 0; t < n_tok; ++t) silu_inplace(out + t * out_stride + c0, c1 - c0);
     });
   }
+  // A batched decode step's rows in one parallel region (was one per session and layer): each
+  // thread takes, for every row, the channels it takes in conv1d_silu, so a row's bits are those
+  // of its own call (a channel's output depends on nothing else).
+  void conv1d_silu_rows(const float* x, int64_t x_stride, int32_t n_rows, int64_t n_ch,
+                        const float* w, int32_t kernel, float* const* states, float* out,
+                        int64_t out_stride) override {
+    pool_->run([&](int ti, int tn) {
+      const int64_t c0 = n_ch * ti / tn, c1 = n_ch * (ti + 1) / tn;
+      if (c0 >= c1) return;
+      for (int32_t r = 0; r < n_rows; ++r) {
+        float* o = out + r * out_stride;
+        conv1d_causal(x + r * x_stride, x_stride, 1, n_ch, w, kernel, states[r], o, out_stride, c0,
+                      c1);
+        silu_inplace(o + c0, c1 - c0);
+      }
+    });
+  }
   void l2_norm_heads(float* x, int64_t x_stride, int32_t n_tok, int32_t n_heads, int32_t d,
                      float eps, float scale) override {
     for (int32_t t = 0; t < n_tok; ++t) {

@@ -91,51 +91,66 @@ constexpr int64_t kRowUnit = 16;  // weight rows per unit of work split over the
                                   // rows per GROUPS16 group)
 
 // Q8 path (Q8_0, Q4_0, Q4_K, Q6_K; Q4_1, Q5_1, Q5_K, Q2_K and IQ4_XS in their I8M GROUPS16
-// form): activations quantized to int8 per 32-block, 8-bit
-// multiply-adds. A chunk of at most simd::q8_rows_max tokens keeps the row layout (the decode
-// kernel puts weight rows in vector lanes and reads each weight once for all the chunk's tokens,
-// so a decode step of several sessions costs about one weight read); longer chunks go to panels
-// of 16 tokens (the prefill kernel puts tokens in lanes). Both compute the same per-output
-// formula (matmul_simd.h), so the bits agree.
+// form): activations quantized to int8 per 32-block, 8-bit multiply-adds. A chunk of at most
+// rows_max tokens keeps the row layout (the decode kernel puts weight rows in vector lanes and
+// reads each weight from memory once for all the chunk's tokens, so a decode step of several
+// sessions costs about one weight read); a longer chunk goes to panels of 16 tokens (the
+// prefill kernel puts tokens in lanes), its last m % 16 tokens to the row layout when they are
+// at most rows_max (a step of 17-31 sessions: one panel and the decode kernel, not a second,
+// zero-padded panel). Both compute the same per-output formula (matmul_simd.h), so the bits
+// agree whichever kernel a token gets.
 void matmul_q8(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
-               int64_t y_stride, float* scratch, ThreadPool& pool) {
+               int64_t y_stride, float* scratch, ThreadPool& pool, int64_t rows_max) {
   const int nt = pool.n_threads();
   const int64_t n_in = w.n_in;
   const int64_t nb = n_in / simd::kQ16Block;
   const int64_t chunk = kTokPerThread * nt;  // a multiple of kQ8Panel
-  // Exactly the Q16 activation area matmul_scratch_floats reserves: 2.25 bytes per element.
+  // Exactly the Q16 activation area matmul_scratch_floats reserves: 2.25 bytes per element, so
+  // chunk slots of either layout.
   auto* act =
       reinterpret_cast<uint8_t*>(scratch + static_cast<size_t>(nt) * weight_buf_floats(n_in));
+  const int64_t slot_bytes = 2 * n_in + 8 * nb;  // q, dx and sx of one token, either layout
   const int64_t n_units = (w.n_out + kRowUnit - 1) / kRowUnit;
   const int planes = simd::q8_planes(w.type);
   // Q6_K's kernels take its -32 from the activations' half sums, the I8M ones their mins
   // (matmul_simd.h).
   const bool half_sums = w.type == GgmlType::Q6_K || simd::i8m_type(w.type);
-  const int64_t rows_max = simd::q8_rows_max(w.type, w.layout == WeightLayout::GROUPS16);
   for (int64_t t0 = 0; t0 < n_tok; t0 += chunk) {
     const int64_t m = n_tok - t0 < chunk ? n_tok - t0 : chunk;
-    const bool row_layout = m <= rows_max;
-    const int64_t slots =
-        row_layout ? m : (m + simd::kQ8Panel - 1) / simd::kQ8Panel * simd::kQ8Panel;
-    // rows [slots][2][n_in] or panels [slots / 16][2][nb][8][16][4]
-    int8_t* q = reinterpret_cast<int8_t*>(act);
-    float* dx =
-        reinterpret_cast<float*>(act + slots * 2 * n_in);       // [slots][nb] or [slots/16][nb][16]
-    int32_t* sx = reinterpret_cast<int32_t*>(dx + slots * nb);  // like dx
+    // Tokens [0, n_pan) in panels (n_pan_slots lanes, the padding zero), [n_pan, m) in rows.
+    int64_t n_pan = 0;
+    if (m > rows_max) {
+      const int64_t tail = m % simd::kQ8Panel;
+      n_pan = tail <= rows_max ? m - tail : m;
+    }
+    const int64_t n_pan_slots = (n_pan + simd::kQ8Panel - 1) / simd::kQ8Panel * simd::kQ8Panel;
+    const int64_t n_row = m - n_pan;
+    // panels [n_pan_slots / 16][2][nb][8][16][4], pdx and psx [n_pan_slots / 16][nb][16]; then
+    // rows [n_row][2][n_in], dx and sx [n_row][nb]
+    int8_t* pq = reinterpret_cast<int8_t*>(act);
+    float* pdx = reinterpret_cast<float*>(act + n_pan_slots * 2 * n_in);
+    int32_t* psx = reinterpret_cast<int32_t*>(pdx + n_pan_slots * nb);
+    uint8_t* rows_at = act + n_pan_slots * slot_bytes;
+    int8_t* q = reinterpret_cast<int8_t*>(rows_at);
+    float* dx = reinterpret_cast<float*>(rows_at + n_row * 2 * n_in);
+    int32_t* sx = reinterpret_cast<int32_t*>(dx + n_row * nb);
     auto quantize = [&](int64_t begin, int64_t end) {
-      for (int64_t t = begin; t < end; ++t) {
-        const float* xt = t < m ? x + (t0 + t) * x_stride : nullptr;
-        if (row_layout) {
-          simd::quantize_row_q8(xt, n_in, planes, q + t * 2 * n_in, dx + t * nb, sx + t * nb);
-          if (half_sums) simd::q8_half_sums_row(q + t * 2 * n_in, n_in);
-        } else {
-          const int64_t p = t / simd::kQ8Panel;
-          simd::quantize_row_q8_panel(xt, n_in, planes, t % simd::kQ8Panel, q + p * nb * 1024,
-                                      dx + p * nb * simd::kQ8Panel, sx + p * nb * simd::kQ8Panel);
-          if (half_sums) simd::q8_half_sums_panel(q + p * nb * 1024, nb, t % simd::kQ8Panel);
+      for (int64_t t = begin; t < end; ++t) {  // slot t: panel lane t, then row t - n_pan_slots
+        if (t >= n_pan_slots) {
+          const int64_t r = t - n_pan_slots;
+          simd::quantize_row_q8(x + (t0 + n_pan + r) * x_stride, n_in, planes, q + r * 2 * n_in,
+                                dx + r * nb, sx + r * nb);
+          if (half_sums) simd::q8_half_sums_row(q + r * 2 * n_in, n_in);
+          continue;
         }
+        const float* xt = t < n_pan ? x + (t0 + t) * x_stride : nullptr;
+        const int64_t p = t / simd::kQ8Panel;
+        simd::quantize_row_q8_panel(xt, n_in, planes, t % simd::kQ8Panel, pq + p * nb * 1024,
+                                    pdx + p * nb * simd::kQ8Panel, psx + p * nb * simd::kQ8Panel);
+        if (half_sums) simd::q8_half_sums_panel(pq + p * nb * 1024, nb, t % simd::kQ8Panel);
       }
     };
+    const int64_t slots = n_pan_slots + n_row;
     if (slots <= kInlineQuantRows) {
       quantize(0, slots);
     } else {
@@ -151,12 +166,13 @@ void matmul_q8(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t 
       float* out = y + t0 * y_stride + o0;
       // o0 is a multiple of 16, so rows is also where group o0 / 16 of GROUPS16 starts.
       const bool groups = w.layout == WeightLayout::GROUPS16;
-      if (row_layout) {
-        simd::dot_q8_rows(w.type, groups, rows, w.row_bytes, count, n_in, q, dx, sx, m, out,
-                          y_stride);
-      } else {
-        simd::dot_q8_panels(w.type, groups, rows, w.row_bytes, count, n_in, q, dx, sx, m, out,
-                            y_stride);
+      if (n_pan > 0) {
+        simd::dot_q8_panels(w.type, groups, rows, w.row_bytes, count, n_in, pq, pdx, psx, n_pan,
+                            out, y_stride);
+      }
+      if (n_row > 0) {
+        simd::dot_q8_rows(w.type, groups, rows, w.row_bytes, count, n_in, q, dx, sx, n_row,
+                          out + n_pan * y_stride, y_stride);
       }
     });
   }
@@ -205,6 +221,16 @@ size_t matmul_scratch_floats(int64_t n_in, int n_threads) {
 
 void matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
             int64_t y_stride, float* scratch, ThreadPool& pool) {
+  matmul_q8_layout(w, x, x_stride, n_tok, y, y_stride, scratch, pool, Q8Layout::AUTO);
+}
+
+void matmul_q8_layout(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t n_tok,
+                      float* y, int64_t y_stride, float* scratch, ThreadPool& pool,
+                      Q8Layout layout) {
+  const int64_t rows_max = layout == Q8Layout::ROWS ? n_tok
+                           : layout == Q8Layout::PANELS
+                               ? 0
+                               : simd::q8_rows_max(w.type, w.layout == WeightLayout::GROUPS16);
   GEIST_CHECK(
       w.row_bytes == (w.layout == WeightLayout::GROUPS16 ? weight_groups16_row_bytes(w.type, w.n_in)
                                                          : ggml_row_size(w.type, w.n_in)),
@@ -212,14 +238,14 @@ void matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t n_t
   if (w.layout == WeightLayout::GROUPS16) {
     GEIST_CHECK(simd::q8_panels_fast() && w.n_in % simd::kQ16Block == 0,
                 "matmul: GROUPS16 weights need the 8-bit kernels (weight_groups16_useful)");
-    matmul_q8(w, x, x_stride, n_tok, y, y_stride, scratch, pool);
+    matmul_q8(w, x, x_stride, n_tok, y, y_stride, scratch, pool, rows_max);
     return;
   }
   // The path depends on the weight type and the CPU alone, so a row's result never depends on
   // the batch. The 8-bit path only where it has its VNNI kernels: elsewhere (AVX2) its
   // portable loops would be slower than the int16 SIMD path.
   if (simd::q8_path_supported(w.type) && simd::q8_panels_fast() && w.n_in % simd::kQ16Block == 0) {
-    matmul_q8(w, x, x_stride, n_tok, y, y_stride, scratch, pool);
+    matmul_q8(w, x, x_stride, n_tok, y, y_stride, scratch, pool, rows_max);
   } else if (simd::int16_path_supported(w.type) && w.n_in % simd::kQ16Block == 0) {
     matmul_int16(w, x, x_stride, n_tok, y, y_stride, scratch, pool);
   } else {

@@ -98,6 +98,15 @@ size_t matmul_scratch_floats(int64_t n_in, int n_threads);
 void matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
             int64_t y_stride, float* scratch, ThreadPool& pool);
 
+// Which activation layout the Q8 path uses for a chunk of tokens: AUTO, what matmul() picks
+// (the row layout for up to simd::q8_rows_max tokens, panels beyond); ROWS or PANELS forced, for
+// benchmarks and tests (both layouts give the same bits). Other paths ignore it.
+enum class Q8Layout : uint8_t { AUTO, ROWS, PANELS };
+// matmul() with the Q8 path's layout chosen by the caller; the same contract otherwise.
+void matmul_q8_layout(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t n_tok,
+                      float* y, int64_t y_stride, float* scratch, ThreadPool& pool,
+                      Q8Layout layout);
+
 // dst[0, n_in) = W[row], dequantized (embedding lookup); either layout, the same bits.
 void get_row(const WeightMatrix& w, int64_t row, float* dst);
 

@@ -1,7 +1,8 @@
 // The CPU stream's ops over a batched micro-batch's many segments and rows: the delta rules of
-// several sessions in one parallel region (Stream::gated_delta_rule_many), and the row ops it
-// splits over the pool once there are many rows, each give bitwise what the kernels give for
-// each set or row alone (the kernels' scalar references where they are bitwise ones).
+// several sessions in one parallel region (Stream::gated_delta_rule_many), the conv1d of a
+// decode step's sessions in one (Stream::conv1d_silu_rows), and the row ops it splits over the
+// pool once there are many rows, each give bitwise what the kernels give for each set or row
+// alone (the kernels' scalar references where they are bitwise ones).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -105,6 +106,64 @@ TEST(CpuStreamBatch, DeltaRuleManyEqualsEachSetAlone) {
       }
       EXPECT_TRUE(same_bits(batched[i].out, alone[i].out)) << "set " << i;
       EXPECT_TRUE(same_bits(batched[i].state, alone[i].state)) << "set " << i;
+    }
+  }
+}
+
+// A decode step's conv1d over 7 sessions' rows (each its own state) in one call, on 1, 2 and 3
+// threads: every row's output and state are bitwise those of the session's own one-token
+// conv1d_silu call, and within f32 rounding of the definition evaluated in double (silu of
+// sum_j w[c][j] * in[j][c] over the kernel-1 state rows, then the new input); the state ends
+// holding the last kernel-1 inputs.
+TEST(CpuStreamBatch, Conv1dRowsEqualEachRowAlone) {
+  const int32_t rows = 7, kernel = 4;
+  const int64_t n_ch = 203, x_stride = 211, out_stride = 207;  // odd sizes: uneven thread splits
+  const int64_t hist = kernel - 1;
+  std::mt19937 rng(13);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(rows * x_stride)), w(static_cast<size_t>(n_ch * kernel));
+  std::vector<float> states0(static_cast<size_t>(rows * hist * n_ch));
+  for (auto& e : x) e = nd(rng);
+  for (auto& e : w) e = 0.5f * nd(rng);
+  for (auto& e : states0) e = nd(rng);
+  for (int threads : {1, 2, 3}) {
+    SCOPED_TRACE(threads);
+    ThreadPool pool(threads);
+    Cpu cpu(&pool);
+    std::vector<float> st_rows = states0, st_alone = states0;
+    std::vector<float> out_rows(static_cast<size_t>(rows * out_stride), -7.0f), out_alone(out_rows);
+    std::vector<float*> ptrs(static_cast<size_t>(rows));
+    for (int32_t r = 0; r < rows; ++r)
+      ptrs[static_cast<size_t>(r)] = st_rows.data() + r * hist * n_ch;
+    cpu.stream->conv1d_silu_rows(x.data(), x_stride, rows, n_ch, w.data(), kernel, ptrs.data(),
+                                 out_rows.data(), out_stride);
+    for (int32_t r = 0; r < rows; ++r) {
+      cpu.stream->conv1d_silu(x.data() + r * x_stride, x_stride, 1, n_ch, w.data(), kernel,
+                              st_alone.data() + r * hist * n_ch, out_alone.data() + r * out_stride,
+                              out_stride);
+    }
+    EXPECT_TRUE(same_bits(out_rows, out_alone));
+    EXPECT_TRUE(same_bits(st_rows, st_alone));
+    for (int32_t r = 0; r < rows; ++r) {
+      const float* s0 = states0.data() + r * hist * n_ch;
+      const float* xr = x.data() + r * x_stride;
+      for (int64_t c = 0; c < n_ch; ++c) {
+        double acc = 0;
+        for (int32_t j = 0; j < kernel; ++j) {
+          const double in = j < hist ? s0[j * n_ch + c] : xr[c];
+          acc += double{w[static_cast<size_t>(c * kernel + j)]} * in;
+        }
+        const double want = acc / (1.0 + std::exp(-acc));
+        const float got = out_rows[static_cast<size_t>(r * out_stride + c)];
+        ASSERT_NEAR(got, want, 1e-5 * (1.0 + std::fabs(want))) << "row " << r << " ch " << c;
+        for (int64_t h = 0; h < hist; ++h) {  // the state shifted by one input
+          const float next = h + 1 < hist ? s0[(h + 1) * n_ch + c] : xr[c];
+          ASSERT_EQ(st_rows[static_cast<size_t>((r * hist + h) * n_ch + c)], next);
+        }
+      }
+      for (int64_t c = n_ch; c < out_stride; ++c) {
+        ASSERT_EQ(out_rows[static_cast<size_t>(r * out_stride + c)], -7.0f);
+      }
     }
   }
 }

@@ -129,9 +129,10 @@ TEST(KqMatmul, UseTheQ8PathWithOnePlane) {
 
 // Decode (row layout) and prefill (panels) kernels against the formula, bitwise, on every
 // target, weights in the file's rows and in the GROUPS16 layout: row counts around the 16-row and
-// 4-row tiles, token counts around the 16-token panels, rows of 1 to 5 super-blocks and one of
-// 35 (more than the 32 super-blocks whose scales the panel kernel decodes at a time, so the
-// accumulators carry over between pieces); activations with a zero block and wide magnitudes.
+// 4-row tiles, token counts around the decode kernel's 1-4-token tiles and the 16-token panels,
+// rows of 1 to 5 super-blocks and one of 35 (more than the 32 super-blocks whose scales the panel
+// kernel decodes at a time, so the accumulators carry over between pieces); activations with a zero
+// block and wide magnitudes.
 TEST(KqMatmul, KernelsEqualTheFormulaBitwise) {
   std::mt19937 rng(91);
   struct Case {
@@ -139,8 +140,9 @@ TEST(KqMatmul, KernelsEqualTheFormulaBitwise) {
     int count;
     int64_t n_tok;
   };
-  const Case cases[] = {{256, 1, 1},  {256, 16, 2}, {512, 17, 3},  {1024, 37, 17}, {1280, 5, 33},
-                        {768, 33, 1}, {256, 3, 16}, {1024, 20, 2}, {8960, 5, 35}};
+  const Case cases[] = {{256, 1, 1},   {256, 16, 2}, {512, 17, 3}, {1024, 37, 17},
+                        {1280, 5, 33}, {768, 33, 1}, {256, 3, 16}, {1024, 20, 2},
+                        {8960, 5, 35}, {512, 19, 6}, {256, 16, 64}};
   for_each_target([&] {
     for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K}) {
       for (const Case& c : cases) {
@@ -331,7 +333,10 @@ void groups16_same_bits_as_rows(GgmlType type, std::mt19937* prng) {
     return y;
   };
   const std::vector<float> all = run(w, n_tok, 1);
-  for (int64_t count : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{17}, n_tok}) {
+  // Around the decode kernel's 4-token tiles, the row layout's limit (simd::q8_rows_max) and the
+  // panels with a tail in the row layout.
+  for (int64_t count : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{15},
+                        int64_t{16}, int64_t{17}, int64_t{31}, int64_t{33}, int64_t{48}, n_tok}) {
     for (int threads : {1, 2, 3}) {
       const std::vector<float> y = run(wg, count, threads);
       ASSERT_EQ(std::memcmp(all.data(), y.data(), y.size() * sizeof(float)), 0)

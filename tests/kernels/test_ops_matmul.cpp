@@ -115,6 +115,55 @@ TEST(OpsMatmul, RowsBitwiseIndependentOfBatchAndThreads) {
   }
 }
 
+// matmul_q8_layout: the decode kernel's rows and the prefill kernel's panels forced for every
+// token count of a GROUPS16 matrix give the bits matmul() picks (the Q8 path's contract: one
+// formula, whichever kernel runs a token), and those are within the activation step of the
+// double product of the dequantized weights.
+TEST(OpsMatmul, Q8LayoutsForcedGiveMatmulsBits) {
+  std::mt19937 rng(77);
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+    SCOPED_TRACE(ggml_type_name(type));
+    const int64_t n_in = 512, n_out = 35, n_tok = 40;
+    const Matrix m = random_matrix(type, n_in, n_out, &rng);
+    if (!weight_groups16_useful(m.w)) GTEST_SKIP() << "no 8-bit kernels on this CPU (no GROUPS16)";
+    std::vector<uint8_t> grouped(weight_groups16_bytes(m.w));
+    WeightMatrix wg;
+    weight_to_groups16(m.w, grouped.data(), &wg);
+    std::uniform_real_distribution<float> ud(-1.0f, 1.0f);
+    std::vector<float> x(static_cast<size_t>(n_tok * n_in));
+    for (float& f : x) f = ud(rng);
+    ThreadPool pool(2);
+    std::vector<float> scratch(matmul_scratch_floats(n_in, 2));
+    for (int64_t n = 1; n <= n_tok; ++n) {
+      std::vector<float> want(static_cast<size_t>(n * n_out)), rows(want.size()), pan(want.size());
+      matmul(wg, x.data(), n_in, n, want.data(), n_out, scratch.data(), pool);
+      matmul_q8_layout(wg, x.data(), n_in, n, rows.data(), n_out, scratch.data(), pool,
+                       Q8Layout::ROWS);
+      matmul_q8_layout(wg, x.data(), n_in, n, pan.data(), n_out, scratch.data(), pool,
+                       Q8Layout::PANELS);
+      ASSERT_EQ(std::memcmp(want.data(), rows.data(), want.size() * sizeof(float)), 0) << n;
+      ASSERT_EQ(std::memcmp(want.data(), pan.data(), want.size() * sizeof(float)), 0) << n;
+    }
+    const double steps = type == GgmlType::Q8_0 ? 127.0 * 254.0 : 127.0;
+    std::vector<float> y(static_cast<size_t>(n_tok * n_out));
+    matmul(wg, x.data(), n_in, n_tok, y.data(), n_out, scratch.data(), pool);
+    for (int64_t t = 0; t < n_tok; ++t) {
+      for (int64_t o = 0; o < n_out; ++o) {
+        double ref = 0, mag = 0, qerr = 0;
+        for (int64_t i = 0; i < n_in; ++i) {
+          const double wv = m.deq[static_cast<size_t>(o * n_in + i)];
+          ref += wv * x[static_cast<size_t>(t * n_in + i)];
+          mag += std::fabs(wv * x[static_cast<size_t>(t * n_in + i)]);
+          qerr += std::fabs(wv) * 0.51 / steps;  // |x| <= 1: half a step per activation
+        }
+        EXPECT_NEAR(y[static_cast<size_t>(t * n_out + o)], ref,
+                    1e-6 + 4.0 * n_in * 6e-8 * mag + qerr)
+            << "t=" << t << " o=" << o;
+      }
+    }
+  }
+}
+
 TEST(OpsMatmul, GetRowDequantizes) {
   std::mt19937 rng(5);
   for (GgmlType type : {GgmlType::F32, GgmlType::Q8_0, GgmlType::Q4_K}) {

@@ -217,8 +217,9 @@ TEST(SimdMatmul, RowsBitwiseIndependentOfBatchThreadsAndChunks) {
     // Q3_K is held as Q6_K there, another type's kernels (test_groups16_q8.cpp); Q5_1, Q5_K,
     // IQ4_XS and Q2_K in the I8M form, the 8-bit kernels' own formula (test_i8m_matmul.cpp).
     if (wg.type != type || simd::i8m_type(type)) continue;
-    for (int64_t count : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{8},
-                          int64_t{9}, int64_t{15}, int64_t{16}, int64_t{17}, n_tok}) {
+    for (int64_t count :
+         {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{8}, int64_t{9},
+          int64_t{15}, int64_t{16}, int64_t{17}, int64_t{31}, int64_t{33}, int64_t{64}, n_tok}) {
       for (int threads : {1, 2, 3}) {
         const std::vector<float> y = run_on(wg, 0, count, threads);
         ASSERT_EQ(std::memcmp(all.data(), y.data(), y.size() * sizeof(float)), 0)
@@ -543,8 +544,8 @@ TEST(SimdMatmul, Q8KernelsEqualTheScalarContractBitwise) {
 }
 
 // The GROUPS16 decode kernel's token tiles (1 to 4 tokens per weight load, several tiles for
-// up to 15 tokens, matmul's row layout: simd::q8_rows_max) against the scalar contract, bitwise,
-// for every token count up to two tiles, on a partial last group of rows.
+// up to 64 tokens, matmul's row layout: simd::q8_rows_max) against the scalar contract, bitwise,
+// for every token count up to 33, on a partial last group of rows.
 TEST(SimdMatmul, Q8GroupsDecodeTilesEqualTheScalarContractBitwise) {
   std::mt19937 rng(78);
   for_each_target([&] {
@@ -558,7 +559,7 @@ TEST(SimdMatmul, Q8GroupsDecodeTilesEqualTheScalarContractBitwise) {
       std::vector<uint8_t> grouped(weight_groups16_bytes(w));
       WeightMatrix wg;
       weight_to_groups16(w, grouped.data(), &wg);
-      for (int64_t n_tok = 1; n_tok <= 17; ++n_tok) {
+      for (int64_t n_tok = 1; n_tok <= 33; ++n_tok) {
         SCOPED_TRACE(::testing::Message() << ggml_type_name(type) << " tokens " << n_tok);
         std::normal_distribution<float> nd(0.0f, 1.0f);
         std::vector<float> x(static_cast<size_t>(n_tok * n_in));

@@ -464,8 +464,20 @@ bool q8_path_supported(GgmlType t) {
 bool q8_panels_fast() { return HWY_DYNAMIC_DISPATCH(Q8Fast)(); }
 
 int64_t q8_rows_max(GgmlType t, bool groups) {
-  const bool tiled = groups && (t == GgmlType::Q8_0 || t == GgmlType::Q4_0) && q8_panels_fast();
-  return tiled ? kQ8Panel - 1 : 2;
+  if (!groups || !q8_panels_fast()) return 2;
+  // Measured with bench/matmul_speed's layouts forced (docs/BENCHMARKS.md, "Batched decode at
+  // B = 16"): the decode kernel's 4-token tiles beat the panels at every count up to 64 for these
+  // types, Q6_K's up to 48 (at 64 the panels won).
+  switch (t) {
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_K:
+      return 64;
+    case GgmlType::Q6_K:
+      return 48;
+    default:
+      return 2;
+  }
 }
 
 void quantize_row_q8(const float* x, int64_t n_in, int planes, int8_t* q, float* dx, int32_t* sx) {
