@@ -173,17 +173,30 @@ struct Quad {
 
 void unpack_quad(GgmlType t, const uint8_t* const grps[4], const int64_t lanes[4], int64_t b0,
                  int64_t n, Quad* qd) {
-  int8_t w[32];
+  const bool q5 = t == GgmlType::Q5_0;
+  const int64_t gb = q8p_group_block(t);
+  uint8_t table[16];  // IQ4_NL: kIq4Values + 128, Q8_0's biased byte
+  for (int i = 0; i < 16; ++i) table[i] = static_cast<uint8_t>(quant_detail::kIq4Values[i] + 128);
   for (int64_t i = 0; i < n; ++i) {
     for (int r = 0; r < 4; ++r) {
-      qd->d[i][r] = f16_to_f32(q8p_block(t, grps[r], lanes[r], b0 + i, w));
-      for (int g = 0; g < 8; ++g) {
-        uint32_t word = 0;
-        for (int e = 0; e < 4; ++e) {
-          word |= uint32_t{static_cast<uint8_t>(static_cast<uint8_t>(w[4 * g + e]) ^ 0x80u)}
-                  << (8 * e);
+      const uint8_t* blk = grps[r] + (b0 + i) * gb;
+      qd->d[i][r] = f16_to_f32(load_u16(blk + 2 * lanes[r]));
+      const uint32_t high = q5 ? load_u32(blk + kQ8pHighAt + 4 * lanes[r]) : 0;
+      for (int u = 0; u < 4; ++u) {
+        const uint32_t v = load_u32(blk + 32 + (u * kGroup + lanes[r]) * 4);
+        const uint32_t lo = v & 0x0F0F0F0Fu, hi = (v >> 4) & 0x0F0F0F0Fu;
+        if (q5) {  // code + 112 = (code - 16) + 128, bytewise (at most 143: no carry)
+          qd->w[i][u][r] = (lo | ((high << (4 - u)) & 0x10101010u)) + 0x70707070u;
+          qd->w[i][u + 4][r] = (hi | ((high >> u) & 0x10101010u)) + 0x70707070u;
+          continue;
         }
-        qd->w[i][g][r] = word;
+        uint32_t wl = 0, wh = 0;
+        for (int e = 0; e < 4; ++e) {
+          wl |= uint32_t{table[(lo >> (8 * e)) & 15]} << (8 * e);
+          wh |= uint32_t{table[(hi >> (8 * e)) & 15]} << (8 * e);
+        }
+        qd->w[i][u][r] = wl;
+        qd->w[i][u + 4][r] = wh;
       }
     }
   }
