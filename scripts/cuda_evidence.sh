@@ -7,8 +7,10 @@
 #          prefill 512 and 2048 tokens, decode 128 steps, medians of REPS runs each; with
 #          LLAMA_CPP_DIR (a llama.cpp CUDA build: bin/llama-bench) next to llama-bench -ngl 99
 #          on the same files, and the ratios;
-#   batched: `geist bench --parallel 1,4,16,64 --backend cuda` (prompt 512, 128 generated
-#          each) next to llama-batched-bench -ngl 99 (LLAMA_CPP_DIR);
+#   batched: first the batch invariance tests on the GPU (test_cuda --gtest_filter=CudaBatch.*:
+#          every session memcmp-equal to its lone run), then `geist bench --parallel 1,4,16,64
+#          --backend cuda` (prompt 512, 128 generated each) next to llama-batched-bench -ngl 99
+#          (LLAMA_CPP_DIR);
 #   sanitize: compute-sanitizer memcheck, racecheck, initcheck and synccheck over test_cuda's
 #          kernel tests (SANITIZE_FILTER, a gtest filter, default every test).
 # Usage: scripts/cuda_evidence.sh [tests] [bench] [batched] [sanitize]  (tests bench if none)
@@ -89,6 +91,9 @@ run_bench() {
 
 run_batched() {
   local bs="${BATCHES:-1,4,16,64}" bmax
+  echo "== test_cuda --gtest_filter=CudaBatch.* ($(date +%T))"
+  GEIST_REQUIRE_FIXTURES=1 GEIST_REQUIRE_CUDA=1 "$build/tests/test_cuda" --gtest_brief=1 \
+    --gtest_filter='CudaBatch.*' || echo "cuda_evidence: the batch invariance tests FAILED" >&2
   bmax=$(tr ',' '\n' <<<"$bs" | sort -n | tail -1)
   printf "%-12s %4s %12s %12s %7s %10s %10s\n" model B "geist tg/s" "llama tg/s" ratio \
     "geist ttft" "llama ttft"

@@ -208,6 +208,10 @@ class SessionHandle {
   geist_status restore(const void* buf, size_t size) {
     return geist_session_restore(s_, buf, size);
   }
+  // geist_session_restore_trusted: bytes the caller has verified already (geist_snapshot.h).
+  geist_status restore_trusted(const void* buf, size_t size) {
+    return geist_session_restore_trusted(s_, buf, size);
+  }
   geist_status save_file(const std::string& path) {
     return geist_session_save_file(s_, path.c_str());
   }

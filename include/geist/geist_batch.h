@@ -50,8 +50,9 @@ void geist_batch_item_init(geist_batch_item* item, geist_session* session,
  * others proceed. Returns GEIST_OK when the call ran (look at each status), or, with nothing
  * run, GEIST_E_INVALID_ARG for a NULL model or items, an item whose struct_size is not
  * sizeof(geist_batch_item), a NULL session, a session of another model or one listed twice.
- * The sessions must not be used by other threads during the call. On backends other than the
- * CPU ones the sessions run one after the other (same results). */
+ * The sessions must not be used by other threads during the call. Every backend runs the
+ * packed rows as one forward (CUDA: on one stream; docs/ARCHITECTURE.md "Batching across
+ * sessions"). */
 geist_status geist_batch_forward(geist_model* model, geist_batch_item* items, size_t n_items);
 
 #ifdef __cplusplus

@@ -45,6 +45,15 @@ geist_status geist_session_snapshot(geist_session* session, void* buf, size_t ca
  * written (the message says so; the state is then undefined). */
 geist_status geist_session_restore(geist_session* session, const void* buf, size_t size);
 
+/* EXPERIMENTAL. geist_session_restore for bytes whose integrity the caller has established
+ * already: a cache that verified them with its own checksum when they came in, or an image this
+ * process wrote and kept. Every check of geist_session_restore runs except the image checksum
+ * (an XXH3 pass over the whole image, as long as the copy itself), so bytes that are not a valid
+ * image for this session are still refused, nothing is read outside the buffer, and a refusal
+ * leaves the session untouched; but a valid image whose state bytes were altered would be
+ * restored as it is. Same statuses as geist_session_restore, less the checksum check. */
+geist_status geist_session_restore_trusted(geist_session* session, const void* buf, size_t size);
+
 /* EXPERIMENTAL. Snapshot into a file, atomically: temp file in the same directory, fsync,
  * rename; a crash mid-write leaves any previous file intact. GEIST_E_IO on failure;
  * GEIST_E_BACKEND (no file written) when the device behind the session has failed. */

@@ -123,6 +123,12 @@ geist_status geist_session_restore(geist_session* session, const void* buf, size
   });
 }
 
+geist_status geist_session_restore_trusted(geist_session* session, const void* buf, size_t size) {
+  return session_call(session, [&]() -> Status {
+    return session->session->restore(static_cast<const uint8_t*>(buf), size, false);
+  });
+}
+
 geist_status geist_session_save_file(geist_session* session, const char* path) {
   return session_call(session, [&]() -> Status {
     if (path == nullptr) return Status::error(GEIST_E_INVALID_ARG, "path is NULL");

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <vector>
 
 namespace geist {
 
@@ -19,12 +20,27 @@ void logits_head(Stream& s, const MicroBatch& mb, const float* x, float* xn, int
                  const float* norm_w, float eps, const WeightMatrix& output, int32_t n_vocab) {
   if (mb.logits == nullptr) return;
   int32_t rows = 0;
+  // Wanted rows that follow each other in x and in xn (a batched decode step's: every row)
+  // are normed in one call; the norm is per row, so the bits are the same.
+  int32_t run_src = 0, run_dst = 0, run_n = 0;
+  const auto norm_run = [&] {
+    if (run_n > 0) s.rms_norm(x + run_src * e, e, norm_w, xn + run_dst * e, e, run_n, e, eps);
+  };
   for (const Segment& g : segments(mb)) {
     if (!g.logits) continue;
     const int32_t first = mb.all ? 0 : g.n - 1;  // every row, or the last one
-    s.rms_norm(x + (g.row0 + first) * e, e, norm_w, xn + rows * e, e, g.n - first, e, eps);
+    const int32_t src = g.row0 + first;
+    if (run_n > 0 && src == run_src + run_n && rows == run_dst + run_n) {
+      run_n += g.n - first;
+    } else {
+      norm_run();
+      run_src = src;
+      run_dst = rows;
+      run_n = g.n - first;
+    }
     rows += g.n - first;
   }
+  norm_run();
   if (rows == 0) return;
   if (mb.argmax != nullptr) {
     s.matmul_argmax_to_host(output, xn, mb.logits, mb.argmax);
@@ -124,6 +140,7 @@ Status ArchModel::forward(ArchState& st, const int32_t* tokens, int32_t n, int32
     mb.seg = &seg;
     mb.n_seg = 1;
     mb.n_rows = seg.n;
+    mb.tokens = seg.tokens;
     mb.all = out.all;
     mb.argmax = out.argmax;
     mb.logits = out.all ? out.rows + static_cast<int64_t>(p - pos) * mi.n_vocab : out.rows;
@@ -139,9 +156,6 @@ Status ArchModel::forward(ArchState& st, const int32_t* tokens, int32_t n, int32
 
 Status ArchModel::forward_batch(ArchState& lead, const Segment* segs, int32_t n_seg, float* logits,
                                 ThreadPool& pool) const {
-  if (!cpu_kind(backend().kind())) {
-    return Status(GEIST_E_UNSUPPORTED, "batched forward runs on the CPU backends only");
-  }
   int32_t rows = 0;
   for (int32_t i = 0; i < n_seg; ++i) {
     const Segment& g = segs[i];
@@ -156,27 +170,43 @@ Status ArchModel::forward_batch(ArchState& lead, const Segment* segs, int32_t n_
   WorkspaceLease ws;
   GEIST_RETURN_IF_ERROR(lend_workspace(lead, &ws));
   GEIST_CHECK(ws->rows >= rows, "forward_batch: the workspace holds the rows");
+  std::vector<int32_t> tokens;  // every row's id, in row order (one get_rows for the rows)
+  tokens.reserve(static_cast<size_t>(rows));
+  for (int32_t i = 0; i < n_seg; ++i)
+    tokens.insert(tokens.end(), segs[i].tokens, segs[i].tokens + segs[i].n);
   MicroBatch mb;
   mb.seg = segs;
   mb.n_seg = n_seg;
   mb.n_rows = rows;
+  mb.tokens = tokens.data();
   mb.logits = logits;
-  // Every state's stream runs its own ops (attention on its KV) on the pool; on the CPU
-  // backends ops are synchronous, so the streams need no ordering between them.
-  for (int32_t i = 0; i < n_seg; ++i) {
-    segs[i].state->compute_stream().set_pool(&pool);
-    segs[i].state->compute_stream().begin();
-    segs[i].state->begin_at(segs[i].pos);
-  }
   Stream& s = lead.compute_stream();
   s.set_pool(&pool);
-  StreamScope scope(s);
-  std::optional<StreamScope> ws_scope;
-  if (ws->stream) ws_scope.emplace(*ws->stream);
-  run_micro_batch(lead, *ws, mb);
+  // Every state's stream opens its buffers (CPU_DEVICE_LOCAL) and runs its attention on the
+  // pool (the CPU stores compute on their own stream); on a device the lead's stream, which
+  // carries all the ops, first waits for the work each state's own stream still has queued,
+  // begin_at's included (a recurrent state zeroed at position 0 is zeroed on its own stream).
   for (int32_t i = 0; i < n_seg; ++i) {
+    Stream& o = segs[i].state->compute_stream();
+    o.set_pool(&pool);
+    o.begin();
+    segs[i].state->begin_at(segs[i].pos);
+    s.wait_for(o);
+  }
+  {
+    StreamScope scope(s);
+    std::optional<StreamScope> ws_scope;
+    if (ws->stream) ws_scope.emplace(*ws->stream);
+    do {  // as forward: a backend may record the step and ask for it again
+      s.begin_forward(mb.tokens, rows, segs[0].pos, n_seg);
+      run_micro_batch(lead, *ws, mb);
+    } while (!s.end_forward());
+  }
+  for (int32_t i = 0; i < n_seg; ++i) {
+    Stream& o = segs[i].state->compute_stream();
+    o.wait_for(s);  // its next work reads what the lead's stream wrote (and its failure)
     segs[i].state->advanced_to(segs[i].pos + segs[i].n);
-    segs[i].state->compute_stream().end();
+    o.end();
   }
   return s.status();
 }

@@ -159,7 +159,9 @@ struct Segment {
 // (<= the lead state's micro_batch()). Matmuls run over all rows at once (each weight read
 // once); attention, conv and the delta rule run per segment on its own state and positions,
 // segments in order within each layer (so two segments of one state see each other's rows).
-// The forward's workspace and the lead state's stream carry the rows. The wanted logits
+// The forward's workspace and the lead state's stream carry the rows: every op of the
+// micro-batch, a segment's attention on its own KV cache included (KvStore::attend_on), is
+// issued on that one stream. The wanted logits
 // rows go to `logits` one after the other, segment order ([rows][n_vocab], host memory); all:
 // every row of a wanted segment, else its last. argmax: as LogitsOut::argmax (one segment of
 // one row).
@@ -167,6 +169,7 @@ struct MicroBatch {
   const Segment* seg = nullptr;
   int32_t n_seg = 0;
   int32_t n_rows = 0;
+  const int32_t* tokens = nullptr;  // [n_rows] host ids: every segment's tokens, packed by row
   float* logits = nullptr;
   bool all = false;
   int32_t* argmax = nullptr;
@@ -231,9 +234,11 @@ class ArchModel {
   // between two grid points (a micro_batch_end cut) and can continue at its position (the
   // caller checked both, and ids and capacity). Each wanted segment's logits row (its last)
   // goes to logits[k][n_vocab] in segment order. Every row's bits equal those of its session
-  // run alone (the kernels compute each row with a fixed reduction order). CPU backends only:
-  // GEIST_E_UNSUPPORTED elsewhere (the engine then runs the sessions one by one); GEIST_E_OOM
-  // as forward's.
+  // run alone (the kernels compute each row with a fixed reduction order, whatever the number
+  // of rows). Every op runs on lead's stream, in its workspace; on a device backend that stream
+  // first waits for each segment state's own (Stream::wait_for), and each of those then waits
+  // for it, so a state's lone forwards and copies stay ordered with the batch's. GEIST_E_OOM
+  // as forward's; GEIST_E_BACKEND for a failed device (every segment's state then reports it).
   Status forward_batch(ArchState& lead, const Segment* segs, int32_t n_seg, float* logits,
                        ThreadPool& pool) const;
   // Rows per micro-batch on this model's backend: a multiple of kPrefillGrid.

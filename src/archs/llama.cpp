@@ -436,7 +436,7 @@ void LlamaModel::run_micro_batch(ArchState& state, ArchWorkspace& ws, const Micr
   const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim_k, c.head_dim_v,
                              1.0f / std::sqrt(static_cast<float>(c.head_dim_k))};
 
-  for (const Segment& g : segments(mb)) s.get_rows(tok_embd_, g.tokens, g.n, x + g.row0 * n_embd);
+  s.get_rows(tok_embd_, mb.tokens, n, x);
   for (int32_t il = 0; il < c.n_layer; ++il) {
     const LlamaLayer& l = layers_[static_cast<size_t>(il)];
     s.rms_norm(x, n_embd, l.attn_norm, xn, n_embd, n, n_embd, c.rms_eps);
@@ -450,9 +450,9 @@ void LlamaModel::run_micro_batch(ArchState& state, ArchWorkspace& ws, const Micr
       const int64_t r = g.row0;
       s.rope(q + r * n_q, n_q, g.n, c.n_head, c.head_dim_k, g.pos, rope_);
       s.rope(k + r * n_k, n_k, g.n, c.n_head_kv, c.head_dim_k, g.pos, rope_);
-      static_cast<LlamaState*>(g.state)->kv->attend(il, shape, q + r * n_q, n_q, g.n, g.pos,
-                                                    k + r * n_k, n_k, v + r * n_v, n_v,
-                                                    attn + r * n_o, n_o);
+      static_cast<LlamaState*>(g.state)->kv->attend_on(s, il, shape, q + r * n_q, n_q, g.n, g.pos,
+                                                       k + r * n_k, n_k, v + r * n_v, n_v,
+                                                       attn + r * n_o, n_o);
     }
     s.matmul(l.wo, attn, n_o, n, xn, n_embd);
     add_bias(s, xn, n_embd, n, l.bo, n_embd);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <new>
+#include <vector>
 
 #include "archs/loaders.h"
 
@@ -19,6 +20,8 @@ constexpr int32_t kUbatch = 128;
 // Chunk of the chunked delta rule (the Hugging Face reference uses 64 too): the prefill grid,
 // so that chunks start at absolute multiples of it (deltanet_layer).
 constexpr int32_t kDeltaChunk = kPrefillGrid;
+// Segments whose delta rules run in one Stream call (deltanet_layer).
+constexpr int32_t kDeltaBatch = 16;
 
 }  // namespace
 
@@ -144,7 +147,7 @@ void Qwen35Model::run_micro_batch(ArchState& state, ArchWorkspace& ws, const Mic
   float* x = w.x->f32();      // [n][n_embd]
   float* xn = w.xn->f32();    // [n][n_embd]
   float* mix = w.mix->f32();  // [n][n_embd]
-  for (const Segment& g : segments(mb)) s.get_rows(tok_embd_, g.tokens, g.n, x + g.row0 * e);
+  s.get_rows(tok_embd_, mb.tokens, n, x);
   for (int32_t il = 0; il < c.n_layer; ++il) {
     const Qwen35Layer& L = layers_[static_cast<size_t>(il)];
     s.rms_norm(x, e, L.d.attn_norm, xn, e, n, e, c.norm_eps);
@@ -187,47 +190,86 @@ void Qwen35Model::deltanet_layer(Qwen35State& st, const Qwen35Workspace& w, int3
 
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(c.d_k));
   const int32_t slot = rec_slot(il);
-  for (const Segment& sg : segments(mb)) {  // the conv and the delta rule: the session's state
-    Qwen35State& ss = *static_cast<Qwen35State*>(sg.state);
-    const int64_t r = sg.row0;
-    float* conv_state = ss.conv->f32() + slot * ss.conv_layer_floats;  // [kernel-1][conv_dim]
-    float* ssm = ss.ssm->f32() + slot * ss.ssm_layer_floats;           // [n_v][d_k][d_v]
-    float* co = conv_out + r * cd;
-    s.conv1d_silu(qkv + r * cd, cd, sg.n, cd, L.d.conv1d, c.conv_kernel, conv_state, co, cd);
-    s.l2_norm_heads(co, cd, sg.n, c.n_k_heads, c.d_k, c.norm_eps, q_scale);
-    s.l2_norm_heads(co + c.key_dim(), cd, sg.n, c.n_k_heads, c.d_k, c.norm_eps, 1.0f);
-
-    GatedDeltaArgs a;
-    a.n_tokens = sg.n;
+  if (mb.n_seg == n && n > 1) {  // a batched decode step: row r is session r's token
+    std::vector<float*> conv_states(static_cast<size_t>(n)), ssm_states(static_cast<size_t>(n));
+    for (int32_t r = 0; r < n; ++r) {
+      Qwen35State& ss = *static_cast<Qwen35State*>(mb.seg[r].state);
+      conv_states[static_cast<size_t>(r)] = ss.conv->f32() + slot * ss.conv_layer_floats;
+      ssm_states[static_cast<size_t>(r)] = ss.ssm->f32() + slot * ss.ssm_layer_floats;
+    }
+    s.conv1d_silu_rows(qkv, cd, n, cd, L.d.conv1d, c.conv_kernel, conv_states.data(), conv_out, cd);
+    s.l2_norm_heads(conv_out, cd, n, c.n_k_heads, c.d_k, c.norm_eps, q_scale);
+    s.l2_norm_heads(conv_out + c.key_dim(), cd, n, c.n_k_heads, c.d_k, c.norm_eps, 1.0f);
+    GatedDeltaArgs a;  // row 0's; row r's are r rows on (Stream::gated_delta_rule_rows)
+    a.n_tokens = 1;
     a.n_k_heads = c.n_k_heads;
     a.n_v_heads = nv;
     a.d_k = c.d_k;
     a.d_v = c.d_v;
-    a.q = co;
-    a.k = co + c.key_dim();
-    a.v = co + 2 * c.key_dim();
+    a.q = conv_out;
+    a.k = conv_out + c.key_dim();
+    a.v = conv_out + 2 * c.key_dim();
     a.q_stride = a.k_stride = a.v_stride = cd;
-    a.g = g + r * nv;
-    a.beta = beta + r * nv;
-    a.state = ssm;
-    a.out = core + r * vd;
+    a.g = g;
+    a.beta = beta;
+    a.out = core;
     a.out_stride = vd;
-    // Chunks start at absolute multiples of kDeltaChunk (the prefill grid): a segment that
-    // starts off the grid first runs the rows up to the next grid point on their own.
-    const int32_t head = std::min(sg.n, (kDeltaChunk - sg.pos % kDeltaChunk) % kDeltaChunk);
-    if (head > 0) {
-      GatedDeltaArgs h = a;
-      h.n_tokens = head;
-      s.gated_delta_rule(h, kDeltaChunk);
-      a.n_tokens = sg.n - head;
-      a.q += int64_t{head} * a.q_stride;
-      a.k += int64_t{head} * a.k_stride;
-      a.v += int64_t{head} * a.v_stride;
-      a.g += int64_t{head} * nv;
-      a.beta += int64_t{head} * nv;
-      a.out += int64_t{head} * a.out_stride;
+    s.gated_delta_rule_rows(a, n, ssm_states.data(), kDeltaChunk);
+  } else {
+    // The delta rule of up to kDeltaBatch segments at a time in one call (one parallel region on
+    // the CPU, rather than one per session); a segment's off-grid head runs before its rest
+    // (heads are flushed first).
+    GatedDeltaArgs heads[kDeltaBatch], rests[kDeltaBatch];
+    int32_t n_heads = 0, n_rests = 0;
+    auto flush = [&] {
+      if (n_heads > 0) s.gated_delta_rule_many(heads, n_heads, kDeltaChunk);
+      if (n_rests > 0) s.gated_delta_rule_many(rests, n_rests, kDeltaChunk);
+      n_heads = n_rests = 0;
+    };
+    for (const Segment& sg : segments(mb)) {  // the conv and the delta rule: the session's state
+      Qwen35State& ss = *static_cast<Qwen35State*>(sg.state);
+      const int64_t r = sg.row0;
+      float* conv_state = ss.conv->f32() + slot * ss.conv_layer_floats;  // [kernel-1][conv_dim]
+      float* ssm = ss.ssm->f32() + slot * ss.ssm_layer_floats;           // [n_v][d_k][d_v]
+      float* co = conv_out + r * cd;
+      s.conv1d_silu(qkv + r * cd, cd, sg.n, cd, L.d.conv1d, c.conv_kernel, conv_state, co, cd);
+      s.l2_norm_heads(co, cd, sg.n, c.n_k_heads, c.d_k, c.norm_eps, q_scale);
+      s.l2_norm_heads(co + c.key_dim(), cd, sg.n, c.n_k_heads, c.d_k, c.norm_eps, 1.0f);
+
+      GatedDeltaArgs a;
+      a.n_tokens = sg.n;
+      a.n_k_heads = c.n_k_heads;
+      a.n_v_heads = nv;
+      a.d_k = c.d_k;
+      a.d_v = c.d_v;
+      a.q = co;
+      a.k = co + c.key_dim();
+      a.v = co + 2 * c.key_dim();
+      a.q_stride = a.k_stride = a.v_stride = cd;
+      a.g = g + r * nv;
+      a.beta = beta + r * nv;
+      a.state = ssm;
+      a.out = core + r * vd;
+      a.out_stride = vd;
+      // Chunks start at absolute multiples of kDeltaChunk (the prefill grid): a segment that
+      // starts off the grid first runs the rows up to the next grid point on their own.
+      const int32_t head = std::min(sg.n, (kDeltaChunk - sg.pos % kDeltaChunk) % kDeltaChunk);
+      if (head > 0) {
+        GatedDeltaArgs& h = heads[n_heads++];
+        h = a;
+        h.n_tokens = head;
+        a.n_tokens = sg.n - head;
+        a.q += int64_t{head} * a.q_stride;
+        a.k += int64_t{head} * a.k_stride;
+        a.v += int64_t{head} * a.v_stride;
+        a.g += int64_t{head} * nv;
+        a.beta += int64_t{head} * nv;
+        a.out += int64_t{head} * a.out_stride;
+      }
+      if (a.n_tokens > 0) rests[n_rests++] = a;
+      if (n_heads == kDeltaBatch || n_rests == kDeltaBatch) flush();
     }
-    if (a.n_tokens > 0) s.gated_delta_rule(a, kDeltaChunk);
+    flush();
   }
 
   s.rms_norm_gated(core, z, L.d.ssm_norm, n * nv, c.d_v, c.norm_eps, core);
@@ -274,9 +316,9 @@ void Qwen35Model::attention_layer(Qwen35State& st, const Qwen35Workspace& w, int
     const int64_t r = sg.row0;
     s.rope(q + r * qd, qd, sg.n, c.n_head, hd, sg.pos, rp);
     s.rope(k + r * kvd, kvd, sg.n, c.n_head_kv, hd, sg.pos, rp);
-    static_cast<Qwen35State*>(sg.state)->kv->attend(il, shape, q + r * qd, qd, sg.n, sg.pos,
-                                                    k + r * kvd, kvd, v + r * kvd, kvd,
-                                                    att + r * qd, qd);
+    static_cast<Qwen35State*>(sg.state)->kv->attend_on(s, il, shape, q + r * qd, qd, sg.n, sg.pos,
+                                                       k + r * kvd, kvd, v + r * kvd, kvd,
+                                                       att + r * qd, qd);
   }
 
   s.sigmoid_mul(att, hd, qg + hd, 2 * hd, n * c.n_head, hd);

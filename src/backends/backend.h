@@ -49,6 +49,8 @@ enum class BackendKind : int32_t {
 const char* backend_kind_name(BackendKind k);
 bool backend_kind_from_name(const char* name, BackendKind* out);
 
+class Stream;
+
 // A block of backend memory. data() is a device address (host memory for the CPU backends).
 class Buffer {
  public:
@@ -73,6 +75,16 @@ class KvStore {
   virtual void attend(int32_t il, const AttentionShape& s, const float* q, int64_t q_stride,
                       int32_t n, int32_t pos, const float* k, int64_t k_stride, const float* v,
                       int64_t v_stride, float* out, int64_t out_stride) = 0;
+  // The same as an op of stream `on` (of this store's backend): the forward's stream, which in
+  // a batched forward is the lead state's rather than the one that created the store. A device
+  // store enqueues there, ordered with the ops around it; the CPU stores compute at once on
+  // their own stream's pool, so the default ignores `on`.
+  virtual void attend_on(Stream& on, int32_t il, const AttentionShape& s, const float* q,
+                         int64_t q_stride, int32_t n, int32_t pos, const float* k, int64_t k_stride,
+                         const float* v, int64_t v_stride, float* out, int64_t out_stride) {
+    (void)on;
+    attend(il, s, q, q_stride, n, pos, k, k_stride, v, v_stride, out, out_stride);
+  }
   virtual bool can_resume_at(int32_t pos) const = 0;
   virtual int64_t bytes_per_token() const = 0;
   virtual void regions(int32_t n_pos, std::vector<KvRegion>* out) const = 0;
@@ -107,8 +119,19 @@ class Stream {
   // when the backend ran none of the step's ops (a recording could not be made or did not
   // match): the caller issues the same step again, which then runs plainly. Use:
   //   do { s.begin_forward(tokens, n, pos); ...ops... } while (!s.end_forward());
-  virtual void begin_forward(const int32_t* /*tokens*/, int32_t /*n*/, int32_t /*pos*/) {}
+  // A batched forward (ArchModel::forward_batch) passes its n_seg segments' n rows packed, pos
+  // its first segment's position; n_seg == n: every row is one session's one-token step (a
+  // batched decode step, which a device may record like a one-token step, its segments'
+  // positions relative to pos).
+  virtual void begin_forward(const int32_t* /*tokens*/, int32_t /*n*/, int32_t /*pos*/,
+                             int32_t /*n_seg*/ = 1) {}
   virtual bool end_forward() { return true; }
+  // Orders this stream's later work after everything issued on `other` (a stream of the same
+  // backend) so far: a batched forward runs every session's ops on its lead's stream, which
+  // first waits for each session's own stream, and each session's stream then waits for the
+  // lead. A stream that waits for a failed one takes over its failure (what it computes next
+  // depends on that work). Not inside a forward step. Synchronous backends: nothing to do.
+  virtual void wait_for(Stream& /*other*/) {}
 
   // ---- memory ----
   // Zero-filled state or scratch memory. GEIST_E_OOM on failure.
@@ -167,6 +190,50 @@ class Stream {
   // The gated delta rule over a.n_tokens tokens, state updated in place: the recurrent form
   // when n_tokens == 1, the chunked form (chunk `chunk`) otherwise. Device addresses in a.
   virtual void gated_delta_rule(const GatedDeltaArgs& a, int32_t chunk) = 0;
+  // gated_delta_rule(a[i], chunk) for i < n, in any order or at once: each a[i] on a state of
+  // its own (no two share state memory), every head's result bitwise the one that call gives
+  // (kernels/deltanet.h: a head's result does not depend on the head split). The CPU streams
+  // spread all (set, head) pairs over one parallel region (a batched decode step's sessions);
+  // the default runs the calls one after the other.
+  virtual void gated_delta_rule_many(const GatedDeltaArgs* a, int32_t n, int32_t chunk) {
+    for (int32_t i = 0; i < n; ++i) gated_delta_rule(a[i], chunk);
+  }
+  // A batched decode step's rows (one token of each of n_rows sessions, row r's recurrent
+  // state its own): n_rows one-token conv1d_silu() calls, row r's input at x + r * x_stride,
+  // its output at out + r * out_stride, its state states[r] (a host array of n_rows device
+  // addresses). Each row bitwise its own call; a device may run them as one launch.
+  virtual void conv1d_silu_rows(const float* x, int64_t x_stride, int32_t n_rows, int64_t n_ch,
+                                const float* w, int32_t kernel, float* const* states, float* out,
+                                int64_t out_stride) {
+    for (int32_t r = 0; r < n_rows; ++r) {
+      conv1d_silu(x + r * x_stride, x_stride, 1, n_ch, w, kernel, states[r], out + r * out_stride,
+                  out_stride);
+    }
+  }
+  // n_rows one-token gated_delta_rule() calls likewise: row r's q, k, v and out at a's
+  // addresses plus r of their strides, its g and beta at + r * n_v_heads, its state states[r]
+  // (a.n_tokens and a.state are ignored). Each row bitwise its own call; the default hands
+  // the rows to gated_delta_rule_many (one parallel region on the CPU).
+  virtual void gated_delta_rule_rows(const GatedDeltaArgs& a, int32_t n_rows, float* const* states,
+                                     int32_t chunk) {
+    std::vector<GatedDeltaArgs> rows(static_cast<size_t>(n_rows));
+    for (int32_t r = 0; r < n_rows; ++r)
+      rows[static_cast<size_t>(r)] = delta_row_args(a, r, states[r]);
+    gated_delta_rule_many(rows.data(), n_rows, chunk);
+  }
+  // Row r's one-token arguments of gated_delta_rule_rows.
+  static GatedDeltaArgs delta_row_args(const GatedDeltaArgs& a, int32_t r, float* state) {
+    GatedDeltaArgs b = a;
+    b.n_tokens = 1;
+    b.q += r * a.q_stride;
+    b.k += r * a.k_stride;
+    b.v += r * a.v_stride;
+    b.g += int64_t{r} * a.n_v_heads;
+    b.beta += int64_t{r} * a.n_v_heads;
+    b.out += r * a.out_stride;
+    b.state = state;
+    return b;
+  }
   // rms_norm_gated() of n_rows rows of d floats: row r of x, z and out at r * d.
   virtual void rms_norm_gated(const float* x, const float* z, const float* w, int32_t n_rows,
                               int32_t d, float eps, float* out) = 0;

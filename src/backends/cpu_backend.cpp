@@ -166,11 +166,13 @@ class CpuStream : public Stream {
   }
   void sigmoid_mul(float* x, int64_t x_stride, const float* gate, int64_t gate_stride,
                    int32_t n_rows, int64_t n) override {
-    for (int32_t r = 0; r < n_rows; ++r) {
-      float* o = x + r * x_stride;
-      const float* g = gate + r * gate_stride;
-      for (int64_t d = 0; d < n; ++d) o[d] *= sigmoid_f32(g[d]);
-    }
+    rows_maybe_parallel(n_rows, n, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        float* o = x + r * x_stride;
+        const float* g = gate + r * gate_stride;
+        for (int64_t d = 0; d < n; ++d) o[d] *= sigmoid_f32(g[d]);
+      }
+    });
   }
 
   void deltanet_gates(float* beta, float* g, int32_t n_tok, int32_t n_heads, const float* a,
@@ -210,23 +212,78 @@ class CpuStream : public Stream {
     pool_->run([&](int ti, int tn) {
       const int32_t h0 = a.n_v_heads * ti / tn, h1 = a.n_v_heads * (ti + 1) / tn;
       if (h0 >= h1) return;
+      delta_heads(a, chunk, h0, h1, scratch + static_cast<size_t>(ti) * per_thread);
+    });
+  }
+  // One parallel region for all sets: the (set, head) pairs, weighted by their tokens, cut
+  // into one contiguous range per thread (which thread runs a head never changes its bits).
+  void gated_delta_rule_many(const GatedDeltaArgs* a, int32_t n, int32_t chunk) override {
+    if (n == 1) {
+      gated_delta_rule(a[0], chunk);
+      return;
+    }
+    size_t per_thread = 0;
+    int64_t total = 0;  // tokens x heads over all sets
+    for (int32_t i = 0; i < n; ++i) {
+      for (int32_t j = 0; j < i; ++j) {
+        GEIST_CHECK(a[i].state != a[j].state, "gated_delta_rule_many: two sets share a state");
+      }
+      per_thread =
+          std::max(per_thread, gated_delta_rule_scratch_doubles(chunk, a[i].d_k, a[i].d_v));
+      total += a[i].n_tokens * a[i].n_v_heads;
+    }
+    double* scratch = grow(delta_scratch_, per_thread * static_cast<size_t>(pool_->n_threads()));
+    pool_->run([&](int ti, int tn) {
+      const int64_t lo = total * ti / tn, hi = total * (ti + 1) / tn;
       double* s = scratch + static_cast<size_t>(ti) * per_thread;
-      if (a.n_tokens == 1) {
-        gated_delta_rule_recurrent(a, h0, h1, s);
-      } else {
-        gated_delta_rule_chunked(a, chunk, h0, h1, s);
+      // Head h of set i starts at unit base + h * n_tokens; it is this thread's when that unit
+      // lies in [lo, hi).
+      auto first_head = [](int64_t units, int64_t w, int32_t n_heads) {
+        const int64_t h = units <= 0 ? 0 : (units + w - 1) / w;
+        return static_cast<int32_t>(std::min<int64_t>(h, n_heads));
+      };
+      int64_t base = 0;
+      for (int32_t i = 0; i < n && base < hi; ++i) {
+        const int64_t w = a[i].n_tokens;
+        if (w <= 0) continue;
+        const int32_t h0 = first_head(lo - base, w, a[i].n_v_heads);
+        const int32_t h1 = first_head(hi - base, w, a[i].n_v_heads);
+        if (h0 < h1) delta_heads(a[i], chunk, h0, h1, s);
+        base += w * a[i].n_v_heads;
       }
     });
   }
   void rms_norm_gated(const float* x, const float* z, const float* w, int32_t n_rows, int32_t d,
                       float eps, float* out) override {
-    for (int32_t r = 0; r < n_rows; ++r) {
-      const int64_t o = int64_t{r} * d;
-      geist::rms_norm_gated(x + o, z + o, w, d, eps, out + o);
-    }
+    rows_maybe_parallel(n_rows, d, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t o = r * d;
+        geist::rms_norm_gated(x + o, z + o, w, d, eps, out + o);
+      }
+    });
   }
 
  private:
+  // f(r0, r1) over rows [0, n_rows) of n elements each: split over the pool when there are
+  // enough elements (a batched decode step's rows, each an exp per element), else inline. Rows
+  // are computed alike either way.
+  template <class F>
+  void rows_maybe_parallel(int64_t n_rows, int64_t n, F&& f) {
+    constexpr int64_t kMinPerThread = 8192;  // elements; below this one thread is faster
+    if (n_rows < 2 || n_rows * n < kMinPerThread * 2) {
+      f(int64_t{0}, n_rows);
+      return;
+    }
+    pool_->parallel_for(n_rows, f);
+  }
+  static void delta_heads(const GatedDeltaArgs& a, int32_t chunk, int32_t h0, int32_t h1,
+                          double* scratch) {
+    if (a.n_tokens == 1) {
+      gated_delta_rule_recurrent(a, h0, h1, scratch);
+    } else {
+      gated_delta_rule_chunked(a, chunk, h0, h1, scratch);
+    }
+  }
   template <class T>
   static T* grow(std::vector<T>& v, size_t n) {
     if (v.size() < n) v.resize(n);  // grows to the largest need once, then never again

@@ -1,5 +1,6 @@
 #include "cache/disk_tier.h"
 
+#include "cache/image_buffer.h"
 #include "cache/le_bytes.h"
 
 #define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
@@ -91,7 +92,7 @@ ReadResult read_object(const std::string& path, const std::string& key, std::vec
   bool ok = ::fstat(fd, &sb) == 0 && sb.st_size >= 0 && read_exact(fd, head.data(), head.size()) &&
             parse_header(head.data(), static_cast<size_t>(sb.st_size), key, &len);
   if (ok) {
-    out->resize(len);
+    fresh_buffer(out, len);
     ok = read_exact(fd, out->data(), len) && read_exact(fd, sum, sizeof sum);
   }
   ::close(fd);

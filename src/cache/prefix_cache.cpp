@@ -134,7 +134,7 @@ void PrefixCache::insert(const std::string& ns, const geist_token* tokens, size_
                         std::make_shared<const std::vector<uint8_t>>(std::move(image)));
   }
   if (!tiers_.empty()) {
-    enqueue_spill(Spill{ns, std::vector<geist_token>(tokens, tokens + n), img, tiers_.size()});
+    enqueue_spill(Spill{ns, std::vector<geist_token>(tokens, tokens + n), img, all_tiers()});
   }
 }
 

@@ -95,9 +95,14 @@ class PrefixCache {
   Image load_from_tiers(const std::string& ns, const std::vector<geist_token>& tokens,
                         Deadline deadline);
   // Named records (a parked session's conversation): mutable objects under the key of
-  // (`name`, no tokens), holding `tokens` and an opaque payload, in every tier. put_record
-  // replaces what a tier holds (queued, as write-through); get_record returns the first tier's
-  // valid copy (false when none); erase_record removes it everywhere.
+  // (`name`, no tokens), holding `tokens` and an opaque payload, in every tier. Each write
+  // carries a generation, max(wall clock in µs, the last generation this cache saw of the
+  // name + 1), so a write that follows a read of the record is newer whatever the clocks say.
+  // put_record replaces what a tier holds (queued, as write-through). get_record reads every
+  // tier and returns the valid copy of the highest generation (ties: the upper tier), so a
+  // stale copy in a replica's own disk never wins over what another replica wrote to the
+  // shared tier since; tiers that held an older copy are given the newest (queued). False
+  // when no tier has a valid copy. erase_record removes it everywhere.
   void put_record(const std::string& name, const std::vector<geist_token>& tokens,
                   std::vector<uint8_t> payload);
   bool get_record(const std::string& name, Deadline deadline, std::vector<geist_token>* tokens,
@@ -119,7 +124,7 @@ class PrefixCache {
     std::string ns;
     std::vector<geist_token> tokens;
     Image image;
-    size_t below = 0;     // write to tiers [0, below): those above the tier it came from
+    uint32_t to = 0;      // bit t: write to tier t
     bool record = false;  // a named record: keyed by its name alone, replaces the old one
   };
   struct FetchJob {
@@ -134,6 +139,7 @@ class PrefixCache {
   void evict_for_locked(size_t need);
   // The entry's image (the one held already, or `image`, kept when it fits the budget).
   Image insert_locked(const std::string& ns, const geist_token* tokens, size_t n, Image image);
+  uint32_t all_tiers() const { return tiers_.size() >= 32 ? ~0u : (1u << tiers_.size()) - 1; }
   void enqueue_spill(Spill s);
   void spill_worker();
   void fetch_worker();
@@ -146,6 +152,7 @@ class PrefixCache {
   mutable std::mutex mu_;
   std::unordered_multimap<uint64_t, Entry> map_;
   uint64_t clock_ = 0;
+  std::unordered_map<std::string, uint64_t> record_gen_;  // name -> newest generation seen
   CacheStats st_;
 
   std::vector<std::unique_ptr<Tier>> tiers_;

@@ -1,13 +1,47 @@
 // PrefixCache's lower tiers (prefix_cache.h): write-through, fetch, reject, parked sessions.
 #include <algorithm>
+#include <cstring>
 
 #include "cache/entry_codec.h"
+#include "cache/image_buffer.h"
+#include "cache/le_bytes.h"
 #include "cache/prefix_cache.h"
 
 namespace geist_cache {
 
 namespace {
 constexpr size_t kMaxSpills = 64;  // write-through entries waiting to be encoded, at most
+constexpr size_t kMaxRecordGenerations = 1 << 16;  // names whose last generation is kept
+
+// A record's body (the entry's image bytes): "GEISTRG1", the generation (u64 LE), then the
+// caller's payload. A body without the magic is a record written before generations: its
+// generation is 0 and all of it is the payload.
+constexpr char kRecordMagic[8] = {'G', 'E', 'I', 'S', 'T', 'R', 'G', '1'};
+constexpr size_t kRecordHeader = 16;
+
+std::vector<uint8_t> record_body(uint64_t generation, const std::vector<uint8_t>& payload) {
+  std::vector<uint8_t> b(kRecordHeader + payload.size());
+  std::memcpy(b.data(), kRecordMagic, 8);
+  put_u64(b.data() + 8, generation);
+  if (!payload.empty()) std::memcpy(b.data() + kRecordHeader, payload.data(), payload.size());
+  return b;
+}
+
+// The generation of a body and where its payload starts.
+uint64_t record_generation(const uint8_t* body, size_t n, size_t* payload_off) {
+  if (n >= kRecordHeader && std::memcmp(body, kRecordMagic, 8) == 0) {
+    *payload_off = kRecordHeader;
+    return get_u64(body + 8);
+  }
+  *payload_off = 0;
+  return 0;
+}
+
+uint64_t wall_clock_us() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
 }  // namespace
 
 void PrefixCache::enqueue_spill(Spill s) {
@@ -37,7 +71,8 @@ void PrefixCache::spill_worker() {
     // Encoding copies the image: here, off the request path.
     auto obj = std::make_shared<const std::vector<uint8_t>>(
         encode_entry(s.ns, s.tokens.data(), s.tokens.size(), s.image->data(), s.image->size()));
-    for (size_t t = 0; t < s.below && t < tiers_.size(); ++t) {
+    for (size_t t = 0; t < tiers_.size() && t < 32; ++t) {
+      if (((s.to >> t) & 1u) == 0) continue;
       if (s.record) tiers_[t]->erase(key);  // tiers keep the first object of a key
       tiers_[t]->put(key, obj);
     }
@@ -100,7 +135,10 @@ Image PrefixCache::read_tier(size_t t, const std::string& key, const std::string
     ++rejected_[t];
     return nullptr;
   }
-  return std::make_shared<const std::vector<uint8_t>>(v.image, v.image + v.image_size);
+  std::vector<uint8_t> image;
+  fresh_buffer(&image, v.image_size);
+  if (v.image_size > 0) std::memcpy(image.data(), v.image, v.image_size);
+  return std::make_shared<const std::vector<uint8_t>>(std::move(image));
 }
 
 PrefixCache::Hit PrefixCache::fetch_now(const FetchJob& job) {
@@ -140,7 +178,7 @@ PrefixCache::Hit PrefixCache::fetch_now(const FetchJob& job) {
       if (t > 0) {  // the tiers above the one it came from get a copy
         enqueue_spill(Spill{
             job.ns, std::vector<geist_token>(job.tokens.begin(), job.tokens.begin() + lens[i]),
-            held, t});
+            held, (1u << t) - 1});
       }
       return Hit{static_cast<int32_t>(lens[i]), held};
     }
@@ -169,7 +207,7 @@ void PrefixCache::reject(const std::string& ns, const geist_token* tokens, size_
 
 void PrefixCache::store_in_tiers(const std::string& ns, const std::vector<geist_token>& tokens,
                                  Image image) {
-  if (!tiers_.empty()) enqueue_spill(Spill{ns, tokens, std::move(image), tiers_.size()});
+  if (!tiers_.empty()) enqueue_spill(Spill{ns, tokens, std::move(image), all_tiers()});
 }
 
 bool PrefixCache::in_tiers(const std::string& ns, const std::vector<geist_token>& tokens) {
@@ -195,8 +233,17 @@ Image PrefixCache::load_from_tiers(const std::string& ns, const std::vector<geis
 void PrefixCache::put_record(const std::string& name, const std::vector<geist_token>& tokens,
                              std::vector<uint8_t> payload) {
   if (tiers_.empty() || tokens.empty()) return;
-  Spill sp{name, tokens, std::make_shared<const std::vector<uint8_t>>(std::move(payload)),
-           tiers_.size()};
+  uint64_t generation = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (record_gen_.size() >= kMaxRecordGenerations) record_gen_.clear();
+    uint64_t& seen = record_gen_[name];
+    generation = std::max(wall_clock_us(), seen + 1);
+    seen = generation;
+  }
+  Spill sp{name, tokens,
+           std::make_shared<const std::vector<uint8_t>>(record_body(generation, payload)),
+           all_tiers()};
   sp.record = true;
   enqueue_spill(std::move(sp));
 }
@@ -204,6 +251,15 @@ void PrefixCache::put_record(const std::string& name, const std::vector<geist_to
 bool PrefixCache::get_record(const std::string& name, Deadline deadline,
                              std::vector<geist_token>* tokens, std::vector<uint8_t>* payload) {
   const std::string key = entry_key(name, nullptr, 0);
+  // Every tier's copy: a replica's own disk may hold an older one than the shared tier below.
+  struct Copy {
+    Image obj;  // holds the bytes `view` points into
+    EntryView view;
+    uint64_t generation = 0;
+    size_t payload_off = 0;
+  };
+  std::vector<Copy> copies(tiers_.size());
+  int best = -1;
   for (size_t t = 0; t < tiers_.size(); ++t) {
     Image obj = tiers_[t]->get(key, deadline);
     if (!obj) continue;
@@ -214,15 +270,44 @@ bool PrefixCache::get_record(const std::string& name, Deadline deadline,
       ++rejected_[t];
       continue;
     }
-    tokens->resize(v.n_tokens);
-    for (size_t i = 0; i < v.n_tokens; ++i) (*tokens)[i] = v.token(i);
-    payload->assign(v.image, v.image + v.image_size);
-    return true;
+    copies[t].obj = obj;
+    copies[t].view = v;
+    copies[t].generation = record_generation(v.image, v.image_size, &copies[t].payload_off);
+    if (best < 0 || copies[t].generation > copies[static_cast<size_t>(best)].generation) {
+      best = static_cast<int>(t);
+    }
   }
-  return false;
+  if (best < 0) return false;
+  const Copy& win = copies[static_cast<size_t>(best)];
+  const EntryView& v = win.view;
+  tokens->resize(v.n_tokens);
+  for (size_t i = 0; i < v.n_tokens; ++i) (*tokens)[i] = v.token(i);
+  payload->assign(v.image + win.payload_off, v.image + v.image_size);
+  uint32_t stale = 0;  // tiers holding an older copy: given the newest
+  for (size_t t = 0; t < copies.size() && t < 32; ++t) {
+    if (copies[t].obj && copies[t].generation < win.generation) stale |= 1u << t;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Bounded: forgetting a name loses only the "+1 after a read" (the clock still orders).
+    if (record_gen_.size() >= kMaxRecordGenerations) record_gen_.clear();
+    uint64_t& seen = record_gen_[name];
+    seen = std::max(seen, win.generation);
+  }
+  if (stale != 0) {
+    Spill sp{name, *tokens,
+             std::make_shared<const std::vector<uint8_t>>(v.image, v.image + v.image_size), stale};
+    sp.record = true;
+    enqueue_spill(std::move(sp));
+  }
+  return true;
 }
 
 void PrefixCache::erase_record(const std::string& name) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    record_gen_.erase(name);  // a later write still outranks every copy: the clock went on
+  }
   const std::string key = entry_key(name, nullptr, 0);
   for (auto& t : tiers_) t->erase(key);
 }

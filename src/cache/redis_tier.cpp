@@ -3,6 +3,7 @@
 #include <hiredis/hiredis.h>
 #include <xxhash.h>
 
+#include "cache/image_buffer.h"
 #include "cache/redis_object.h"
 
 namespace geist_cache {
@@ -182,6 +183,7 @@ Image RedisTier::get_once(RedisConn& conn, const std::string& key, Deadline dead
   // Parts are checked and copied as they arrive, one reply alive at a time.
   auto out = std::make_shared<std::vector<uint8_t>>();
   out->reserve(m.total_size);
+  advise_huge_pages(out->data(), m.total_size);  // before the parts first touch it
   for (uint32_t i = 0; r == IoResult::kOk && i < m.parts.size(); ++i) {
     RedisReply pr;
     r = conn.read(deadline, &pr, &err);

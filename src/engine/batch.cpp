@@ -57,16 +57,17 @@ struct BatchRunner {
     }
     const ArchModel& arch = model.arch();
     const BackendKind kind = arch.backend().kind();
+    // Where a prefill piece may be cut shorter than alone to fill a micro-batch: on the CPU
+    // backends at any grid point (their delta rule rounds its state on the grid, so the bits
+    // are the same); the CUDA delta scan rounds where a call ends, so there a piece that does
+    // not fit waits for the next micro-batch and every session is cut exactly as alone.
+    const bool cut_on_grid = kind == BackendKind::CPU || kind == BackendKind::CPU_DEVICE_LOCAL;
     std::vector<Work> work;
     for (size_t i = 0; i < n_items; ++i) {
       BatchItem& it = items[i];
       it.status = check_item(model, it);
       if (!it.status) continue;
       Session& s = *it.session;
-      if (kind != BackendKind::CPU && kind != BackendKind::CPU_DEVICE_LOCAL) {
-        it.status = it.n > 0 ? s.prefill(it.tokens, it.n, nullptr) : s.pay_forward();
-        continue;
-      }
       Work w;
       w.item = &it;
       w.s = &s;
@@ -89,10 +90,8 @@ struct BatchRunner {
     const size_t nv = static_cast<size_t>(model.n_vocab());
     std::vector<Segment> segs;
     std::vector<Work*> seg_work;
-    std::vector<float> logits;
     segs.reserve(work.size());
     seg_work.reserve(work.size());
-    logits.reserve(work.size() * nv);
     for (;;) {
       // One round: each unfinished item's next piece, while rows remain.
       segs.clear();
@@ -112,6 +111,7 @@ struct BatchRunner {
         } else {
           int32_t e = arch.micro_batch_end(w.next, w.end);
           if (e - w.next > cap - rows) {
+            if (!cut_on_grid) continue;                               // next round, whole
             e = (w.next + cap - rows) / kPrefillGrid * kPrefillGrid;  // a grid point that fits
             if (e <= w.next) continue;                                // next round
           }
@@ -126,13 +126,15 @@ struct BatchRunner {
         seg_work.push_back(&w);
       }
       if (segs.empty()) break;
-      logits.resize(static_cast<size_t>(n_logits) * nv);
-      Status st;
-      {
-        std::lock_guard<std::mutex> lock(ls.pool_->mu);
-        st = arch.forward_batch(*ls.state_, segs.data(), static_cast<int32_t>(segs.size()),
-                                n_logits > 0 ? logits.data() : nullptr, ls.pool_->pool);
+      // The logits rows live in the pool (one buffer for every call, under its lock).
+      std::lock_guard<std::mutex> lock(ls.pool_->mu);
+      std::vector<float>& logits = ls.pool_->batch_logits;
+      if (logits.size() < static_cast<size_t>(n_logits) * nv) {
+        logits.resize(static_cast<size_t>(n_logits) * nv);
       }
+      const Status st =
+          arch.forward_batch(*ls.state_, segs.data(), static_cast<int32_t>(segs.size()),
+                             n_logits > 0 ? logits.data() : nullptr, ls.pool_->pool);
       size_t k = 0;
       for (size_t i = 0; i < segs.size(); ++i) {
         Work& w = *seg_work[i];

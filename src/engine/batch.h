@@ -31,7 +31,9 @@ struct BatchItem {
 // that cannot continue) gets Session::prefill's status and its session is left untouched; the
 // others proceed. A device failure under a micro-batch fails the items in it.
 // GEIST_E_INVALID_ARG, with nothing run, for a null session, a session of another model or one
-// listed twice. On backends other than the CPU ones the sessions run one after the other.
+// listed twice. On every backend the rows of a micro-batch run as one forward
+// (ArchModel::forward_batch); on CUDA a prefill piece that does not fit the rows left in a
+// micro-batch waits for the next one rather than being cut at a grid point (batch.cpp says why).
 // The call holds the pool lock of the sessions' pools it uses, micro-batch by micro-batch;
 // the sessions must not be used by other threads meanwhile.
 Status forward_batch(const Model& model, BatchItem* items, size_t n_items);

@@ -32,6 +32,9 @@ struct SharedPool {
   explicit SharedPool(int n_threads) : pool(n_threads) {}
   std::mutex mu;
   ThreadPool pool;
+  // forward_batch's logits rows ([rows][n_vocab], engine/batch.cpp), guarded by mu: grown to
+  // the largest batch once, so decode steps neither allocate nor zero-fill megabytes each.
+  std::vector<float> batch_logits;
 };
 
 class Model {

@@ -74,7 +74,8 @@ class Session {
   // GEIST_E_INVALID_ARG when cap < snapshot_size.
   Status snapshot(uint8_t* buf, size_t cap, size_t* out_written) const;
   // Validates everything, then replaces the whole state (sampler settings and pin included).
-  Status restore(const uint8_t* buf, size_t size);
+  // verify_checksum false: all but the image checksum (snapshot_parse).
+  Status restore(const uint8_t* buf, size_t size, bool verify_checksum = true);
   Status pin_prefix();
   // GEIST_E_INVALID_STATE without a pin. Sampler settings are kept, the RNG reverts.
   Status reset_to_prefix();

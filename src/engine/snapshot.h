@@ -101,7 +101,10 @@ struct ParsedSnapshot {
 
 // Validates every check of SNAPSHOT_FORMAT.md §5 without touching any session.
 // GEIST_E_INVALID_ARG for a null or short buffer, GEIST_E_FORMAT naming the failed check.
+// verify_checksum false skips check 4 (the XXH3 pass over the whole image, as long as the copy
+// that follows) for bytes whose integrity the caller has established; every structural check
+// still runs, so nothing is ever read outside the buffer.
 Status snapshot_parse(const uint8_t* buf, size_t size, const SnapshotTarget& target, bool nested,
-                      ParsedSnapshot* out);
+                      ParsedSnapshot* out, bool verify_checksum = true);
 
 }  // namespace geist

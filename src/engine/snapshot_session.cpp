@@ -88,9 +88,9 @@ Status Session::apply_snapshot(const ParsedSnapshot& p, bool keep_sampler, const
                        what, st.message().c_str());
 }
 
-Status Session::restore(const uint8_t* buf, size_t size) {
+Status Session::restore(const uint8_t* buf, size_t size, bool verify_checksum) {
   ParsedSnapshot p;
-  GEIST_RETURN_IF_ERROR(snapshot_parse(buf, size, snapshot_target(), false, &p));
+  GEIST_RETURN_IF_ERROR(snapshot_parse(buf, size, snapshot_target(), false, &p, verify_checksum));
   // The only allocation comes before the first write, so an OOM leaves the session as it was.
   std::vector<uint8_t> pin;
   if (p.pin != nullptr) pin.assign(p.pin, p.pin + p.pin_size);

@@ -49,7 +49,7 @@ const float* direct_f32(const KvSource& src, int32_t p, int32_t off) {
 // and rotated back once at the end.
 
 constexpr int32_t kMaxNq = 4;   // query heads of a decode item (one token)
-constexpr int32_t kTileQ = 16;  // queries of a prefill item
+constexpr int32_t kTileQ = 64;  // queries of a prefill item
 
 // Floats of the longest run of whole blocks covering one head slice: a slice that does not start
 // on a block boundary (heads of 48 in blocks of 32) touches up to two extra partial blocks.

@@ -81,8 +81,8 @@ size_t gated_delta_rule_scratch_doubles(int32_t chunk, int32_t d_k, int32_t d_v)
   return std::max(rec, chk);
 }
 
-void gated_delta_rule_recurrent(const GatedDeltaArgs& a, int32_t h_begin, int32_t h_end,
-                                double* scratch) {
+void gated_delta_rule_recurrent_reference(const GatedDeltaArgs& a, int32_t h_begin, int32_t h_end,
+                                          double* scratch) {
   const int32_t dk = a.d_k;
   const int32_t dv = a.d_v;
   double* kv = scratch;      // [d_v] S^T k for the current token

@@ -80,8 +80,15 @@ size_t gated_delta_rule_scratch_doubles(int32_t chunk, int32_t d_k, int32_t d_v)
 
 // Token-by-token form, value heads [h_begin, h_end). Cost O(n d_k d_v) per head.
 // scratch: gated_delta_rule_scratch_doubles(any chunk >= 1, d_k, d_v) doubles, per thread.
+// SIMD (src/kernels/simd/deltanet_recurrent_simd.cpp, run-time dispatched) where d_v is a
+// multiple of the double vector length, otherwise the reference below; the two are bitwise
+// equal (the vector form runs each value lane's double operations in the reference's order,
+// with no fused multiply-adds: both files are compiled with -ffp-contract=off).
 void gated_delta_rule_recurrent(const GatedDeltaArgs& a, int32_t h_begin, int32_t h_end,
                                 double* scratch);
+// The scalar form, kept as the oracle for the SIMD one. Same arguments.
+void gated_delta_rule_recurrent_reference(const GatedDeltaArgs& a, int32_t h_begin, int32_t h_end,
+                                          double* scratch);
 
 // Chunked (WY / UT-transform) form, value heads [h_begin, h_end): the sequence is cut into
 // chunks of `chunk` tokens (the last may be shorter); inside a chunk the corrections u are

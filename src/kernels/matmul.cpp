@@ -87,16 +87,16 @@ void matmul_int16(const WeightMatrix& w, const float* x, int64_t x_stride, int64
   }
 }
 
-constexpr int64_t kQ8RowsMax = 2;  // up to this many tokens: row layout and the decode kernel
-constexpr int64_t kRowUnit = 16;   // weight rows per unit of work split over the threads (and
-                                   // rows per GROUPS16 group)
+constexpr int64_t kRowUnit = 16;  // weight rows per unit of work split over the threads (and
+                                  // rows per GROUPS16 group)
 
 // Q8 path (Q8_0, Q4_0, Q4_K, Q6_K; Q4_1, Q5_1, Q5_K, Q2_K and IQ4_XS in their I8M GROUPS16
 // form): activations quantized to int8 per 32-block, 8-bit
-// multiply-adds. A chunk of at most kQ8RowsMax tokens keeps the row layout (the decode kernel
-// puts weight rows in vector lanes); longer chunks go to panels of 16 tokens (the prefill kernel
-// puts tokens in lanes). Both compute the same per-output formula (matmul_simd.h), so the bits
-// agree.
+// multiply-adds. A chunk of at most simd::q8_rows_max tokens keeps the row layout (the decode
+// kernel puts weight rows in vector lanes and reads each weight once for all the chunk's tokens,
+// so a decode step of several sessions costs about one weight read); longer chunks go to panels
+// of 16 tokens (the prefill kernel puts tokens in lanes). Both compute the same per-output
+// formula (matmul_simd.h), so the bits agree.
 void matmul_q8(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
                int64_t y_stride, float* scratch, ThreadPool& pool) {
   const int nt = pool.n_threads();
@@ -111,9 +111,10 @@ void matmul_q8(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t 
   // Q6_K's kernels take its -32 from the activations' half sums, the I8M ones their mins
   // (matmul_simd.h).
   const bool half_sums = w.type == GgmlType::Q6_K || simd::i8m_type(w.type);
+  const int64_t rows_max = simd::q8_rows_max(w.type, w.layout == WeightLayout::GROUPS16);
   for (int64_t t0 = 0; t0 < n_tok; t0 += chunk) {
     const int64_t m = n_tok - t0 < chunk ? n_tok - t0 : chunk;
-    const bool row_layout = m <= kQ8RowsMax;
+    const bool row_layout = m <= rows_max;
     const int64_t slots =
         row_layout ? m : (m + simd::kQ8Panel - 1) / simd::kQ8Panel * simd::kQ8Panel;
     // rows [slots][2][n_in] or panels [slots / 16][2][nb][8][16][4]

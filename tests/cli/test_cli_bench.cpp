@@ -87,5 +87,43 @@ TEST(CliBenchSnapshot, JsonRowsEscapeTheModelName) {
   }
 }
 
+// bench-tier starts its own redis-server, measures every path through the server's cache layer
+// and says so in one JSON object per prefix; the bytes on disk are the image plus the file's and
+// the entry's framing (larger, never smaller).
+TEST(CliBench, TierJsonHasEveryPathAndItsBytes) {
+  GEIST_REQUIRE_FIXTURES();
+  if (std::system("command -v redis-server >/dev/null 2>&1") != 0) {
+    if (fixtures_required()) FAIL() << "redis-server required (GEIST_REQUIRE_FIXTURES=1)";
+    GTEST_SKIP() << "*** redis-server not on PATH (scripts/install_deps.sh): bench-tier untested";
+  }
+  TempDir dir;
+  const std::string model = odd_named_model(dir);
+  const std::string tier_dir = dir.file("tiers");
+  const CliResult r = run_geist({"bench-tier", "-m", model, "--prefix", "64", "--suffix", "4", "-r",
+                                 "1", "-t", "1", "--dir", tier_dir, "--json"},
+                                dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> out = lines(r.out);
+  ASSERT_EQ(out.size(), 1u) << "one JSON object per prefix, got: " << r.out;
+  const std::string& j = out[0];
+  EXPECT_EQ(json_string(j, "model"), "we\"ird\\name.gguf");
+  EXPECT_EQ(json_number(j, "prefix"), 64.0);
+  const double image = json_number(j, "image_bytes");
+  EXPECT_GT(image, 0.0);
+  for (const char* path : {"\"ram\"", "\"disk\"", "\"disk_dropped\"", "\"redis\""}) {
+    const size_t at = j.find(path);
+    ASSERT_NE(at, std::string::npos) << path << " missing in " << j;
+    const double bytes = json_number(j.substr(at), "bytes");
+    EXPECT_GE(bytes, image) << path;
+    for (const char* k : {"fetch_s", "restore_s", "ttft_s"}) {
+      EXPECT_NE(j.find(k, at), std::string::npos) << path << " " << k;
+    }
+  }
+  EXPECT_GT(json_number(j.substr(j.find("\"disk\"")), "bytes"), image);
+  for (const char* k : {"memcpy_warm_s", "xxh3_s", "file_cached_s", "redis_get_s"}) {
+    EXPECT_NE(j.find(k), std::string::npos) << k;
+  }
+}
+
 }  // namespace
 }  // namespace geist::test

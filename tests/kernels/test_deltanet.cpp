@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -224,6 +225,62 @@ TEST(DeltaNetKernels, SimdChunkedMatchesScalarChunkedOnEveryTarget) {
       EXPECT_LT(m_st, 1e-6) << "dk=" << cs.dk;
       EXPECT_LT(max_abs_diff(out, ref_out), kTol) << "dk=" << cs.dk;
       EXPECT_LT(max_abs_diff(st, ref_state), kTol) << "dk=" << cs.dk;
+    }
+    hwy::SetSupportedTargetsForTest(0);
+  }
+}
+
+// The SIMD recurrent rule (decode) against the scalar one, bitwise, on every compiled target the
+// CPU runs: outputs and state memcmp-equal, since the vector form runs each value lane's double
+// operations in the reference's order. Shapes: Qwen3.5-0.8B's decode step (16 heads of
+// d_k = d_v = 128, one token); d_v = 40 (a 4-vector block plus single vectors on AVX-512, two
+// blocks and a tail on AVX2) over 9 tokens; d_v = 6 (whole vectors only on SSE4 / NEON, the
+// reference elsewhere). Two head ranges, as two threads run them. Also within the naive
+// recurrence's tolerance, so the oracle is not wrong in the same way.
+TEST(DeltaNetKernels, SimdRecurrentEqualsScalarRecurrentBitwiseOnEveryTarget) {
+  struct Case {
+    int64_t n;
+    int32_t nk, nv, dk, dv;
+  };
+  const Case cases[] = {{1, 16, 16, 128, 128}, {9, 2, 4, 16, 40}, {5, 1, 2, 12, 6}};
+  for (const Case& cs : cases) {
+    const Problem p = make_problem(cs.n, cs.nk, cs.nv, cs.dk, cs.dv, 1234);
+    std::vector<double> ref_out, ref_state;
+    naive_delta_rule(p, &ref_out, &ref_state);
+    GatedDeltaArgs a;
+    a.n_tokens = cs.n;
+    a.n_k_heads = cs.nk;
+    a.n_v_heads = cs.nv;
+    a.d_k = cs.dk;
+    a.d_v = cs.dv;
+    a.q_stride = a.k_stride = int64_t{cs.nk} * cs.dk;
+    a.v_stride = a.out_stride = int64_t{cs.nv} * cs.dv;
+    a.q = p.q.data();
+    a.k = p.k.data();
+    a.v = p.v.data();
+    a.g = p.g.data();
+    a.beta = p.beta.data();
+    std::vector<double> scratch(gated_delta_rule_scratch_doubles(1, cs.dk, cs.dv));
+    std::vector<float> st_ref = p.state0, out_ref(ref_out.size());
+    a.state = st_ref.data();
+    a.out = out_ref.data();
+    gated_delta_rule_recurrent_reference(a, 0, cs.nv, scratch.data());
+    EXPECT_LT(max_abs_diff(out_ref, ref_out), kTol) << "dv=" << cs.dv;
+    EXPECT_LT(max_abs_diff(st_ref, ref_state), kTol) << "dv=" << cs.dv;
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+      hwy::SetSupportedTargetsForTest(target);
+      SCOPED_TRACE(hwy::TargetName(target));
+      std::vector<float> st = p.state0, out(ref_out.size(), -7.0f);
+      a.state = st.data();
+      a.out = out.data();
+      gated_delta_rule_recurrent(a, 0, 1, scratch.data());
+      gated_delta_rule_recurrent(a, 1, cs.nv, scratch.data());
+      ASSERT_EQ(out.size(), out_ref.size());
+      ASSERT_EQ(st.size(), st_ref.size());
+      EXPECT_EQ(std::memcmp(out.data(), out_ref.data(), out.size() * sizeof(float)), 0)
+          << "dv=" << cs.dv;
+      EXPECT_EQ(std::memcmp(st.data(), st_ref.data(), st.size() * sizeof(float)), 0)
+          << "dv=" << cs.dv;
     }
     hwy::SetSupportedTargetsForTest(0);
   }

@@ -217,7 +217,8 @@ TEST(SimdMatmul, RowsBitwiseIndependentOfBatchThreadsAndChunks) {
     // Q5_1, Q5_K, Q3_K, IQ4_XS and Q2_K are in the I8M form there, the 8-bit kernels' own
     // formula (test_i8m_matmul.cpp; Q3_K against its Q6_K rows in test_groups16_q8.cpp).
     if (wg.type != type || simd::i8m_type(type)) continue;
-    for (int64_t count : {int64_t{1}, int64_t{2}, int64_t{3}, n_tok}) {
+    for (int64_t count : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{8},
+                          int64_t{9}, int64_t{15}, int64_t{16}, int64_t{17}, n_tok}) {
       for (int threads : {1, 2, 3}) {
         const std::vector<float> y = run_on(wg, 0, count, threads);
         ASSERT_EQ(std::memcmp(all.data(), y.data(), y.size() * sizeof(float)), 0)
@@ -534,6 +535,54 @@ TEST(SimdMatmul, Q8KernelsEqualTheScalarContractBitwise) {
               ASSERT_EQ(y_rows[static_cast<size_t>(t * ys + r)], -3.0f);
               ASSERT_EQ(y_pan[static_cast<size_t>(t * ys + r)], -3.0f);
             }
+          }
+        }
+      }
+    }
+  });
+}
+
+// The GROUPS16 decode kernel's token tiles (1 to 4 tokens per weight load, several tiles for
+// up to 15 tokens, matmul's row layout: simd::q8_rows_max) against the scalar contract, bitwise,
+// for every token count up to two tiles, on a partial last group of rows.
+TEST(SimdMatmul, Q8GroupsDecodeTilesEqualTheScalarContractBitwise) {
+  std::mt19937 rng(78);
+  for_each_target([&] {
+    for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0}) {
+      const int64_t n_in = 32 * 7, nb = n_in / 32;
+      const int count = 21, ys = count + 3;
+      std::vector<float> deq;
+      const std::vector<uint8_t> bytes = random_rows(type, n_in, count, &rng, &deq);
+      const size_t rb = ggml_row_size(type, n_in);
+      const WeightMatrix w{type, bytes.data(), n_in, count, rb};
+      std::vector<uint8_t> grouped(weight_groups16_bytes(w));
+      WeightMatrix wg;
+      weight_to_groups16(w, grouped.data(), &wg);
+      for (int64_t n_tok = 1; n_tok <= 17; ++n_tok) {
+        SCOPED_TRACE(::testing::Message() << ggml_type_name(type) << " tokens " << n_tok);
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        std::vector<float> x(static_cast<size_t>(n_tok * n_in));
+        for (float& f : x) f = 3.0f * nd(rng);
+        std::vector<int8_t> q(2 * x.size());
+        std::vector<float> dx(static_cast<size_t>(n_tok * nb));
+        std::vector<int32_t> sx(dx.size());
+        for (int64_t t = 0; t < n_tok; ++t) {
+          simd::quantize_row_q8(x.data() + t * n_in, n_in, simd::q8_planes(type),
+                                q.data() + t * 2 * n_in, dx.data() + t * nb, sx.data() + t * nb);
+        }
+        std::vector<float> y(static_cast<size_t>(n_tok * ys), -3.0f);
+        simd::dot_q8_rows(type, true, grouped.data(), rb, count, n_in, q.data(), dx.data(),
+                          sx.data(), n_tok, y.data(), ys);
+        for (int64_t t = 0; t < n_tok; ++t) {
+          for (int r = 0; r < count; ++r) {
+            const float ref = q8_contract(type, bytes.data() + r * rb, q.data() + t * 2 * n_in,
+                                          dx.data() + t * nb, n_in);
+            ASSERT_EQ(std::bit_cast<uint32_t>(y[static_cast<size_t>(t * ys + r)]),
+                      std::bit_cast<uint32_t>(ref))
+                << "t=" << t << " r=" << r;
+          }
+          for (int64_t r = count; r < ys; ++r) {
+            ASSERT_EQ(y[static_cast<size_t>(t * ys + r)], -3.0f);
           }
         }
       }

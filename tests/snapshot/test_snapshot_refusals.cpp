@@ -160,6 +160,48 @@ TEST_F(SnapshotRefusal, EachCheckNamesItself) {
                  "RNG");
 }
 
+// geist_session_restore_trusted skips the image checksum and nothing else: every structural
+// refusal above still happens (the session untouched, checked in TearDown), truncated and
+// extended images are refused, and only an image whose checksum field alone is wrong is taken.
+TEST_F(SnapshotRefusal, TrustedRestoreSkipsOnlyTheChecksum) {
+  auto refused_trusted = [&](std::vector<uint8_t> img, const char* check) {
+    reseal(&img);
+    EXPECT_EQ(victim_.restore_trusted(img.data(), img.size()), GEIST_E_FORMAT) << check;
+    EXPECT_NE(std::string(victim_.last_error()).find(check), std::string::npos)
+        << "message '" << victim_.last_error() << "' does not name '" << check << "'";
+  };
+  auto with = [&](auto edit) {
+    std::vector<uint8_t> img = small_;
+    edit(&img);
+    return img;
+  };
+  refused_trusted(with([](auto* i) { (*i)[0] = 'X'; }), "magic");
+  refused_trusted(with([](auto* i) { poke<uint64_t>(i, 32, 12345); }), "model id");
+  refused_trusted(with([](auto* i) { poke<uint32_t>(i, 40, 1); }), "KV mode");
+  refused_trusted(with([](auto* i) { poke<uint32_t>(i, 48, 100000); }), "capacity");
+  refused_trusted(with([](auto* i) { poke<uint64_t>(i, 96 + 24 + 16, 12); }), "section length");
+  const size_t hdr = 96 + 24 * small_[60];
+  refused_trusted(with([&](auto* i) { poke<int32_t>(i, hdr + 72 + 4, 512); }), "token ids");
+  refused_trusted(with([&](auto* i) { std::memset(i->data() + hdr + 40, 0, 32); }), "RNG");
+  EXPECT_EQ(victim_.restore_trusted(nullptr, 100), GEIST_E_INVALID_ARG);
+  for (size_t n = 96; n < small_.size(); n += 7) {
+    EXPECT_EQ(victim_.restore_trusted(small_.data(), n), GEIST_E_FORMAT) << "truncated to " << n;
+  }
+  std::vector<uint8_t> longer = small_;
+  longer.push_back(0);
+  EXPECT_EQ(victim_.restore_trusted(longer.data(), longer.size()), GEIST_E_FORMAT);
+
+  // The checksum field alone altered: restore refuses it, restore_trusted takes it, and the
+  // session continues as one restored from the intact image.
+  std::vector<uint8_t> bad_sum = small_;
+  bad_sum[24] ^= 1;
+  EXPECT_EQ(victim_.restore(bad_sum), GEIST_E_FORMAT);
+  SessionHandle a = make_session(model_, 0, true), b = make_session(model_, 0, true);
+  ASSERT_EQ(a.restore(small_), GEIST_OK);
+  ASSERT_EQ(b.restore_trusted(bad_sum.data(), bad_sum.size()), GEIST_OK) << b.last_error();
+  EXPECT_TRUE(same_continuation(run_steps(a, nv_, kSteps), 0, run_steps(b, nv_, kSteps), nv_));
+}
+
 TEST_F(SnapshotRefusal, OtherModelOtherModeTooSmallTarget) {
   ModelHandle qwen = load_model("models/tiny-qwen35-f32.gguf");
   SessionHandle q = make_session(qwen, 0, true);

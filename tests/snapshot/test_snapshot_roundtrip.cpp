@@ -93,6 +93,19 @@ TEST_P(SnapshotRoundTrip, SameSessionOtherSessionAndTwice) {
   EXPECT_TRUE(same_continuation(ref_a_, 0, run_steps(other, nv_, kSteps), nv_)) << "other";
 }
 
+// The restore the server uses for images it verified already (no checksum pass): the same
+// continuation as the uninterrupted run, bit for bit, into the same and another session.
+TEST_P(SnapshotRoundTrip, TrustedRestoreContinuesTheSame) {
+  const std::vector<uint8_t> img = image_after_prefill(pa_);
+  SessionHandle s = session();
+  ASSERT_EQ(s.prefill(pb_), GEIST_OK);  // some other state first
+  ASSERT_EQ(s.restore_trusted(img.data(), img.size()), GEIST_OK) << s.last_error();
+  EXPECT_TRUE(same_continuation(ref_a_, 0, run_steps(s, nv_, kSteps), nv_));
+  SessionHandle other = session(400);
+  ASSERT_EQ(other.restore_trusted(img.data(), img.size()), GEIST_OK) << other.last_error();
+  EXPECT_TRUE(same_continuation(ref_a_, 0, run_steps(other, nv_, kSteps), nv_));
+}
+
 TEST_P(SnapshotRoundTrip, MidDecodeWithForwardOwed) {
   SessionHandle s = session();
   ASSERT_EQ(s.prefill(pa_), GEIST_OK);

@@ -56,6 +56,12 @@ void json_string(const std::string& s);
 // Seconds on a monotonic clock.
 double now_seconds();
 
+// Median, min and max of a benchmark's timed runs (zeros for none).
+struct BenchStats {
+  double median = 0, min = 0, max = 0;
+};
+BenchStats summarize(std::vector<double> v);
+
 bool stderr_is_terminal();
 
 // Writes a byte stream to a FILE, holding back a trailing incomplete UTF-8 sequence until the

@@ -18,21 +18,6 @@
 namespace geist_cli {
 namespace {
 
-struct Stats {
-  double median = 0, min = 0, max = 0;
-};
-
-Stats summarize(std::vector<double> v) {
-  Stats s;
-  if (v.empty()) return s;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  s.min = v.front();
-  s.max = v.back();
-  return s;
-}
-
 // Peak resident set of this process in MiB (VmHWM), or -1 where /proc is not available.
 double peak_rss_mib() {
   std::ifstream f("/proc/self/status");
@@ -167,7 +152,7 @@ int cmd_bench(int argc, char** argv) {
       if (r > 0) tg.push_back(v);
     }
   }
-  const Stats p = summarize(pp), g = summarize(tg);
+  const BenchStats p = summarize(pp), g = summarize(tg);
   const double gbps = file_bytes > 0 ? file_bytes * g.median / 1e9 : 0;
   const double rss = peak_rss_mib();
   const std::string name = std::filesystem::path(path).filename().string();

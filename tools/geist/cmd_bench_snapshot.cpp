@@ -24,21 +24,6 @@ namespace {
 
 constexpr const char* kVerb = "bench-snapshot";
 
-struct Stats {
-  double median = 0, min = 0, max = 0;
-};
-
-Stats summarize(std::vector<double> v) {
-  Stats s;
-  if (v.empty()) return s;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  s.min = v.front();
-  s.max = v.back();
-  return s;
-}
-
 bool session_fail(const SessionHandle& s, const char* what) {
   cli_error(kVerb, "%s failed: %s", what, s.last_error());
   return false;
@@ -51,9 +36,9 @@ struct Case {
 
 struct Result {
   size_t image_bytes = 0;
-  Stats snapshot_s, restore_s, memcpy_s;  // seconds per operation
-  Stats download_s, upload_s;             // backend copy of image_bytes out of / into it
-  Stats ttft_restore_s, ttft_full_s;      // seconds to the first token
+  BenchStats snapshot_s, restore_s, memcpy_s;  // seconds per operation
+  BenchStats download_s, upload_s;             // backend copy of image_bytes out of / into it
+  BenchStats ttft_restore_s, ttft_full_s;      // seconds to the first token
 };
 
 bool set_kv_mode(const std::string& name, geist_session_params* sp) {
@@ -165,14 +150,14 @@ bool parse_list(const std::string& text, std::vector<std::string>* out) {
 double gbps(size_t bytes, double s) { return s > 0 ? static_cast<double>(bytes) / s / 1e9 : 0; }
 
 // "median (GB/s) [min-max]" of a copy-like operation over `bytes`, times in ms.
-std::string copy_cell(const Stats& t, size_t bytes) {
+std::string copy_cell(const BenchStats& t, size_t bytes) {
   char buf[96];
   std::snprintf(buf, sizeof(buf), "%.3f (%.2f) [%.3f-%.3f]", t.median * 1e3, gbps(bytes, t.median),
                 t.min * 1e3, t.max * 1e3);
   return buf;
 }
 
-std::string time_cell(const Stats& t) {
+std::string time_cell(const BenchStats& t) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.1f [%.1f-%.1f]", t.median * 1e3, t.min * 1e3, t.max * 1e3);
   return buf;
@@ -191,7 +176,7 @@ void print_table_row(const Case& c, const Result& r) {
 
 void print_json_row(const std::string& model, int32_t threads, int32_t reps, const Case& c,
                     int32_t suffix, const Result& r) {
-  auto stats = [](const char* key, const Stats& s) {
+  auto stats = [](const char* key, const BenchStats& s) {
     std::printf(", \"%s\": [%.6g, %.6g, %.6g]", key, s.median, s.min, s.max);
   };
   std::printf("{\"model\": ");

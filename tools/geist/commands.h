@@ -17,6 +17,7 @@ const VerbSpec& quantize_spec();
 const VerbSpec& bench_spec();
 const VerbSpec& demo_spec();
 const VerbSpec& bench_snapshot_spec();
+const VerbSpec& bench_tier_spec();
 const VerbSpec& template_spec();
 const VerbSpec& chat_spec();
 const VerbSpec& serve_spec();
@@ -34,6 +35,7 @@ int bench_parallel(const char* verb, const std::string& list, const geist::Model
                    bool json, const std::string& name);
 int cmd_demo(int argc, char** argv);
 int cmd_bench_snapshot(int argc, char** argv);
+int cmd_bench_tier(int argc, char** argv);
 int cmd_template(int argc, char** argv);
 int cmd_chat(int argc, char** argv);
 int cmd_serve(int argc, char** argv);

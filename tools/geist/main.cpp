@@ -26,6 +26,7 @@ const Verb kVerbs[] = {
     {geist_cli::demo_spec, geist_cli::cmd_demo},
     {geist_cli::bench_spec, geist_cli::cmd_bench},
     {geist_cli::bench_snapshot_spec, geist_cli::cmd_bench_snapshot},
+    {geist_cli::bench_tier_spec, geist_cli::cmd_bench_tier},
     {geist_cli::serve_spec, geist_cli::cmd_serve},
 };
 

@@ -132,69 +132,16 @@ class CudaKvStore final : public KvStore {
   void attend(int32_t il, const AttentionShape& s, const float* q, int64_t q_stride, int32_t n,
               int32_t pos, const float* k, int64_t k_stride, const float* v, int64_t v_stride,
               float* out, int64_t out_stride) override {
-    GEIST_CHECK(has_layer(il), "cuda kv attend: layer has no KV");
-    GEIST_CHECK(pos >= 0 && n >= 0 && pos + n <= max_seq_len_,
-                "cuda kv attend: positions out of range");
-    // A held-back op of the stream goes first, as for every op; plain rows flush in write(),
-    // where a held rope pair may take the rows in (StreamCore::flush_rope_kv).
-    if (!plain_rows()) core_->flush();
-    // Row layouts (but for a centred cache's first key) write and read at offsets of the
-    // position alone: a graph step can take it from the device (StreamCore::pos_ref) and be
-    // replayed at any position. KIVI's groups and q4's window bake positions into the launches.
-    const bool relative = !kivi() && !windowed() && !(centered() && pos == 0);
-    if (core_->mode != StepMode::PLAIN) {
-      Layer& l = layers_[static_cast<size_t>(il)];
-      int32_t off = pos;
-      const int32_t* pd = relative ? core_->pos_ref(pos, &off) : nullptr;
-      const bool skip =
-          relative ? core_->note_op(kRecAttend, il, mode_, s.n_head, s.n_head_kv, s.head_dim_k,
-                                    s.head_dim_v, s.scale, q, q_stride, n, off, pd, k, k_stride, v,
-                                    v_stride, out, out_stride, l.k, l.v, l.k_ref)
-                   : core_->note_absolute();
-      if (skip) {  // a replayed step: the graph writes the rows
-        if (n > 0) l.written_end = pos + n;
-        return;
-      }
-      if (relative) {
-        if (rope_attend(il, s, q, n, pos, off, pd, k, k_stride, v, v_stride, out, out_stride)) {
-          return;
-        }
-        if (!write(il, pos, n, k, k_stride, v, v_stride, off, pd)) return;
-        KvDevSrc ks, vs;
-        view(il, pos + n, &ks, &vs);
-        core_->ok(kv_attention(core_->stream, s, q, q_stride, n, off, ks, vs, out, out_stride, pd),
-                  "kv attention kernel launch");
-        return;
-      }
-    }
-    if (rope_attend(il, s, q, n, pos, pos, nullptr, k, k_stride, v, v_stride, out, out_stride)) {
-      return;
-    }
-    const int32_t end = pos + n;
-    for (int32_t a = pos; a < end;) {
-      int32_t b = end;
-      if (kivi()) {
-        // The position that fills a's group gets a piece of its own (KvCache::attend).
-        const int32_t fill = a - a % kGroup + kGroup - 1;
-        if (fill < end) b = a < fill ? fill : fill + 1;
-      } else if (windowed()) {
-        // The queries of a piece share their window start (KvCache::attend).
-        b = std::min(end, std::max(63, (a + 1) / 32 * 32 + 31));
-      }
-      const int64_t i = a - pos;
-      if (!write(il, a, b - a, k + i * k_stride, k_stride, v + i * v_stride, v_stride, a,
-                 nullptr)) {
-        return;
-      }
-      KvDevSrc ks, vs;
-      view(il, b, &ks, &vs);
-      if (!core_->ok(kv_attention(core_->stream, s, q + i * q_stride, q_stride, b - a, a, ks, vs,
-                                  out + i * out_stride, out_stride),
-                     "kv attention kernel launch")) {
-        return;
-      }
-      a = b;
-    }
+    attend_core(*core_, il, s, q, q_stride, n, pos, k, k_stride, v, v_stride, out, out_stride);
+  }
+  // On the forward's stream (a batched forward's lead, whose held ops the rows may join):
+  // every launch is ordered with the ops around it there.
+  void attend_on(Stream& on, int32_t il, const AttentionShape& s, const float* q, int64_t q_stride,
+                 int32_t n, int32_t pos, const float* k, int64_t k_stride, const float* v,
+                 int64_t v_stride, float* out, int64_t out_stride) override {
+    StreamCore* c = stream_core(on);
+    GEIST_CHECK(c != nullptr, "cuda kv attend: a stream of another backend");
+    attend_core(*c, il, s, q, q_stride, n, pos, k, k_stride, v, v_stride, out, out_stride);
   }
 
   bool can_resume_at(int32_t pos) const override {
@@ -311,19 +258,88 @@ class CudaKvStore final : public KvStore {
     return o;
   }
 
+  // attend() on core c's stream: the launches, the step record and the held ops are c's.
+  void attend_core(StreamCore& c, int32_t il, const AttentionShape& s, const float* q,
+                   int64_t q_stride, int32_t n, int32_t pos, const float* k, int64_t k_stride,
+                   const float* v, int64_t v_stride, float* out, int64_t out_stride) {
+    GEIST_CHECK(has_layer(il), "cuda kv attend: layer has no KV");
+    GEIST_CHECK(pos >= 0 && n >= 0 && pos + n <= max_seq_len_,
+                "cuda kv attend: positions out of range");
+    // A held-back op of the stream goes first, as for every op; plain rows flush in write(),
+    // where a held rope pair may take the rows in (StreamCore::flush_rope_kv).
+    if (!plain_rows()) c.flush();
+    // Row layouts (but for a centred cache's first key) write and read at offsets of the
+    // position alone: a graph step can take it from the device (StreamCore::pos_ref) and be
+    // replayed at any position. KIVI's groups and q4's window bake positions into the launches.
+    const bool relative = !kivi() && !windowed() && !(centered() && pos == 0);
+    if (c.mode != StepMode::PLAIN) {
+      Layer& l = layers_[static_cast<size_t>(il)];
+      int32_t off = pos;
+      const int32_t* pd = relative ? c.pos_ref(pos, &off) : nullptr;
+      const bool skip = relative
+                            ? c.note_op(kRecAttend, il, mode_, s.n_head, s.n_head_kv, s.head_dim_k,
+                                        s.head_dim_v, s.scale, q, q_stride, n, off, pd, k, k_stride,
+                                        v, v_stride, out, out_stride, l.k, l.v, l.k_ref)
+                            : c.note_absolute();
+      if (skip) {  // a replayed step: the graph writes the rows
+        if (n > 0) l.written_end = pos + n;
+        return;
+      }
+      if (relative) {
+        if (rope_attend(c, il, s, q, n, pos, off, pd, k, k_stride, v, v_stride, out, out_stride)) {
+          return;
+        }
+        if (!write(c, il, pos, n, k, k_stride, v, v_stride, off, pd)) return;
+        KvDevSrc ks, vs;
+        view(il, pos + n, &ks, &vs);
+        c.ok(kv_attention(c.stream, s, q, q_stride, n, off, ks, vs, out, out_stride, pd),
+             "kv attention kernel launch");
+        return;
+      }
+    }
+    if (rope_attend(c, il, s, q, n, pos, pos, nullptr, k, k_stride, v, v_stride, out, out_stride)) {
+      return;
+    }
+    const int32_t end = pos + n;
+    for (int32_t a = pos; a < end;) {
+      int32_t b = end;
+      if (kivi()) {
+        // The position that fills a's group gets a piece of its own (KvCache::attend).
+        const int32_t fill = a - a % kGroup + kGroup - 1;
+        if (fill < end) b = a < fill ? fill : fill + 1;
+      } else if (windowed()) {
+        // The queries of a piece share their window start (KvCache::attend).
+        b = std::min(end, std::max(63, (a + 1) / 32 * 32 + 31));
+      }
+      const int64_t i = a - pos;
+      if (!write(c, il, a, b - a, k + i * k_stride, k_stride, v + i * v_stride, v_stride, a,
+                 nullptr)) {
+        return;
+      }
+      KvDevSrc ks, vs;
+      view(il, b, &ks, &vs);
+      if (!c.ok(kv_attention(c.stream, s, q + i * q_stride, q_stride, b - a, a, ks, vs,
+                             out + i * out_stride, out_stride),
+                "kv attention kernel launch")) {
+        return;
+      }
+      a = b;
+    }
+  }
+
   // attend's one-token step of a plain cache as one launch with the held rope pair
   // (StreamCore::flush_rope_attend): true when it went that way (the rows written unless the
   // launch failed, which the stream records).
-  bool rope_attend(int32_t il, const AttentionShape& s, const float* q, int32_t n, int32_t pos,
-                   int32_t off, const int32_t* pd, const float* k, int64_t k_stride, const float* v,
-                   int64_t v_stride, float* out, int64_t out_stride) {
+  bool rope_attend(StreamCore& c, int32_t il, const AttentionShape& s, const float* q, int32_t n,
+                   int32_t pos, int32_t off, const int32_t* pd, const float* k, int64_t k_stride,
+                   const float* v, int64_t v_stride, float* out, int64_t out_stride) {
     if (!plain_rows() || n != 1) return false;
     Layer& l = layers_[static_cast<size_t>(il)];
     KvDevSrc ks, vs;
     view(il, pos + n, &ks, &vs);
     bool good = true;
-    if (!core_->flush_rope_attend(s, q, k, k_stride, rows_out(l, v, v_stride, off, pd), ks, vs, off,
-                                  pd, out, out_stride, &good)) {
+    if (!c.flush_rope_attend(s, q, k, k_stride, rows_out(l, v, v_stride, off, pd), ks, vs, off, pd,
+                             out, out_stride, &good)) {
       return false;
     }
     if (good) l.written_end = pos + n;
@@ -334,29 +350,29 @@ class CudaKvStore final : public KvStore {
   // (attend's pieces never cross one). False when a launch failed (recorded on the stream).
   // Row layouts put the rows at row_off (+ *row_dev when set: a graph step's position read on
   // the device) instead of pos.
-  bool write(int32_t il, int32_t pos, int32_t n, const float* k, int64_t k_stride, const float* v,
-             int64_t v_stride, int32_t row_off, const int32_t* row_dev) {
+  bool write(StreamCore& c, int32_t il, int32_t pos, int32_t n, const float* k, int64_t k_stride,
+             const float* v, int64_t v_stride, int32_t row_off, const int32_t* row_dev) {
     Layer& l = layers_[static_cast<size_t>(il)];
     const int32_t nk = l.spec.n_embd_k, nv = l.spec.n_embd_v;
-    cudaStream_t st = core_->stream;
+    cudaStream_t st = c.stream;
     if (kivi()) {
       const int64_t r = pos % kGroup;
       GEIST_CHECK(r + n <= kGroup, "cuda kv write: a KIVI piece crosses a group");
-      if (!core_->ok(kv_encode_rows(st, KvEnc::F16, kKvBlock, k, k_stride, n, nk, nullptr,
-                                    l.k_resid + r * nk * 2, int64_t{nk} * 2),
-                     "kv residual K kernel launch") ||
-          !core_->ok(kv_encode_rows(st, KvEnc::F16, kKvBlock, v, v_stride, n, nv, nullptr,
-                                    l.v_resid + r * nv * 2, int64_t{nv} * 2),
-                     "kv residual V kernel launch")) {
+      if (!c.ok(kv_encode_rows(st, KvEnc::F16, kKvBlock, k, k_stride, n, nk, nullptr,
+                               l.k_resid + r * nk * 2, int64_t{nk} * 2),
+                "kv residual K kernel launch") ||
+          !c.ok(kv_encode_rows(st, KvEnc::F16, kKvBlock, v, v_stride, n, nv, nullptr,
+                               l.v_resid + r * nv * 2, int64_t{nv} * 2),
+                "kv residual V kernel launch")) {
         return false;
       }
       if (r + n == kGroup) {
         const int64_t g = (pos + n - 1) / kGroup;
-        if (!core_->ok(kv_quantize_group(st, enc_.k, enc_.v, l.v_block,
-                                         reinterpret_cast<const uint16_t*>(l.k_resid), nk,
-                                         reinterpret_cast<const uint16_t*>(l.v_resid), nv,
-                                         l.k + g * l.k_row, l.v + g * kGroup * l.v_row, l.v_row),
-                       "kv group quantize kernel launch")) {
+        if (!c.ok(kv_quantize_group(st, enc_.k, enc_.v, l.v_block,
+                                    reinterpret_cast<const uint16_t*>(l.k_resid), nk,
+                                    reinterpret_cast<const uint16_t*>(l.v_resid), nv,
+                                    l.k + g * l.k_row, l.v + g * kGroup * l.v_row, l.v_row),
+                  "kv group quantize kernel launch")) {
           return false;
         }
       }
@@ -364,7 +380,7 @@ class CudaKvStore final : public KvStore {
       if (plain_rows()) {
         const KvRowsOut o = rows_out(l, v, v_stride, row_off, row_dev);
         bool good = true;
-        if (core_->flush_rope_kv(k, k_stride, n, nk, o, &good)) {
+        if (c.flush_rope_kv(k, k_stride, n, nk, o, &good)) {
           if (good && n > 0) l.written_end = pos + n;
           return good;
         }
@@ -373,42 +389,40 @@ class CudaKvStore final : public KvStore {
       if (centered()) {
         // Position 0 sets the reference, rounded to f16 as stored (KvCache::write).
         if (pos == 0 && n > 0 &&
-            !core_->ok(kv_encode_rows(st, KvEnc::F16, kKvBlock, k, k_stride, 1, nk, nullptr,
-                                      l.k_ref, int64_t{nk} * 2),
-                       "kv K_REF kernel launch")) {
+            !c.ok(kv_encode_rows(st, KvEnc::F16, kKvBlock, k, k_stride, 1, nk, nullptr, l.k_ref,
+                                 int64_t{nk} * 2),
+                  "kv K_REF kernel launch")) {
           return false;
         }
         ref = reinterpret_cast<const uint16_t*>(l.k_ref);
       }
       if (windowed()) {
         // Q4: keys minus R_p c; the f16 window rows of K and V, in runs that do not wrap.
-        if (!core_->ok(kv_encode_rows_rel(st, enc_.k, l.k_block, k, k_stride, n, nk, key_ref(l),
-                                          pos, l.k + int64_t{pos} * l.k_row, l.k_row),
-                       "kv store K kernel launch")) {
+        if (!c.ok(kv_encode_rows_rel(st, enc_.k, l.k_block, k, k_stride, n, nk, key_ref(l), pos,
+                                     l.k + int64_t{pos} * l.k_row, l.k_row),
+                  "kv store K kernel launch")) {
           return false;
         }
         for (int32_t a = 0; a < n;) {
           const int32_t w = (pos + a) % kQ4Window, len = std::min(n - a, kQ4Window - w);
-          if (!core_->ok(
-                  kv_encode_rows(st, KvEnc::F16, kKvBlock, k + a * k_stride, k_stride, len, nk,
-                                 nullptr, l.k_win + int64_t{w} * nk * 2, int64_t{nk} * 2),
-                  "kv window K kernel launch") ||
-              !core_->ok(
-                  kv_encode_rows(st, KvEnc::F16, kKvBlock, v + a * v_stride, v_stride, len, nv,
-                                 nullptr, l.v_win + int64_t{w} * nv * 2, int64_t{nv} * 2),
-                  "kv window V kernel launch")) {
+          if (!c.ok(kv_encode_rows(st, KvEnc::F16, kKvBlock, k + a * k_stride, k_stride, len, nk,
+                                   nullptr, l.k_win + int64_t{w} * nk * 2, int64_t{nk} * 2),
+                    "kv window K kernel launch") ||
+              !c.ok(kv_encode_rows(st, KvEnc::F16, kKvBlock, v + a * v_stride, v_stride, len, nv,
+                                   nullptr, l.v_win + int64_t{w} * nv * 2, int64_t{nv} * 2),
+                    "kv window V kernel launch")) {
             return false;
           }
           a += len;
         }
-      } else if (!core_->ok(kv_encode_rows(st, enc_.k, l.k_block, k, k_stride, n, nk, ref,
-                                           l.k + int64_t{row_off} * l.k_row, l.k_row, row_dev),
-                            "kv store K kernel launch")) {
+      } else if (!c.ok(kv_encode_rows(st, enc_.k, l.k_block, k, k_stride, n, nk, ref,
+                                      l.k + int64_t{row_off} * l.k_row, l.k_row, row_dev),
+                       "kv store K kernel launch")) {
         return false;
       }
-      if (!core_->ok(kv_encode_rows(st, enc_.v, l.v_block, v, v_stride, n, nv, nullptr,
-                                    l.v + int64_t{row_off} * l.v_row, l.v_row, row_dev),
-                     "kv store V kernel launch")) {
+      if (!c.ok(kv_encode_rows(st, enc_.v, l.v_block, v, v_stride, n, nv, nullptr,
+                               l.v + int64_t{row_off} * l.v_row, l.v_row, row_dev),
+                "kv store V kernel launch")) {
         return false;
       }
     }

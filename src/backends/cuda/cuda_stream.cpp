@@ -1,5 +1,6 @@
 // CudaStream's ops (cuda_stream_impl.h): each enqueues its kernels on the session's stream,
 // holding some back to fuse with the next (StreamCore); and the stream's creation.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -160,22 +161,30 @@ void CudaStream::matmul_to_host(const WeightMatrix& w, const float* x, int64_t x
   if (n_tok <= 0 || w.n_out <= 0) return;
   const size_t row = static_cast<size_t>(w.n_out) * sizeof(float);
   const size_t total = row * static_cast<size_t>(n_tok);
+  // A batched decode step sizes the scratch for every row of the step, so that a later capture
+  // of the step, whichever of its sessions want logits then, needs no allocation.
+  const size_t want = batch_step_ ? std::max(total, row * static_cast<size_t>(step_n_)) : total;
   auto* tmp =
-      static_cast<float*>(y_tmp_.get(*core_, total, "matmul_to_host scratch"));  // [n_tok][n_out]
+      static_cast<float*>(y_tmp_.get(*core_, want, "matmul_to_host scratch"));  // [n_tok][n_out]
   if (core_->mode != StepMode::PLAIN) {
-    const bool staged = n_tok == 1 && logits_host_.has(total);
-    if (!staged) core_->step_failed = true;
-    const bool replay = core_->note_op(kRecToHost, w.type, w.data, w.n_in, w.n_out, w.row_bytes,
-                                       w.layout, x, x_stride, n_tok, tmp, logits_host_.get());
-    if (tmp == nullptr || !staged) return;
+    // One row goes through the staging (a node of the graph); a batched step's rows are
+    // copied from tmp to host_y after the graph ran (launch_graph), without staging.
+    const bool direct = n_tok > 1;
+    const bool staged = !direct && logits_host_.has(total);
+    if (!direct && !staged) core_->step_failed = true;
+    const bool replay =
+        core_->note_op(kRecToHost, w.type, w.data, w.n_in, w.n_out, w.row_bytes, w.layout, x,
+                       x_stride, n_tok, tmp, direct ? nullptr : logits_host_.get());
+    if (tmp == nullptr || (!direct && !staged)) return;
     const bool good =
         replay ||
         (core_->ok(matmul_ws(w, x, x_stride, n_tok, tmp, w.n_out), "matmul kernel launch") &&
-         core_->ok(
-             cudaMemcpyAsync(logits_host_.get(), tmp, total, cudaMemcpyDeviceToHost, core_->stream),
-             "cudaMemcpyAsync(logits to staging)"));
+         (direct || core_->ok(cudaMemcpyAsync(logits_host_.get(), tmp, total,
+                                              cudaMemcpyDeviceToHost, core_->stream),
+                              "cudaMemcpyAsync(logits to staging)")));
     if (!good) return;
-    logits_dst_ = host_y;  // end_forward copies the staged rows out after the launch
+    logits_dst_ = host_y;  // end_forward copies the rows out after the launch
+    logits_src_ = direct ? tmp : nullptr;
     logits_stride_ = y_stride;
     logits_rows_ = n_tok;
     logits_row_bytes_ = row;
@@ -536,6 +545,11 @@ Status cuda_stream_stats(Stream& s, CudaStepStats* out) {
   if (cs == nullptr) return Status(GEIST_E_INVALID_ARG, "cuda: not a CUDA stream");
   *out = cs->stats();
   return Status::ok();
+}
+
+StreamCore* stream_core(Stream& s) {
+  auto* cs = dynamic_cast<CudaStream*>(&s);
+  return cs != nullptr ? &cs->core() : nullptr;
 }
 
 Status cuda_stream_status(Stream& s) {

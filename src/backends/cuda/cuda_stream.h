@@ -59,6 +59,8 @@ enum RecordOp : uint64_t {
   kRecNormGated,
   kRecFillZero,
   kRecAttend,
+  kRecConvRows,
+  kRecDeltaRows,
 };
 
 // One cudaStream_t and the first CUDA failure seen on it. Shared (shared_ptr) by the
@@ -269,6 +271,10 @@ Status create_cuda_stream(std::unique_ptr<Stream>* out);
 Status create_cuda_kv_store(std::shared_ptr<StreamCore> core, KvMode mode,
                             const std::vector<KvLayerSpec>& layers, int32_t max_seq_len,
                             std::unique_ptr<KvStore>* out);
+
+// The core of a stream from create_cuda_stream, nullptr for a stream of another backend (a KV
+// store enqueues its attention on the forward's stream, KvStore::attend_on).
+StreamCore* stream_core(Stream& s);
 
 // How a stream's forward steps ran (for tests and measurements).
 struct CudaStepStats {

@@ -32,19 +32,56 @@ CudaStream::~CudaStream() {
   cudaStreamSynchronize(core_->stream);  // the staging buffers may still be read
   if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
   cudaEventDestroy(staged_);
+  if (join_ != nullptr) cudaEventDestroy(join_);
 }
 
-void CudaStream::begin_forward(const int32_t* /*tokens*/, int32_t n, int32_t pos) {
+void CudaStream::wait_for(Stream& other) {
+  StreamCore* o = stream_core(other);
+  StreamCore& c = *core_;
+  GEIST_CHECK(o != nullptr, "cuda: wait_for a stream of another backend");
+  GEIST_CHECK(c.mode == StepMode::PLAIN && !in_step_, "cuda: wait_for inside a forward step");
+  if (o == &c) return;
+  o->flush();
+  c.flush();
+  if (!o->error.is_ok() && c.error.is_ok()) {
+    c.error = o->error;  // this stream's next work reads what the failed one left
+    return;
+  }
+  const cudaError_t q = cudaStreamQuery(o->stream);
+  if (q == cudaSuccess) return;  // nothing queued there: nothing to wait for
+  if (q != cudaErrorNotReady) {
+    c.ok(q, "cudaStreamQuery(wait_for)");
+    return;
+  }
+  cudaGetLastError();  // not ready is no failure
+  if (join_ == nullptr && !c.ok(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming),
+                                "cudaEventCreate(wait_for)")) {
+    return;
+  }
+  if (c.ok(cudaEventRecord(join_, o->stream), "cudaEventRecord(wait_for)")) {
+    c.ok(cudaStreamWaitEvent(c.stream, join_, 0), "cudaStreamWaitEvent(wait_for)");
+  }
+}
+
+void CudaStream::begin_forward(const int32_t* /*tokens*/, int32_t n, int32_t pos, int32_t n_seg) {
   StreamCore& c = *core_;
   c.flush();
   c.mode = StepMode::PLAIN;
   c.step_failed = false;
   c.step_pos = pos;
   logits_dst_ = nullptr;
+  logits_src_ = nullptr;
   argmax_dst_ = nullptr;
   step_n_ = n;
   in_step_ = true;
-  if (!graphs_ || n != 1 || !warm_ || retry_plain_ || !c.error.is_ok()) return;
+  // One-token steps, and batched decode steps of n sessions (n_seg == n) once a plain step of
+  // n rows has sized the buffers and the step before this one had n rows too (a steady batch:
+  // a batch whose members change is captured anew, which costs more than it saves).
+  batch_step_ = n > 1 && n == n_seg && n <= kMaxGraphRows;
+  const bool warm = n == 1 ? warm_
+                           : batch_step_ && batch_graphs_ &&
+                                 warm_rows_.test(static_cast<size_t>(n)) && last_n_ == n;
+  if (!graphs_ || !warm || retry_plain_ || !c.error.is_ok()) return;
   // The staging buffers are rewritten by this step: the last step's copies must be done.
   if (!c.ok(cudaEventSynchronize(staged_), "cudaEventSynchronize(staging)")) return;
   if (c.pos_dev != nullptr) *static_cast<int32_t*>(step_host_.get()) = pos;
@@ -83,7 +120,9 @@ bool CudaStream::end_forward() {
   if (c.mode == StepMode::PLAIN) {
     ++stats_.plain_steps;
     if (step_n_ == 1 && c.error.is_ok()) warm_ = true;
+    if (batch_step_ && c.error.is_ok()) warm_rows_.set(static_cast<size_t>(step_n_));
     retry_plain_ = false;
+    last_n_ = step_n_;
     return true;
   }
   if (c.mode == StepMode::REPLAY) {
@@ -93,6 +132,7 @@ bool CudaStream::end_forward() {
       return false;
     }
     ++stats_.replays;
+    last_n_ = step_n_;
     launch_graph();
     return true;
   }
@@ -107,7 +147,10 @@ bool CudaStream::end_forward() {
     if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
     exec_ = nullptr;
     exec_generic_ = false;
-    if (++stats_.capture_failures >= kMaxCaptureFailures) {
+    ++stats_.capture_failures;
+    if (batch_step_) {  // batched steps may run plainly from now on; one-token steps still try
+      if (++batch_failures_ >= kMaxCaptureFailures) batch_graphs_ = false;
+    } else if (++single_failures_ >= kMaxCaptureFailures) {
       graphs_ = false;
       std::fprintf(stderr, "geist: cuda: decode steps of this session run without graphs\n");
     }
@@ -115,7 +158,11 @@ bool CudaStream::end_forward() {
     return false;
   }
   exec_generic_ = !c.absolute && c.pos_dev != nullptr;
+  // A batched step whose launches bake positions in (a KIVI or q4 cache among its sessions)
+  // would be captured anew at every step, thousands of launches each time: plain from now on.
+  if (batch_step_ && !exec_generic_) batch_graphs_ = false;
   exec_gen_ = buffers_gen();
+  last_n_ = step_n_;
   launch_graph();
   return true;
 }
@@ -130,6 +177,13 @@ void CudaStream::launch_graph() {
   ++stats_.graph_steps;
   bool ran = c.ok(cudaGraphLaunch(exec_, c.stream), "cudaGraphLaunch") &&
              c.ok(cudaEventRecord(staged_, c.stream), "cudaEventRecord(staging)");
+  if (logits_src_ != nullptr) {  // a batched step's rows: straight to the caller's memory
+    ran = ran && c.ok(cudaMemcpy2DAsync(
+                          logits_dst_, static_cast<size_t>(logits_stride_) * sizeof(float),
+                          logits_src_, logits_row_bytes_, logits_row_bytes_,
+                          static_cast<size_t>(logits_rows_), cudaMemcpyDeviceToHost, c.stream),
+                      "cudaMemcpy2DAsync(logits to host)");
+  }
   if (logits_dst_ != nullptr || argmax_dst_ != nullptr) {
     ran = ran && c.ok(cudaStreamSynchronize(c.stream), "cudaStreamSynchronize(logits)");
     copy_logits_out(ran);
@@ -167,6 +221,14 @@ void CudaStream::copy_logits_out(bool good) {
     argmax_dst_ = nullptr;
   }
   if (logits_dst_ == nullptr) return;
+  if (logits_src_ != nullptr) {  // copied straight out (launch_graph): only a failure to mark
+    for (int32_t t = 0; !good && t < logits_rows_; ++t) {
+      std::memset(logits_dst_ + static_cast<int64_t>(t) * logits_stride_, 0xFF, logits_row_bytes_);
+    }
+    logits_dst_ = nullptr;
+    logits_src_ = nullptr;
+    return;
+  }
   for (int32_t t = 0; t < logits_rows_; ++t) {
     float* dst = logits_dst_ + static_cast<int64_t>(t) * logits_stride_;
     if (good) {

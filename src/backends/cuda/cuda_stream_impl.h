@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <bitset>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -99,6 +100,9 @@ class Pinned {
   uint64_t gen_ = 0;
 };
 
+// Rows of the largest batched decode step (sessions of one forward_batch) recorded as a graph.
+constexpr int32_t kMaxGraphRows = 128;
+
 // Decode steps (forwards of one token) run as CUDA graphs, so the device executes the ~20
 // kernels per layer back to back instead of waiting for the host to launch each. Capture
 // once, replay many: a step is captured (with exactly the launches and arguments a plain
@@ -110,7 +114,10 @@ class Pinned {
 // the instance when only arguments changed). Being the same kernels with the same
 // arguments, a graph step is bitwise a plain one. The first one-token step after the stream
 // is created runs plainly, sizing the scratch and staging buffers that a capture cannot
-// allocate.
+// allocate. Batched decode steps (ArchModel::forward_batch with one row per session) are
+// recorded the same way once they are steady: a plain step of their row count has sized the
+// buffers and the step before had as many rows; their logits rows are copied straight out
+// after the graph.
 class CudaStream final : public Stream {
  public:
   CudaStream(std::shared_ptr<StreamCore> core, cudaEvent_t staged, bool graphs, bool fuse);
@@ -122,9 +129,12 @@ class CudaStream final : public Stream {
   void set_pool(ThreadPool*) override {}
   Status status() const override { return core_->error; }
 
-  void begin_forward(const int32_t* /*tokens*/, int32_t n, int32_t pos) override;
+  // Batched decode steps of up to kMaxGraphRows sessions are recorded too (n_seg == n).
+  void begin_forward(const int32_t* /*tokens*/, int32_t n, int32_t pos, int32_t n_seg = 1) override;
 
   bool end_forward() override;
+  // An event recorded on other's stream and waited for on this one (none when other is idle).
+  void wait_for(Stream& other) override;
 
   Status alloc(size_t nbytes, std::unique_ptr<Buffer>* out) override;
   void upload(void* device_dst, const void* host_src, size_t n) override;
@@ -179,6 +189,13 @@ class CudaStream final : public Stream {
   void l2_norm_heads(float* x, int64_t x_stride, int32_t n_tok, int32_t n_heads, int32_t d,
                      float eps, float scale) override;
   void gated_delta_rule(const GatedDeltaArgs& a, int32_t chunk) override;
+  // A batched decode step's rows in launches of up to kDeltaRowsPerLaunch rows
+  // (cuda_stream_rows.cpp); without the fusions (GEIST_CUDA_FUSE=0) the per-row calls.
+  void conv1d_silu_rows(const float* x, int64_t x_stride, int32_t n_rows, int64_t n_ch,
+                        const float* w, int32_t kernel, float* const* states, float* out,
+                        int64_t out_stride) override;
+  void gated_delta_rule_rows(const GatedDeltaArgs& a, int32_t n_rows, float* const* states,
+                             int32_t chunk) override;
   void rms_norm_gated(const float* x, const float* z, const float* w, int32_t n_rows, int32_t d,
                       float eps, float* out) override;
 
@@ -197,12 +214,13 @@ class CudaStream final : public Stream {
   void copy_logits_out(bool good);
 
   std::shared_ptr<StreamCore> core_;
-  cudaEvent_t staged_;  // recorded after the last copy out of the staging buffers
-  bool graphs_;         // decode steps may run as graphs
-  bool fuse_;           // residual adds may fuse into the next rms_norm
-  Scratch ids_;         // int32 [n] token ids of get_rows
-  Scratch y_tmp_;       // float [n_tok][n_out] of matmul_to_host
-  Scratch dn_scratch_;  // gated_delta_rule's device scratch
+  cudaEvent_t staged_;          // recorded after the last copy out of the staging buffers
+  cudaEvent_t join_ = nullptr;  // wait_for's event, made at its first use
+  bool graphs_;                 // decode steps may run as graphs
+  bool fuse_;                   // residual adds may fuse into the next rms_norm
+  Scratch ids_;                 // int32 [n] token ids of get_rows
+  Scratch y_tmp_;               // float [n_tok][n_out] of matmul_to_host
+  Scratch dn_scratch_;          // gated_delta_rule's device scratch
   Scratch dn_count_;    // unsigned [n_v_heads] gated_delta_rule_norm's counters, zero at rest
   Scratch act_q8_;      // int8 activation codes of Q8_0 / Q4_0 prefill matmuls (matmul_ws)
   Pinned ids_host_;     // int32 [n] staged token ids
@@ -217,12 +235,19 @@ class CudaStream final : public Stream {
   size_t exec_nodes_ = 0;           // nodes of the graph exec_ was instantiated from
   bool recapture_ = false;          // the last replay did not match: the repeat is captured
   int32_t step_n_ = 0;              // tokens of the current step
-  bool in_step_ = false;            // between begin_forward and end_forward
-  bool warm_ = false;               // a plain one-token step has sized the buffers
-  bool retry_plain_ = false;        // the last capture failed: the repeat runs plainly
+  int32_t last_n_ = 0;              // tokens of the last step that ran
+  bool batch_step_ = false;         // the current step is a batched decode step (n_seg == n > 1)
+  bool batch_graphs_ = true;        // batched decode steps may run as graphs
+  std::bitset<kMaxGraphRows + 1> warm_rows_;  // [n]: a plain batched step of n rows has run
+  int single_failures_ = 0;                   // failed captures of one-token steps
+  int batch_failures_ = 0;                    // failed captures of batched decode steps
+  bool in_step_ = false;                      // between begin_forward and end_forward
+  bool warm_ = false;                         // a plain one-token step has sized the buffers
+  bool retry_plain_ = false;                  // the last capture failed: the repeat runs plainly
   CudaStepStats stats_;
-  float* logits_dst_ = nullptr;  // host rows of the step's logits (copied at the end)
-  int64_t logits_stride_ = 0;    // floats between rows of logits_dst_
+  float* logits_dst_ = nullptr;        // host rows of the step's logits (copied at the end)
+  const float* logits_src_ = nullptr;  // a graph step's device rows copied straight to logits_dst_
+  int64_t logits_stride_ = 0;          // floats between rows of logits_dst_
   int32_t logits_rows_ = 0;
   size_t logits_row_bytes_ = 0;
   int32_t* argmax_dst_ = nullptr;  // host int of the step's greedy id (copied at the end)

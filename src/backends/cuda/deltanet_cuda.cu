@@ -260,9 +260,8 @@ bool delta_chunk_enabled() {
 // rms_norm_gated on the head's output row in place, with warp 0 and gated_norm_row's
 // arithmetic: bitwise the separate launch.
 template <int RPT, bool NORM>
-__global__ void __launch_bounds__(kStepWarps * 32)
-    delta_step_kernel(GatedDeltaArgs a, int32_t col_tiles, const GatedNorm nrm) {
-  pdl_begin();
+__device__ __forceinline__ void delta_step_block(const GatedDeltaArgs& a, int32_t col_tiles,
+                                                 const GatedNorm& nrm) {
   __shared__ double red_k[kStepWarps][32];
   __shared__ double red_q[kStepWarps][32];
   const int32_t dk = a.d_k, dv = a.d_v;
@@ -335,6 +334,29 @@ __global__ void __launch_bounds__(kStepWarps * 32)
 }
 
 template <int RPT, bool NORM>
+__global__ void __launch_bounds__(kStepWarps * 32)
+    delta_step_kernel(GatedDeltaArgs a, int32_t col_tiles, const GatedNorm nrm) {
+  pdl_begin();
+  delta_step_block<RPT, NORM>(a, col_tiles, nrm);
+}
+
+// gated_delta_rule_rows: grid y is the row; each row's blocks are delta_step_kernel's.
+template <int RPT>
+__global__ void __launch_bounds__(kStepWarps * 32)
+    delta_step_rows_kernel(GatedDeltaArgs a, int32_t col_tiles, const DeltaRowStates states) {
+  pdl_begin();
+  const int32_t r = static_cast<int32_t>(blockIdx.y);
+  a.q += r * a.q_stride;
+  a.k += r * a.k_stride;
+  a.v += r * a.v_stride;
+  a.g += int64_t{r} * a.n_v_heads;
+  a.beta += int64_t{r} * a.n_v_heads;
+  a.out += r * a.out_stride;
+  a.state = states.p[r];
+  delta_step_block<RPT, false>(a, col_tiles, GatedNorm{});
+}
+
+template <int RPT, bool NORM>
 void launch_step(cudaStream_t s, const GatedDeltaArgs& a, const GatedNorm& nrm) {
   const int32_t col_tiles = static_cast<int32_t>(ceil_div(a.d_v, 32));
   const int64_t blocks = int64_t{a.n_v_heads} * col_tiles;
@@ -343,7 +365,59 @@ void launch_step(cudaStream_t s, const GatedDeltaArgs& a, const GatedNorm& nrm) 
              dim3(kStepWarps * 32), 0, s, a, col_tiles, nrm);
 }
 
+template <int RPT>
+void launch_step_rows(cudaStream_t s, const GatedDeltaArgs& a, int32_t n_rows,
+                      const DeltaRowStates& states) {
+  const int32_t col_tiles = static_cast<int32_t>(ceil_div(a.d_v, 32));
+  const int64_t blocks = int64_t{a.n_v_heads} * col_tiles;
+  GEIST_CHECK(blocks <= 0x7fffffff, "gated_delta_rule_rows: too many heads x column tiles");
+  launch_pdl(delta_step_rows_kernel<RPT>,
+             dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(n_rows)),
+             dim3(kStepWarps * 32), 0, s, a, col_tiles, states);
+}
+
+// conv1d_silu_rows: one thread per (row, channel), conv_step's arithmetic on the row's state.
+__global__ void conv1d_rows_kernel(const float* x, int64_t x_stride, int32_t n_rows, int64_t n_ch,
+                                   const float* w, int32_t kernel, const DeltaRowStates states,
+                                   float* out, int64_t out_stride) {
+  pdl_begin();
+  const int64_t total = int64_t{n_rows} * n_ch;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / n_ch;
+    const int64_t c = i % n_ch;
+    DeltaPrep p;
+    p.x = x + r * x_stride;
+    p.n_ch = n_ch;
+    p.w = w;
+    p.kernel = kernel;
+    p.state = states.p[r];
+    out[r * out_stride + c] = conv_step(p, c);
+  }
+}
+
 }  // namespace
+
+void conv1d_silu_rows(cudaStream_t s, const float* x, int64_t x_stride, int32_t n_rows,
+                      int64_t n_ch, const float* w, int32_t kernel, const DeltaRowStates& states,
+                      float* out, int64_t out_stride) {
+  GEIST_CHECK(n_rows >= 0 && n_rows <= kDeltaRowsPerLaunch && n_ch >= 1 && kernel >= 1 &&
+                  x_stride >= n_ch && out_stride >= n_ch,
+              "conv1d_silu_rows: bad shape or stride");
+  if (n_rows == 0) return;
+  launch_pdl(conv1d_rows_kernel, dim3(grid_for(int64_t{n_rows} * n_ch, kBlock)), dim3(kBlock), 0, s,
+             x, x_stride, n_rows, n_ch, w, kernel, states, out, out_stride);
+}
+
+void gated_delta_rule_rows(cudaStream_t s, const GatedDeltaArgs& a, int32_t n_rows,
+                           const DeltaRowStates& states) {
+  GEIST_CHECK(n_rows >= 0 && n_rows <= kDeltaRowsPerLaunch && a.n_k_heads >= 1 &&
+                  a.n_v_heads >= 1 && a.d_k >= 1 && a.d_v >= 1 && a.d_k <= kMaxDk,
+              "gated_delta_rule_rows: bad shape");
+  if (n_rows == 0) return;
+  with_rpt(a.d_k, kStepWarps,
+           [&](auto r) { launch_step_rows<decltype(r)::value>(s, a, n_rows, states); });
+}
 
 void deltanet_gates(cudaStream_t s, float* beta, float* g, int32_t n_tok, int32_t n_heads,
                     const float* a, const float* dt_bias) {

@@ -75,6 +75,26 @@ struct DeltaPrep {
 };
 void deltanet_prep(cudaStream_t s, const DeltaPrep& p);
 
+// A batched decode step's recurrent states, one per row (session) of a launch.
+constexpr int kDeltaRowsPerLaunch = 64;
+struct DeltaRowStates {
+  float* p[kDeltaRowsPerLaunch];  // row r's state (conv: [kernel-1][n_ch]; delta rule: as a.state)
+};
+
+// n_rows <= kDeltaRowsPerLaunch one-token conv1d_silu calls in one launch (Stream::
+// conv1d_silu_rows): row r's x at x + r * x_stride, its out at out + r * out_stride, its state
+// states.p[r]. Each element takes conv1d_silu's arithmetic (deltanet_prep's conv step), so
+// every row is bitwise a call of its own; out must not alias x or a state.
+void conv1d_silu_rows(cudaStream_t s, const float* x, int64_t x_stride, int32_t n_rows,
+                      int64_t n_ch, const float* w, int32_t kernel, const DeltaRowStates& states,
+                      float* out, int64_t out_stride);
+
+// n_rows <= kDeltaRowsPerLaunch one-token gated_delta_rule calls in one launch (Stream::
+// gated_delta_rule_rows: row r's operands r rows on from a's, its state states.p[r]): the
+// one-token kernel's blocks for each row, so every row is bitwise a call of its own.
+void gated_delta_rule_rows(cudaStream_t s, const GatedDeltaArgs& a, int32_t n_rows,
+                           const DeltaRowStates& states);
+
 // Device scratch bytes gated_delta_rule needs for these shapes (`chunk` is ignored: the device
 // uses its own, kDeltaChunk): the chunked form's records where it serves the call (a bounded
 // pass of chunks, at most 64 MiB), 0 otherwise.

@@ -1,5 +1,6 @@
-// 8-bit activation kernels for Q8_0 and Q4_0 weights (see matmul_simd.h, "Q8 path"); Q4_K and
-// Q6_K have theirs in matmul_kq_simd.cpp, reached through the dispatchers here.
+// 8-bit activation kernels for Q8_0 and Q4_0 weights (see matmul_simd.h, "Q8 path"; their
+// GROUPS16 decode kernel is in matmul_q8_groups_simd.cpp); Q4_K and Q6_K have theirs in
+// matmul_kq_simd.cpp, reached through the dispatchers here.
 // foreach_target.h re-includes this file once per SIMD target; the HWY_ONCE part at the end
 // holds the dispatchers and the target-independent quantizers.
 //
@@ -284,91 +285,6 @@ GEIST_VNNI_ATTR void DotQ8PanelsVnni(const uint8_t* src, size_t row_bytes, int c
   }
 }
 
-// Decode on GROUPS16 weights: one 64-byte load is a quant unit of 16 rows, the activation
-// bytes are broadcast, so each vpdpbusd adds 4 products to each of 16 rows' block sums: no
-// horizontal adds. Up to two tokens share each weight load. Two accumulators per plane keep
-// the dependency chains short; the sums are exact, so their order does not matter.
-constexpr int64_t kPrefetchBlocks = 16;  // distance of the decode kernel's software prefetch
-
-template <bool kQ4, int T>
-GEIST_VNNI_ATTR void GroupTileVnni(const uint8_t* grp, int64_t nb, int64_t n_in, const int8_t* q,
-                                   const float* dx, const int32_t* sx, __m512 acc[T]) {
-  constexpr int64_t kStride = 16 * (kQ4 ? quant_detail::kQ4_0Bytes : quant_detail::kQ8_0Bytes);
-  const __m512i m4 = _mm512_set1_epi8(15);
-  const __m512i fine = _mm512_set1_epi32(kQ8Fine);
-  const __m512i offset = _mm512_set1_epi32(kQ4 ? 8 : 128);  // the quants' bias
-  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = grp + b * kStride;
-    // Each weight byte is read once: fetch a few blocks ahead so the stream of a matrix that
-    // is cold in cache starts at full speed (the prefetchers ramp up per 4 KiB page).
-    for (int64_t l = 0; l < kStride; l += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetchBlocks * kStride + l), _MM_HINT_T0);
-    }
-    __m512i s1[T][2], s2[T][2];  // [token][chain]: coarse and fine plane sums
-    for (int t = 0; t < T; ++t) {
-      s1[t][0] = s1[t][1] = s2[t][0] = s2[t][1] = _mm512_setzero_si512();
-    }
-    auto bcast = [&](int t, int plane, int at) {
-      int32_t v;
-      std::memcpy(&v, q + t * 2 * n_in + plane * n_in + b * 32 + at, 4);
-      return _mm512_set1_epi32(v);
-    };
-    if constexpr (kQ4) {  // one plane (q8_planes)
-      for (int u = 0; u < 4; ++u) {
-        const __m512i v = _mm512_loadu_si512(blk + 32 + u * 64);
-        const __m512i lo = _mm512_and_si512(v, m4);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-        for (int t = 0; t < T; ++t) {
-          s1[t][0] = _mm512_dpbusd_epi32(s1[t][0], lo, bcast(t, 0, 4 * u));
-          s1[t][1] = _mm512_dpbusd_epi32(s1[t][1], hi, bcast(t, 0, 16 + 4 * u));
-        }
-      }
-    } else {
-      for (int u = 0; u < 8; ++u) {
-        const __m512i w = _mm512_loadu_si512(blk + 32 + u * 64);
-        for (int t = 0; t < T; ++t) {
-          s1[t][u & 1] = _mm512_dpbusd_epi32(s1[t][u & 1], w, bcast(t, 0, 4 * u));
-          s2[t][u & 1] = _mm512_dpbusd_epi32(s2[t][u & 1], w, bcast(t, 1, 4 * u));
-        }
-      }
-    }
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
-    for (int t = 0; t < T; ++t) {
-      __m512i isum = _mm512_add_epi32(s1[t][0], s1[t][1]);
-      if constexpr (!kQ4) {
-        isum =
-            _mm512_add_epi32(_mm512_mullo_epi32(isum, fine), _mm512_add_epi32(s2[t][0], s2[t][1]));
-      }
-      isum = _mm512_sub_epi32(isum, _mm512_mullo_epi32(_mm512_set1_epi32(sx[t * nb + b]), offset));
-      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(dx[t * nb + b]));
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc[t]);
-    }
-  }
-}
-
-template <bool kQ4>
-GEIST_VNNI_ATTR void DotQ8GroupsVnni(const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
-                                     const int8_t* q, const float* dx, const int32_t* sx,
-                                     int64_t n_tok, float* out, int64_t out_stride) {
-  const int64_t nb = n_in / 32;
-  for (int r0 = 0; r0 < count; r0 += 16) {
-    const uint8_t* grp = src + static_cast<size_t>(r0) * row_bytes;  // group r0 / 16
-    const __mmask16 keep = count - r0 >= 16 ? static_cast<__mmask16>(0xffff)
-                                            : static_cast<__mmask16>((1u << (count - r0)) - 1u);
-    for (int64_t t = 0; t < n_tok; t += 2) {
-      __m512 acc[2];
-      if (n_tok - t >= 2) {
-        GroupTileVnni<kQ4, 2>(grp, nb, n_in, q + t * 2 * n_in, dx + t * nb, sx + t * nb, acc);
-        _mm512_mask_storeu_ps(out + (t + 1) * out_stride + r0, keep, acc[1]);
-      } else {
-        GroupTileVnni<kQ4, 1>(grp, nb, n_in, q + t * 2 * n_in, dx + t * nb, sx + t * nb, acc);
-      }
-      _mm512_mask_storeu_ps(out + t * out_stride + r0, keep, acc[0]);
-    }
-  }
-}
-
 // Weight rows in lanes (decode): per block, eight rows' 8-lane vpdpbusd sums folded into one
 // vector of eight block sums by a horizontal-add tree.
 template <bool kQ4>
@@ -499,8 +415,7 @@ void DotQ8Rows(GgmlType t, bool groups, const uint8_t* src, size_t row_bytes, in
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
   if (HasVnni()) {
     if (groups) {
-      (q4 ? DotQ8GroupsVnni<true> : DotQ8GroupsVnni<false>)(src, row_bytes, count, n_in, q, dx, sx,
-                                                            n_tok, out, out_stride);
+      dot_q8_group_rows(q4, src, row_bytes, count, n_in, q, dx, sx, n_tok, out, out_stride);
     } else {
       (q4 ? DotQ8RowsVnni<true> : DotQ8RowsVnni<false>)(src, row_bytes, count, n_in, q, dx, sx,
                                                         n_tok, out, out_stride);
@@ -548,6 +463,11 @@ bool q8_path_supported(GgmlType t) {
 }
 
 bool q8_panels_fast() { return HWY_DYNAMIC_DISPATCH(Q8Fast)(); }
+
+int64_t q8_rows_max(GgmlType t, bool groups) {
+  const bool tiled = groups && (t == GgmlType::Q8_0 || t == GgmlType::Q4_0) && q8_panels_fast();
+  return tiled ? kQ8Panel - 1 : 2;
+}
 
 void quantize_row_q8(const float* x, int64_t n_in, int planes, int8_t* q, float* dx, int32_t* sx) {
   GEIST_CHECK(n_in % 32 == 0 && (planes == 1 || planes == 2),

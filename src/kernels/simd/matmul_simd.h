@@ -197,6 +197,12 @@ void dot_i8m_panels(GgmlType t, const uint8_t* src, size_t row_bytes, int count,
 // True where dot_q8_panels / dot_q8_rows run the 8-bit multiply-add kernels (VNNI).
 bool q8_panels_fast();
 
+// Up to how many tokens matmul() gives type-t weights (GROUPS16 or not) the row layout and
+// dot_q8_rows rather than panels: 15 for Q8_0 / Q4_0 in GROUPS16 with VNNI (their decode kernel
+// dots each weight load with up to 4 tokens, so below a full panel it does less work than a
+// zero-padded one), 2 otherwise. Either choice gives the same bits.
+int64_t q8_rows_max(GgmlType t, bool groups);
+
 // Row layout: q [2][n_in] (q1 plane, then q2; with planes == 1 the q2 plane is not written),
 // dx and sx [n_in / 32]. Target-independent bits: the AVX-512 version equals
 // quantize_row_q8_reference (the scalar definition) bitwise for NaN-free input.
@@ -226,6 +232,12 @@ void dot_q8_rows(GgmlType t, bool groups, const uint8_t* src, size_t row_bytes, 
 void dot_q8_panels(GgmlType t, bool groups, const uint8_t* src, size_t row_bytes, int count,
                    int64_t n_in, const int8_t* pq, const float* pdx, const int32_t* psx,
                    int64_t n_tok, float* out, int64_t out_stride);
+
+// dot_q8_rows for Q8_0 (q4 false) / Q4_0 (q4 true) in GROUPS16 where AVX-512 VNNI is present
+// (src/kernels/simd/matmul_q8_groups_simd.cpp; the same arguments; only dot_q8_rows calls it).
+void dot_q8_group_rows(bool q4, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
+                       const int8_t* q, const float* dx, const int32_t* sx, int64_t n_tok,
+                       float* out, int64_t out_stride);
 
 // dst[0, n) = F16 or BF16 row src, widened to f32.
 void widen_row_f32(GgmlType t, const uint8_t* src, float* dst, int64_t n);
