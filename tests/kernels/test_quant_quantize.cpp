@@ -17,7 +17,8 @@
 namespace geist {
 namespace {
 
-void write_bits(uint8_t* p, int pos, int count, uint32_t v) {
+// Used only where the compiler has a binary16 type (support/compiler_half.h; not clang 14 on x86).
+[[maybe_unused]] void write_bits(uint8_t* p, int pos, int count, uint32_t v) {
   for (int i = 0; i < count; ++i) {
     const int bit = pos + i;
     p[bit / 8] =

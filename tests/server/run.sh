@@ -11,7 +11,8 @@ if ! command -v node >/dev/null; then
   exit 1
 fi
 if [ ! -d "$here/node_modules/openai" ]; then
-  "$here/../../scripts/install_node_deps.sh"
+  # ctest runs one file per test, side by side: one npm ci at a time.
+  flock "$here/.install.lock" "$here/../../scripts/install_node_deps.sh"
 fi
 cd "$here"
 if [ $# -eq 0 ]; then
