@@ -25,8 +25,9 @@ TEST(Groups16Q8, Q5_0AndIq4NlRunAsQ8_0OfTheSameValues) {
   for (GgmlType type : {GgmlType::Q5_0, GgmlType::IQ4_NL}) {
     SCOPED_TRACE(ggml_type_name(type));
     std::mt19937 rng(17);
-    // Odd rows: a padded last group; 45 blocks: two pieces of the prefill kernel's unpacking.
-    const int64_t n_in = 32 * 45, n_out = 37, n_tok = 70;
+    // Odd rows: a padded last group; 77 blocks: two pieces of the prefill kernel's unpacking (64
+    // blocks each).
+    const int64_t n_in = 32 * 77, n_out = 37, n_tok = 70;
     std::vector<float> deq;
     const std::vector<uint8_t> bytes = test::random_rows(type, n_in, n_out, &rng, &deq);
     const WeightMatrix w{type, bytes.data(), n_in, n_out, ggml_row_size(type, n_in)};
@@ -116,7 +117,7 @@ TEST(Groups16Q8, Q5_0AndIq4NlRunAsQ8_0OfTheSameValues) {
 // a two-token chunk and prefill; and is within the Q8 path's bound of the double product.
 TEST(Groups16Q8, Q3_KGivesTheBitsOfQ6_KRowsOfItsValues) {
   std::mt19937 rng(19);
-  const int64_t n_in = 256 * 5, n_out = 21;  // more than one 32-block piece of prefill unpacking
+  const int64_t n_in = 256 * 9, n_out = 21;  // more than one 64-block piece of prefill unpacking
   std::vector<float> deq;
   const std::vector<uint8_t> bytes =
       test::random_rows(GgmlType::Q3_K, n_in, n_out, &rng, &deq, true);

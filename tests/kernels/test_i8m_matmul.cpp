@@ -164,9 +164,9 @@ TEST(I8mMatmul, KernelsEqualTheFormulaBitwiseOnEveryTarget) {
       for (int rep = 0; rep < 3; ++rep) {
         SCOPED_TRACE(::testing::Message() << ggml_type_name(type) << " rep " << rep);
         const int64_t block = ggml_type_traits(type).block_size;
-        // rep 0: more than one piece of the prefill kernels' unpacked blocks (32 blocks).
+        // rep 0: more than one piece of the prefill kernels' unpacked blocks (64 blocks).
         const int64_t n_in =
-            rep == 0 ? 256 * 5 : block * (1 + static_cast<int64_t>(rng() % (block == 32 ? 20 : 4)));
+            rep == 0 ? 256 * 9 : block * (1 + static_cast<int64_t>(rng() % (block == 32 ? 20 : 4)));
         const int count = 1 + static_cast<int>(rng() % 37);
         const int64_t n_tok = 1 + static_cast<int64_t>(rng() % 40);
         const int64_t nb = n_in / 32, ys = count + 3;

@@ -1,9 +1,9 @@
 // AVX-512 VNNI kernels of the I8M forms (matmul_simd.h "I8M"): the super-block forms' (Q2K, Q3K,
 // Q5K, IQ4K) decode (src/kernels/simd/matmul_i8m_super_simd.cpp), and every form's prefill,
-// which unpacks a row quad's codes to 8-bit words once for all its token tiles
-// (matmul_i8m_packed_simd.cpp). Private to src/kernels/simd: matmul_i8m_simd.cpp calls them
-// where the CPU has AVX-512 VNNI (x86-64 builds only; elsewhere these are not defined). Same
-// arguments and bits as dot_i8m_rows / dot_i8m_panels.
+// which unpacks a 16-row group's codes to 8-bit words (16 rows at a time, in vectors) once for
+// all its row quads and token tiles (matmul_i8m_packed_simd.cpp). Private to src/kernels/simd:
+// matmul_i8m_simd.cpp calls them where the CPU has AVX-512 VNNI (x86-64 builds only; elsewhere
+// these are not defined). Same arguments and bits as dot_i8m_rows / dot_i8m_panels.
 #pragma once
 
 #include <cstddef>

@@ -1,7 +1,8 @@
 // AVX-512 VNNI prefill kernel of the I8M forms (matmul_i8m_packed.h, matmul_simd.h "I8M"): 16
 // tokens of a panel in the lanes, 4 weight rows x 2 panels per register tile, from 8-bit code
-// words that a row quad's blocks are unpacked to once for all its token tiles (so the broadcast
-// weight operand costs one load, as for 8-bit codes).
+// words that a 16-row group's blocks are unpacked to once for all its row quads and token tiles,
+// by the decode kernels' vector code with the group's rows in the lanes (so the broadcast weight
+// operand costs one load, as for 8-bit codes, and the unpack a few instructions per 16 rows).
 //
 // Every output is the I8M formula of matmul_simd.h, the same integers and the same float
 // operations in the same order as the portable loops (matmul_i8m_simd.cpp), so the bits agree:
@@ -14,9 +15,9 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <memory>
 
 #include "kernels/quant_blocks.h"
-#include "kernels/simd/f16.h"
 #include "kernels/simd/matmul_i8m_vnni.h"
 
 #pragma GCC diagnostic push
@@ -26,162 +27,242 @@
 namespace geist::simd::i8m_packed {
 namespace {
 
-using quant_detail::load_u32;
-
 constexpr int64_t kQ2kDUnit = 80 / 4;  // Q2K: the unit of d | dmin << 16
 
-// A row quad's blocks [b0, b0 + n) as unsigned 8-bit code words (unit g: elements 4g..4g+3;
-// Q3K: w + 124, in 0..252) with S, M and the min weights m0 | m1 << 16.
-constexpr int64_t kPieceBlocks = 32;  // a multiple of 8 (Q2K's super-blocks)
-struct QuadBlocks {
-  uint32_t w[kPieceBlocks][8][4];  // [block][unit][row]
-  float s[kPieceBlocks][4];
-  float m[kPieceBlocks][4];
-  int32_t mh[kPieceBlocks][4];
+// A group's blocks [b0, b0 + n) as unsigned 8-bit code words, 16 rows in the lanes (unit g:
+// elements 4g..4g+3; Q3K: w + 124, in 0..252; IQ4K: w + 128), with S, M and the min weights
+// m0 | m1 << 16 (M and the min weights only for the forms with a min). Made once per group by the
+// decode kernels' vector code (matmul_i8m_super_simd.cpp, matmul_i8m_simd.cpp) for all its row
+// quads and token tiles; a piece of 64 blocks (44 KiB, about L1) keeps n_in = 2048 in one piece.
+constexpr int64_t kPieceBlocks = 64;  // a multiple of 8 (the super-block forms)
+struct GroupBlocks {
+  uint32_t w[kPieceBlocks][8][kGroup];  // [block][unit][row]
+  float s[kPieceBlocks][kGroup];
+  float m[kPieceBlocks][kGroup];
+  int32_t mh[kPieceBlocks][kGroup];
 };
 
-// rows[r]: row r's first byte in its group (group start + 4 * lane), lanes[r] its place there.
-// NIBBLES (kHigh false) and NIBBLES5: f16 S and M, the nibbles (and high bits).
+GEIST_I8MP_ATTR inline __m512i load(const uint8_t* p) { return _mm512_loadu_si512(p); }
+
+// The f16 values in the low (high: false) or high halves of 16 32-bit lanes, as f32 (exact).
+GEIST_I8MP_ATTR inline __m512 halves_f32(__m512i v, bool high) {
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(high ? _mm512_srli_epi32(v, 16) : v));
+}
+
+// The low (high: false) or high int16 half of each 32-bit lane in both halves.
+GEIST_I8MP_ATTR inline __m512i both_halves(__m512i v, bool high) {
+  const __m512i h =
+      high ? _mm512_srli_epi32(v, 16) : _mm512_and_si512(v, _mm512_set1_epi32(0xFFFF));
+  return _mm512_or_si512(h, _mm512_slli_epi32(h, 16));
+}
+
+// NIBBLES (kHigh false) and NIBBLES5: f16 S and M, the nibbles (and their high bits).
 template <bool kHigh>
-void unpack_nibbles(const uint8_t* const rows[4], const int64_t lanes[4], int64_t b0, int64_t n,
-                    QuadBlocks* qb) {
+GEIST_I8MP_ATTR void unpack_nibbles(const uint8_t* grp, int64_t b0, int64_t n, GroupBlocks* gb) {
   constexpr int64_t kBlock = i8m_group_block(kHigh ? I8mForm::NIBBLES5 : I8mForm::NIBBLES);
   constexpr int64_t kCodes = i8m_codes_at(I8mForm::NIBBLES);
+  const __m512i m4 = _mm512_set1_epi8(15), b4 = _mm512_set1_epi8(16);
+  const __m512i ones = _mm512_set1_epi32(pack_halves(1, 1));
   for (int64_t i = 0; i < n; ++i) {
-    for (int r = 0; r < 4; ++r) {
-      const uint8_t* blk = rows[r] + (b0 + i) * kBlock;
-      const uint8_t* blk0 = blk - 4 * lanes[r];  // the group's block
-      qb->s[i][r] = f16_to_f32(quant_detail::load_u16(blk0 + kI8mScaleAt + 2 * lanes[r]));
-      qb->m[i][r] = f16_to_f32(quant_detail::load_u16(blk0 + kI8mMinAt + 2 * lanes[r]));
-      qb->mh[i][r] = pack_halves(1, 1);
-      const uint32_t high = kHigh ? load_u32(blk + kI8mHighAt) : 0;
-      for (int u = 0; u < 4; ++u) {
-        const uint32_t v = load_u32(blk + kCodes + u * 64);
-        qb->w[i][u][r] = (v & 0x0F0F0F0Fu) | ((high << (4 - u)) & 0x10101010u);
-        qb->w[i][u + 4][r] = ((v >> 4) & 0x0F0F0F0Fu) | ((high >> u) & 0x10101010u);
+    const uint8_t* blk = grp + (b0 + i) * kBlock;
+    _mm512_storeu_ps(
+        gb->s[i],
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kI8mScaleAt))));
+    _mm512_storeu_ps(
+        gb->m[i],
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kI8mMinAt))));
+    _mm512_storeu_si512(gb->mh[i], ones);
+    const __m512i high = kHigh ? load(blk + kI8mHighAt) : _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) {
+      const __m512i v = load(blk + kCodes + u * 64);
+      __m512i lo = _mm512_and_si512(v, m4);
+      __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+      if constexpr (kHigh) {
+        lo = _mm512_or_si512(
+            lo, _mm512_and_si512(_mm512_sll_epi32(high, _mm_cvtsi32_si128(4 - u)), b4));
+        hi =
+            _mm512_or_si512(hi, _mm512_and_si512(_mm512_srl_epi32(high, _mm_cvtsi32_si128(u)), b4));
       }
+      _mm512_storeu_si512(gb->w[i][u], lo);
+      _mm512_storeu_si512(gb->w[i][u + 4], hi);
     }
   }
 }
 
-// IQ4K: kIq4Values + 128 (unsigned) per byte, S = d * (ls - 32).
-void unpack_iq4k(const uint8_t* const rows[4], int64_t b0, int64_t n, QuadBlocks* qb) {
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t b = b0 + i;
-    const int k = static_cast<int>(b % 8);
-    for (int r = 0; r < 4; ++r) {
-      const uint8_t* sb = rows[r] + b / 8 * kI8mIq4kGroupSuper;
-      auto unit = [&](int64_t u) { return load_u32(sb + u * kGroup * 4); };
-      const uint32_t u0 = unit(0), u1 = unit(1);
-      const int ls = static_cast<int>(((u1 >> (8 * (k / 2) + 4 * (k % 2))) & 15) |
-                                      (((u0 >> 16) >> (2 * k)) & 3) << 4);
-      qb->s[i][r] = f16_to_f32(static_cast<uint16_t>(u0 & 0xFFFFu)) * static_cast<float>(ls - 32);
-      qb->m[i][r] = 0.0f;
-      qb->mh[i][r] = 0;
-      for (int u = 0; u < 4; ++u) {
-        const uint32_t v = unit(2 + 4 * k + u);
-        uint32_t lo = 0, hi = 0;
-        for (int e = 0; e < 4; ++e) {
-          const uint32_t byte = (v >> (8 * e)) & 0xFF;
-          const auto lv = static_cast<uint8_t>(quant_detail::kIq4Values[byte & 15] + 128);
-          const auto hv = static_cast<uint8_t>(quant_detail::kIq4Values[byte >> 4] + 128);
-          lo |= uint32_t{lv} << (8 * e);
-          hi |= uint32_t{hv} << (8 * e);
-        }
-        qb->w[i][u][r] = lo;
-        qb->w[i][u + 4][r] = hi;
-      }
-    }
-  }
-}
-
-// rows[r] as above, lanes[r] its place in the group (Q3K's d of row r is at kI8mQ3kD + 2 * lane).
-void unpack_q3k(const uint8_t* const rows[4], const int64_t lanes[4], int64_t b0, int64_t n,
-                QuadBlocks* qb) {
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t b = b0 + i;
-    const int k = static_cast<int>(b % 8), h = k / 4, j = k % 4;
-    for (int r = 0; r < 4; ++r) {
-      const uint8_t* sb = rows[r] + b / 8 * kI8mQ3kGroupSuper;
-      auto unit = [&](int64_t u) { return load_u32(sb + u * kGroup * 4); };
-      const uint8_t* dp = sb - 4 * lanes[r] + kI8mQ3kD + 2 * lanes[r];
-      qb->s[i][r] = f16_to_f32(static_cast<uint16_t>(dp[0] | dp[1] << 8));
-      qb->m[i][r] = 0.0f;
-      qb->mh[i][r] = 0;
-      uint8_t scales[12];
-      for (int u = 0; u < 3; ++u) {
-        const uint32_t v = unit(24 + u);
-        std::memcpy(scales + 4 * u, &v, 4);
-      }
-      uint8_t table[2][8];  // [half][c = code + 4] -> w + 124
-      for (int e = 0; e < 2; ++e) {
-        const int sc = quant_detail::q3_k_scale(scales, 2 * k + e) - 32;
-        for (int c = 0; c < 8; ++c) table[e][c] = static_cast<uint8_t>(sc * (c - 4) + 124);
-      }
-      for (int g = 0; g < 8; ++g) {
-        const uint32_t low = (unit(8 + 8 * h + g) >> (2 * j)) & 0x03030303u;
-        const uint32_t c = low | (((unit(g) >> k) & 0x01010101u) << 2);
-        uint32_t w = 0;
-        for (int e = 0; e < 4; ++e) w |= uint32_t{table[g / 4][(c >> (8 * e)) & 7]} << (8 * e);
-        qb->w[i][g][r] = w;
-      }
-    }
-  }
-}
-
-void unpack_q5k(const uint8_t* const rows[4], int64_t b0, int64_t n, QuadBlocks* qb) {
+// IQ4K: kIq4Values + 128 by vpshufb, S = d * (ls - 32).
+GEIST_I8MP_ATTR void unpack_iq4k(const uint8_t* grp, int64_t b0, int64_t n, GroupBlocks* gb) {
+  const __m512i nib = _mm512_set1_epi8(15), m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3);
+  alignas(16) uint8_t tb[16];
+  for (int i = 0; i < 16; ++i) tb[i] = static_cast<uint8_t>(quant_detail::kIq4Values[i] + 128);
+  const __m512i table =
+      _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(tb)));
   for (int64_t i = 0; i < n; ++i) {
     const int64_t b = b0 + i;
     const int k = static_cast<int>(b % 8);
-    for (int r = 0; r < 4; ++r) {
-      const uint8_t* sb = rows[r] + b / 8 * kI8mQ5kGroupSuper;
-      auto unit = [&](int64_t u) { return load_u32(sb + u * kGroup * 4); };
-      const uint32_t dd = unit(0);
-      uint8_t scales[12], sc, mn;
-      for (int u = 0; u < 3; ++u) {
-        const uint32_t v = unit(1 + u);
-        std::memcpy(scales + 4 * u, &v, 4);
-      }
-      quant_detail::k_scale_min(scales, k, &sc, &mn);
-      qb->s[i][r] = f16_to_f32(static_cast<uint16_t>(dd & 0xFFFFu)) * static_cast<float>(sc);
-      qb->m[i][r] = f16_to_f32(static_cast<uint16_t>(dd >> 16)) * static_cast<float>(mn);
-      qb->mh[i][r] = pack_halves(1, 1);
-      for (int g = 0; g < 8; ++g) {
-        const uint32_t v = (unit(12 + 8 * (k / 2) + g) >> (4 * (k % 2))) & 0x0F0F0F0Fu;
-        qb->w[i][g][r] = v | (((unit(4 + g) >> k) & 0x01010101u) << 4);
-      }
+    const uint8_t* sb = grp + b / 8 * kI8mIq4kGroupSuper;
+    const __m512i w0 = load(sb), w1 = load(sb + 64);
+    // ls = (scales_l[k / 2] >> 4 (k % 2)) & 15 | ((scales_h >> 2k) & 3) << 4
+    const __m512i ls = _mm512_or_si512(
+        _mm512_and_si512(_mm512_srl_epi32(w1, _mm_cvtsi32_si128(8 * (k / 2) + 4 * (k % 2))), m4),
+        _mm512_slli_epi32(_mm512_and_si512(_mm512_srl_epi32(w0, _mm_cvtsi32_si128(16 + 2 * k)), m2),
+                          4));
+    _mm512_storeu_ps(
+        gb->s[i], _mm512_mul_ps(halves_f32(w0, false),
+                                _mm512_cvtepi32_ps(_mm512_sub_epi32(ls, _mm512_set1_epi32(32)))));
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) {
+      const __m512i v = load(sb + (2 + 4 * k + u) * 64);
+      _mm512_storeu_si512(gb->w[i][u], _mm512_shuffle_epi8(table, _mm512_and_si512(v, nib)));
+      _mm512_storeu_si512(
+          gb->w[i][u + 4],
+          _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), nib)));
     }
   }
 }
 
-void unpack_q2k(const uint8_t* const rows[4], int64_t b0, int64_t n, QuadBlocks* qb) {
+// Q3K: c = code + 4 (0..7) as the decode kernel makes it, then w + 124 = (s - 32) * (c - 4) + 124
+// bytewise by one 16-bit multiply-add per word: with both bytes in [0, 252] the 16-bit result
+// c_odd * 256 * s' + c_even * s' + (124 - 4 s') * 257 (s' = s - 32) is exactly the two bytes.
+GEIST_I8MP_ATTR void unpack_q3k(const uint8_t* grp, int64_t b0, int64_t n, GroupBlocks* gb) {
+  const __m512i m2 = _mm512_set1_epi8(3), bit2 = _mm512_set1_epi8(4);
+  const __m512i m4w = _mm512_set1_epi16(15), m2w = _mm512_set1_epi16(3);
+  const __m512i k32 = _mm512_set1_epi16(32), k124 = _mm512_set1_epi16(124);
+  const __m512i k257 = _mm512_set1_epi16(257);
+  const __m512i pair[2] = {byte_control(0, 1), byte_control(2, 3)};
   for (int64_t i = 0; i < n; ++i) {
     const int64_t b = b0 + i;
     const int k = static_cast<int>(b % 8), h = k / 4, j = k % 4;
-    for (int r = 0; r < 4; ++r) {
-      const uint8_t* sb = rows[r] + b / 8 * kI8mQ2kGroupSuper;
-      auto unit = [&](int64_t u) { return load_u32(sb + u * kGroup * 4); };
-      const uint32_t dd = unit(kQ2kDUnit);
-      qb->s[i][r] = f16_to_f32(static_cast<uint16_t>(dd & 0xFFFFu));
-      qb->m[i][r] = f16_to_f32(static_cast<uint16_t>(dd >> 16));
-      const uint32_t sv = unit(k / 2) >> (16 * (k % 2));  // the block's two scale bytes
-      const uint32_t sc0 = sv & 15, sc1 = (sv >> 8) & 15;
-      qb->mh[i][r] =
-          pack_halves(static_cast<int32_t>((sv >> 4) & 15), static_cast<int32_t>((sv >> 12) & 15));
-      for (int g = 0; g < 8; ++g) {
-        const uint32_t codes = (unit(4 + 8 * h + g) >> (2 * j)) & 0x03030303u;
-        qb->w[i][g][r] = codes * (g < 4 ? sc0 : sc1);  // bytewise: each at most 45
-      }
+    const uint8_t* sb = grp + b / 8 * kI8mQ3kGroupSuper;
+    _mm512_storeu_ps(
+        gb->s[i],
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kI8mQ3kD))));
+    // The 6-bit scales of halves 2k, 2k + 1 (quant_detail::q3_k_scale) minus 32, as int16 pairs.
+    const __m512i a = _mm512_shuffle_epi8(load(sb + (24 + (k % 4) / 2) * 64), pair[k % 2]);
+    const __m512i lo = _mm512_and_si512(k < 4 ? a : _mm512_srli_epi16(a, 4), m4w);
+    const __m512i hi =
+        _mm512_and_si512(_mm512_srl_epi16(_mm512_shuffle_epi8(load(sb + 26 * 64), pair[k % 2]),
+                                          _mm_cvtsi32_si128(2 * (k / 2))),
+                         m2w);
+    const __m512i scm = _mm512_sub_epi16(_mm512_or_si512(lo, _mm512_slli_epi16(hi, 4)), k32);
+    __m512i sc[2], off[2];  // [half]: s' in every int16, (124 - 4 s') * 257
+    for (int e = 0; e < 2; ++e) {
+      sc[e] = both_halves(scm, e == 1);
+      off[e] = _mm512_mullo_epi16(_mm512_sub_epi16(k124, _mm512_slli_epi16(sc[e], 2)), k257);
+    }
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g) {
+      const __m512i low = _mm512_and_si512(
+          _mm512_srl_epi16(load(sb + (8 + 8 * h + g) * 64), _mm_cvtsi32_si128(2 * j)), m2);
+      const __m512i hm = load(sb + g * 64);
+      const __m512i hb = k >= 2 ? _mm512_srl_epi16(hm, _mm_cvtsi32_si128(k - 2))
+                                : _mm512_sll_epi16(hm, _mm_cvtsi32_si128(2 - k));
+      const __m512i c = _mm512_or_si512(low, _mm512_and_si512(hb, bit2));
+      _mm512_storeu_si512(gb->w[i][g],
+                          _mm512_add_epi16(_mm512_mullo_epi16(c, sc[g / 4]), off[g / 4]));
     }
   }
 }
 
-// P panels of 16 tokens x the quad's 4 rows over blocks [b0, b0 + n) of the unpacked quad;
+// Q5K: the 5-bit codes, S = d * sc_j and M = dmin * m_j (quant_detail::k_scale_min), exact f32
+// products.
+GEIST_I8MP_ATTR void unpack_q5k(const uint8_t* grp, int64_t b0, int64_t n, GroupBlocks* gb) {
+  const __m512i nib = _mm512_set1_epi8(15), b4 = _mm512_set1_epi8(16);
+  const __m512i m6 = _mm512_set1_epi32(63), m4 = _mm512_set1_epi32(15), m3 = _mm512_set1_epi32(3);
+  const __m512i ones = _mm512_set1_epi32(pack_halves(1, 1));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t b = b0 + i;
+    const int k = static_cast<int>(b % 8);
+    const uint8_t* sb = grp + b / 8 * kI8mQ5kGroupSuper;
+    const __m512i w0 = load(sb), w1 = load(sb + 64), w2 = load(sb + 128), w3 = load(sb + 192);
+    __m512i sc, m;
+    if (k < 4) {
+      sc = _mm512_and_si512(_mm512_srl_epi32(w1, _mm_cvtsi32_si128(8 * k)), m6);
+      m = _mm512_and_si512(_mm512_srl_epi32(w2, _mm_cvtsi32_si128(8 * k)), m6);
+    } else {
+      const int sh = 8 * (k - 4);
+      sc = _mm512_or_si512(
+          _mm512_and_si512(_mm512_srl_epi32(w3, _mm_cvtsi32_si128(sh)), m4),
+          _mm512_slli_epi32(_mm512_and_si512(_mm512_srl_epi32(w1, _mm_cvtsi32_si128(sh + 6)), m3),
+                            4));
+      m = _mm512_or_si512(
+          _mm512_and_si512(_mm512_srl_epi32(w3, _mm_cvtsi32_si128(sh + 4)), m4),
+          _mm512_slli_epi32(_mm512_and_si512(_mm512_srl_epi32(w2, _mm_cvtsi32_si128(sh + 6)), m3),
+                            4));
+    }
+    _mm512_storeu_ps(gb->s[i], _mm512_mul_ps(halves_f32(w0, false), _mm512_cvtepi32_ps(sc)));
+    _mm512_storeu_ps(gb->m[i], _mm512_mul_ps(halves_f32(w0, true), _mm512_cvtepi32_ps(m)));
+    _mm512_storeu_si512(gb->mh[i], ones);
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g) {
+      const __m512i v = load(sb + (12 + 8 * (k / 2) + g) * 64);
+      const __m512i qh = load(sb + (4 + g) * 64);
+      // Bit k of each qh byte to bit 4.
+      const __m512i hb = k <= 4 ? _mm512_sll_epi16(qh, _mm_cvtsi32_si128(4 - k))
+                                : _mm512_srl_epi16(qh, _mm_cvtsi32_si128(k - 4));
+      const __m512i nv = k % 2 == 0 ? v : _mm512_srli_epi16(v, 4);
+      _mm512_storeu_si512(gb->w[i][g],
+                          _mm512_or_si512(_mm512_and_si512(nv, nib), _mm512_and_si512(hb, b4)));
+    }
+  }
+}
+
+// Q2K: w = sc * q bytewise by one 16-bit multiply (each byte at most 45: no carry), S = d,
+// M = dmin, the min weights the scale bytes' high nibbles.
+GEIST_I8MP_ATTR void unpack_q2k(const uint8_t* grp, int64_t b0, int64_t n, GroupBlocks* gb) {
+  const __m512i m2 = _mm512_set1_epi8(3), m4w = _mm512_set1_epi16(15);
+  const __m512i pair[2] = {byte_control(0, 1), byte_control(2, 3)};
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t b = b0 + i;
+    const int k = static_cast<int>(b % 8), h = k / 4, j = k % 4;
+    const uint8_t* sb = grp + b / 8 * kI8mQ2kGroupSuper;
+    const __m512i dd = load(sb + kQ2kDUnit * 64);
+    _mm512_storeu_ps(gb->s[i], halves_f32(dd, false));
+    _mm512_storeu_ps(gb->m[i], halves_f32(dd, true));
+    // The block's two scale bytes (unit k / 2, bytes 2 (k % 2), + 1) as int16 pairs.
+    const __m512i sh = _mm512_shuffle_epi8(load(sb + (k / 2) * 64), pair[k % 2]);
+    _mm512_storeu_si512(gb->mh[i], _mm512_srli_epi16(sh, 4));
+    const __m512i scp = _mm512_and_si512(sh, m4w);
+    const __m512i sc[2] = {both_halves(scp, false), both_halves(scp, true)};
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g) {
+      const __m512i codes = _mm512_and_si512(
+          _mm512_srl_epi16(load(sb + (4 + 8 * h + g) * 64), _mm_cvtsi32_si128(2 * j)), m2);
+      _mm512_storeu_si512(gb->w[i][g], _mm512_mullo_epi16(codes, sc[g / 4]));
+    }
+  }
+}
+
+GEIST_I8MP_ATTR void unpack_group(I8mForm f, const uint8_t* grp, int64_t b0, int64_t n,
+                                  GroupBlocks* gb) {
+  switch (f) {
+    case I8mForm::Q2K:
+      unpack_q2k(grp, b0, n, gb);
+      return;
+    case I8mForm::Q3K:
+      unpack_q3k(grp, b0, n, gb);
+      return;
+    case I8mForm::Q5K:
+      unpack_q5k(grp, b0, n, gb);
+      return;
+    case I8mForm::IQ4K:
+      unpack_iq4k(grp, b0, n, gb);
+      return;
+    case I8mForm::NIBBLES5:
+      unpack_nibbles<true>(grp, b0, n, gb);
+      return;
+    case I8mForm::NIBBLES:
+      unpack_nibbles<false>(grp, b0, n, gb);
+      return;
+  }
+}
+
+// P panels of 16 tokens x rows [lane0, lane0 + 4) of the unpacked piece (blocks [b0, b0 + n));
 // acc_io carries the accumulators in and out (first: start from 0).
 // kBias: the words are w + kBias (Q3K 124, IQ4K 128: kBias times the block sum comes off), and
 // those forms have no min term.
 template <int P, int kBias>
-GEIST_I8MP_ATTR void quad_tile(const QuadBlocks& qb, int64_t nb, int64_t b0, int64_t n,
+GEIST_I8MP_ATTR void quad_tile(const GroupBlocks& gb, int lane0, int64_t nb, int64_t b0, int64_t n,
                                const int8_t* pq, const float* pdx, const int32_t* psx, bool first,
                                float acc_io[4][P][16]) {
   const int64_t panel_q = nb * 1024;
@@ -203,7 +284,7 @@ GEIST_I8MP_ATTR void quad_tile(const QuadBlocks& qb, int64_t nb, int64_t b0, int
       __m512i x[P];
       for (int p = 0; p < P; ++p) x[p] = _mm512_loadu_si512(a + p * panel_q + g * 64);
       for (int r = 0; r < 4; ++r) {
-        const __m512i w = _mm512_set1_epi32(static_cast<int32_t>(qb.w[i][g][r]));
+        const __m512i w = _mm512_set1_epi32(static_cast<int32_t>(gb.w[i][g][lane0 + r]));
         for (int p = 0; p < P; ++p) s[r][p] = _mm512_dpbusd_epi32(s[r][p], w, x[p]);
       }
     }
@@ -222,13 +303,15 @@ GEIST_I8MP_ATTR void quad_tile(const QuadBlocks& qb, int64_t nb, int64_t b0, int
       }
     }
     for (int r = 0; r < 4; ++r) {
-      const __m512 sv = _mm512_set1_ps(qb.s[i][r]);
-      const __m512 mv = _mm512_set1_ps(qb.m[i][r]);
-      const __m512i mh = _mm512_set1_epi32(qb.mh[i][r]);
+      const __m512 sv = _mm512_set1_ps(gb.s[i][lane0 + r]);
       for (int p = 0; p < P; ++p) {
         const __m512i isum = kBias != 0 ? _mm512_sub_epi32(s[r][p], corr[p]) : s[r][p];
         acc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(sv, dxv[p]), acc[r][p]);
-        if constexpr (kBias == 0) {
+      }
+      if constexpr (kBias == 0) {
+        const __m512 mv = _mm512_set1_ps(gb.m[i][lane0 + r]);
+        const __m512i mh = _mm512_set1_epi32(gb.mh[i][lane0 + r]);
+        for (int p = 0; p < P; ++p) {
           const __m512 ms = _mm512_cvtepi32_ps(_mm512_madd_epi16(hp[p], mh));
           acc[r][p] = _mm512_fnmadd_ps(mv, _mm512_mul_ps(ms, dxv[p]), acc[r][p]);
         }
@@ -240,75 +323,56 @@ GEIST_I8MP_ATTR void quad_tile(const QuadBlocks& qb, int64_t nb, int64_t b0, int
   }
 }
 
+template <int kBias>
 GEIST_I8MP_ATTR void panels(I8mForm f, const uint8_t* src, size_t row_bytes, int count,
                             int64_t n_in, const int8_t* pq, const float* pdx, const int32_t* psx,
                             int64_t n_tok, float* out, int64_t out_stride) {
   const int64_t nb = n_in / 32;
   const int64_t n_panels = (n_tok + kQ8Panel - 1) / kQ8Panel;
   constexpr int kTileP = 2;
-  QuadBlocks qb;
-  for (int r0 = 0; r0 < count; r0 += 4) {
-    const int nr = count - r0 < 4 ? count - r0 : 4;
-    const uint8_t* rows[4];
-    int64_t lanes[4];
-    for (int r = 0; r < 4; ++r) {  // a tail's missing rows are the group's (padding) rows
-      const int o = r0 + r;
-      lanes[r] = o % kGroup;
-      rows[r] = src + static_cast<size_t>(o / kGroup) * kGroup * row_bytes + 4 * lanes[r];
-    }
-    // The blocks in pieces unpacked once for all token tiles; a piece after the first carries
-    // the accumulators through out (an exact f32 round trip).
+  const auto gb = std::make_unique_for_overwrite<GroupBlocks>();
+  for (int g0 = 0; g0 < count; g0 += kGroup) {
+    const uint8_t* grp = src + static_cast<size_t>(g0) * row_bytes;  // group g0 / 16
+    const int g_rows = count - g0 < kGroup ? count - g0 : static_cast<int>(kGroup);
+    // The blocks in pieces unpacked once for all the group's row quads and token tiles; a piece
+    // after the first carries the accumulators through out (an exact f32 round trip).
     for (int64_t b0 = 0; b0 < nb; b0 += kPieceBlocks) {
       const int64_t n = nb - b0 < kPieceBlocks ? nb - b0 : kPieceBlocks;
       const bool first = b0 == 0;
-      if (f == I8mForm::Q2K) {
-        unpack_q2k(rows, b0, n, &qb);
-      } else if (f == I8mForm::Q3K) {
-        unpack_q3k(rows, lanes, b0, n, &qb);
-      } else if (f == I8mForm::Q5K) {
-        unpack_q5k(rows, b0, n, &qb);
-      } else if (f == I8mForm::IQ4K) {
-        unpack_iq4k(rows, b0, n, &qb);
-      } else if (f == I8mForm::NIBBLES5) {
-        unpack_nibbles<true>(rows, lanes, b0, n, &qb);
-      } else {
-        unpack_nibbles<false>(rows, lanes, b0, n, &qb);
-      }
-      for (int64_t p0 = 0; p0 < n_panels; p0 += kTileP) {
-        alignas(64) float res[4][kTileP][16] = {};
-        const int np = static_cast<int>(n_panels - p0 >= kTileP ? kTileP : n_panels - p0);
-        if (!first) {
+      unpack_group(f, grp, b0, n, gb.get());
+      // A tail quad's missing rows are the group's padding rows; their outputs are dropped.
+      for (int lane0 = 0; lane0 < g_rows; lane0 += 4) {
+        const int nr = g_rows - lane0 < 4 ? g_rows - lane0 : 4;
+        float* o = out + g0 + lane0;
+        for (int64_t p0 = 0; p0 < n_panels; p0 += kTileP) {
+          alignas(64) float res[4][kTileP][16];
+          const int np = static_cast<int>(n_panels - p0 >= kTileP ? kTileP : n_panels - p0);
+          if (!first) {
+            for (int p = 0; p < np; ++p) {
+              for (int j = 0; j < 16; ++j) {
+                const int64_t t = (p0 + p) * kQ8Panel + j;
+                if (t >= n_tok) break;
+                for (int r = 0; r < nr; ++r) res[r][p][j] = o[t * out_stride + r];
+              }
+            }
+          }
+          const int8_t* q = pq + p0 * nb * 1024;
+          const float* d = pdx + p0 * nb * 16;
+          const int32_t* sx = psx + p0 * nb * 16;
+          if (np == kTileP) {
+            quad_tile<kTileP, kBias>(*gb, lane0, nb, b0, n, q, d, sx, first, res);
+          } else {
+            alignas(64) float res1[4][1][16];
+            for (int r = 0; r < 4; ++r) std::memcpy(res1[r][0], res[r][0], sizeof(res1[r][0]));
+            quad_tile<1, kBias>(*gb, lane0, nb, b0, n, q, d, sx, first, res1);
+            for (int r = 0; r < 4; ++r) std::memcpy(res[r][0], res1[r][0], sizeof(res1[r][0]));
+          }
           for (int p = 0; p < np; ++p) {
             for (int j = 0; j < 16; ++j) {
               const int64_t t = (p0 + p) * kQ8Panel + j;
               if (t >= n_tok) break;
-              for (int r = 0; r < nr; ++r) res[r][p][j] = out[t * out_stride + r0 + r];
+              for (int r = 0; r < nr; ++r) o[t * out_stride + r] = res[r][p][j];
             }
-          }
-        }
-        const int8_t* q = pq + p0 * nb * 1024;
-        const float* d = pdx + p0 * nb * 16;
-        const int32_t* sx = psx + p0 * nb * 16;
-        const int bias = f == I8mForm::Q3K ? 124 : f == I8mForm::IQ4K ? 128 : 0;
-        if (np == kTileP) {
-          auto* tile = bias == 124   ? quad_tile<kTileP, 124>
-                       : bias == 128 ? quad_tile<kTileP, 128>
-                                     : quad_tile<kTileP, 0>;
-          tile(qb, nb, b0, n, q, d, sx, first, res);
-        } else {
-          alignas(64) float res1[4][1][16];
-          for (int r = 0; r < 4; ++r) std::memcpy(res1[r][0], res[r][0], sizeof(res1[r][0]));
-          auto* tile = bias == 124   ? quad_tile<1, 124>
-                       : bias == 128 ? quad_tile<1, 128>
-                                     : quad_tile<1, 0>;
-          tile(qb, nb, b0, n, q, d, sx, first, res1);
-          for (int r = 0; r < 4; ++r) std::memcpy(res[r][0], res1[r][0], sizeof(res1[r][0]));
-        }
-        for (int p = 0; p < np; ++p) {
-          for (int j = 0; j < 16; ++j) {
-            const int64_t t = (p0 + p) * kQ8Panel + j;
-            if (t >= n_tok) break;
-            for (int r = 0; r < nr; ++r) out[t * out_stride + r0 + r] = res[r][p][j];
           }
         }
       }
@@ -321,7 +385,8 @@ GEIST_I8MP_ATTR void panels(I8mForm f, const uint8_t* src, size_t row_bytes, int
 void unpacked_panels_vnni(I8mForm f, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
                           const int8_t* pq, const float* pdx, const int32_t* psx, int64_t n_tok,
                           float* out, int64_t out_stride) {
-  panels(f, src, row_bytes, count, n_in, pq, pdx, psx, n_tok, out, out_stride);
+  auto* kernel = f == I8mForm::Q3K ? panels<124> : f == I8mForm::IQ4K ? panels<128> : panels<0>;
+  kernel(f, src, row_bytes, count, n_in, pq, pdx, psx, n_tok, out, out_stride);
 }
 
 }  // namespace geist::simd::i8m_packed

@@ -5,11 +5,13 @@
 // nibbles looked up to kIq4Values + 128 by vpshufb, Q5_0's joined with their high bits in
 // registers, the unsigned operand biased by 128 / 16, the bias times the activation sum taken
 // off the exact sum, as the Q8_0 kernels do); prefill with 16 tokens of a panel in the lanes,
-// from the rows' blocks unpacked to biased 8-bit words once per row quad for all token tiles.
+// from a 16-row group's blocks unpacked by the same vector code to Q8_0's biased 8-bit words once
+// for all its row quads and token tiles (what Q8_0's GROUPS16 prefill reads from memory).
 // Elsewhere the portable loops. The same integers and float operations in the same order
 // everywhere, so the bits are those of Q8_0 rows of the same values.
 #include <cmath>
 #include <cstring>
+#include <memory>
 
 #include "base/status.h"
 #include "kernels/quant_blocks.h"
@@ -163,49 +165,55 @@ GEIST_Q8P_ATTR void groups_vnni(const uint8_t* src, size_t row_bytes, int count,
   }
 }
 
-// A row quad's blocks [b0, b0 + n) as Q8_0's biased words (w + 128; unit g: elements 4g..4g+3)
-// and scales.
-constexpr int64_t kPieceBlocks = 32;
-struct Quad {
-  uint32_t w[kPieceBlocks][8][4];  // [block][unit][row]
-  float d[kPieceBlocks][4];
+// A group's blocks [b0, b0 + n) as Q8_0's biased words (w + 128; unit g: elements 4g..4g+3) and
+// f32 scales, 16 rows in the lanes: the bytes Q8_0's GROUPS16 prefill reads, made once per group
+// for all its row quads and token tiles (a piece of 64 blocks: 36 KiB, about L1).
+constexpr int64_t kPieceBlocks = 64;
+struct GroupPiece {
+  uint32_t w[kPieceBlocks][8][kGroup];  // [block][unit][row]
+  float d[kPieceBlocks][kGroup];
 };
 
-void unpack_quad(GgmlType t, const uint8_t* const grps[4], const int64_t lanes[4], int64_t b0,
-                 int64_t n, Quad* qd) {
-  const bool q5 = t == GgmlType::Q5_0;
-  const int64_t gb = q8p_group_block(t);
-  uint8_t table[16];  // IQ4_NL: kIq4Values + 128, Q8_0's biased byte
-  for (int i = 0; i < 16; ++i) table[i] = static_cast<uint8_t>(quant_detail::kIq4Values[i] + 128);
+// The decode kernel's unpack (group_tile), stored: Q5_0's 5-bit code + 112 = (code - 16) + 128
+// bytewise (at most 143: no carry), IQ4_NL's kIq4Values + 128 by vpshufb.
+template <bool kQ5>
+GEIST_Q8P_ATTR void unpack_group(const uint8_t* grp, int64_t b0, int64_t n, GroupPiece* gp) {
+  constexpr int64_t kBlock = kQ5 ? 352 : 288;
+  const __m512i m4 = _mm512_set1_epi8(15), b4 = _mm512_set1_epi8(16);
+  const __m512i bias = _mm512_set1_epi8(112);
+  const __m512i table = kQ5 ? _mm512_setzero_si512() : iq4_table();
   for (int64_t i = 0; i < n; ++i) {
-    for (int r = 0; r < 4; ++r) {
-      const uint8_t* blk = grps[r] + (b0 + i) * gb;
-      qd->d[i][r] = f16_to_f32(load_u16(blk + 2 * lanes[r]));
-      const uint32_t high = q5 ? load_u32(blk + kQ8pHighAt + 4 * lanes[r]) : 0;
-      for (int u = 0; u < 4; ++u) {
-        const uint32_t v = load_u32(blk + 32 + (u * kGroup + lanes[r]) * 4);
-        const uint32_t lo = v & 0x0F0F0F0Fu, hi = (v >> 4) & 0x0F0F0F0Fu;
-        if (q5) {  // code + 112 = (code - 16) + 128, bytewise (at most 143: no carry)
-          qd->w[i][u][r] = (lo | ((high << (4 - u)) & 0x10101010u)) + 0x70707070u;
-          qd->w[i][u + 4][r] = (hi | ((high >> u) & 0x10101010u)) + 0x70707070u;
-          continue;
-        }
-        uint32_t wl = 0, wh = 0;
-        for (int e = 0; e < 4; ++e) {
-          wl |= uint32_t{table[(lo >> (8 * e)) & 15]} << (8 * e);
-          wh |= uint32_t{table[(hi >> (8 * e)) & 15]} << (8 * e);
-        }
-        qd->w[i][u][r] = wl;
-        qd->w[i][u + 4][r] = wh;
+    const uint8_t* blk = grp + (b0 + i) * kBlock;
+    _mm512_storeu_ps(gp->d[i],
+                     _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk))));
+    const __m512i high = kQ5 ? _mm512_loadu_si512(blk + kQ8pHighAt) : _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) {
+      const __m512i v = _mm512_loadu_si512(blk + 32 + u * 64);
+      __m512i lo = _mm512_and_si512(v, m4);
+      __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+      if constexpr (kQ5) {
+        lo = _mm512_or_si512(
+            lo, _mm512_and_si512(_mm512_sll_epi32(high, _mm_cvtsi32_si128(4 - u)), b4));
+        hi =
+            _mm512_or_si512(hi, _mm512_and_si512(_mm512_srl_epi32(high, _mm_cvtsi32_si128(u)), b4));
+        lo = _mm512_add_epi8(lo, bias);
+        hi = _mm512_add_epi8(hi, bias);
+      } else {
+        lo = _mm512_shuffle_epi8(table, lo);
+        hi = _mm512_shuffle_epi8(table, hi);
       }
+      _mm512_storeu_si512(gp->w[i][u], lo);
+      _mm512_storeu_si512(gp->w[i][u + 4], hi);
     }
   }
 }
 
-// P panels x the quad's 4 rows over blocks [b0, b0 + n); acc_io carries the accumulators.
+// P panels x rows [lane0, lane0 + 4) of the unpacked piece (blocks [b0, b0 + n)); acc_io
+// carries the accumulators (first: start from 0).
 template <int P>
-GEIST_Q8P_ATTR void quad_tile(const Quad& qd, int64_t nb, int64_t b0, int64_t n, const int8_t* pq,
-                              const float* pdx, const int32_t* psx, bool first,
+GEIST_Q8P_ATTR void quad_tile(const GroupPiece& gp, int lane0, int64_t nb, int64_t b0, int64_t n,
+                              const int8_t* pq, const float* pdx, const int32_t* psx, bool first,
                               float acc_io[4][P][16]) {
   const int64_t panel_q = nb * 1024;
   const __m512i fine = _mm512_set1_epi32(kQ8Fine);
@@ -233,7 +241,7 @@ GEIST_Q8P_ATTR void quad_tile(const Quad& qd, int64_t nb, int64_t b0, int64_t n,
         __m512i x[P];
         for (int p = 0; p < P; ++p) x[p] = _mm512_loadu_si512(a + p * panel_q + g * 64);
         for (int r = 0; r < 4; ++r) {
-          const __m512i w = _mm512_set1_epi32(static_cast<int32_t>(qd.w[i][g][r]));
+          const __m512i w = _mm512_set1_epi32(static_cast<int32_t>(gp.w[i][g][lane0 + r]));
           for (int p = 0; p < P; ++p) s[r][p] = _mm512_dpbusd_epi32(s[r][p], w, x[p]);
         }
       }
@@ -245,7 +253,7 @@ GEIST_Q8P_ATTR void quad_tile(const Quad& qd, int64_t nb, int64_t b0, int64_t n,
       dxv[p] = _mm512_loadu_ps(pdx + p * nb * 16 + b * 16);
     }
     for (int r = 0; r < 4; ++r) {
-      const __m512 dw = _mm512_set1_ps(qd.d[i][r]);
+      const __m512 dw = _mm512_set1_ps(gp.d[i][lane0 + r]);
       for (int p = 0; p < P; ++p) {
         const __m512 fs = _mm512_cvtepi32_ps(_mm512_sub_epi32(s[r][p], corr[p]));
         acc[r][p] = _mm512_fmadd_ps(fs, _mm512_mul_ps(dw, dxv[p]), acc[r][p]);
@@ -257,54 +265,57 @@ GEIST_Q8P_ATTR void quad_tile(const Quad& qd, int64_t nb, int64_t b0, int64_t n,
   }
 }
 
-GEIST_Q8P_ATTR void panels_vnni(GgmlType t, const uint8_t* src, size_t row_bytes, int count,
-                                int64_t n_in, const int8_t* pq, const float* pdx,
-                                const int32_t* psx, int64_t n_tok, float* out, int64_t out_stride) {
+// Per group of 16 rows and piece of blocks: unpack once, then every row quad of the group
+// against every token tile. A piece after the first carries the accumulators through out (an
+// exact f32 round trip).
+template <bool kQ5>
+GEIST_Q8P_ATTR void panels_vnni(const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
+                                const int8_t* pq, const float* pdx, const int32_t* psx,
+                                int64_t n_tok, float* out, int64_t out_stride) {
   const int64_t nb = n_in / 32;
   const int64_t n_panels = (n_tok + kQ8Panel - 1) / kQ8Panel;
   constexpr int kTileP = 2;
-  Quad qd;
-  for (int r0 = 0; r0 < count; r0 += 4) {
-    const int nr = count - r0 < 4 ? count - r0 : 4;
-    const uint8_t* grps[4];
-    int64_t lanes[4];
-    for (int r = 0; r < 4; ++r) {  // a tail's missing rows are the group's (padding) rows
-      const int o = r0 + r;
-      grps[r] = src + static_cast<size_t>(o / kGroup) * kGroup * row_bytes;
-      lanes[r] = o % kGroup;
-    }
+  const auto gp = std::make_unique_for_overwrite<GroupPiece>();
+  for (int g0 = 0; g0 < count; g0 += kGroup) {
+    const uint8_t* grp = src + static_cast<size_t>(g0) * row_bytes;  // group g0 / 16
+    const int g_rows = count - g0 < kGroup ? count - g0 : static_cast<int>(kGroup);
     for (int64_t b0 = 0; b0 < nb; b0 += kPieceBlocks) {
       const int64_t n = nb - b0 < kPieceBlocks ? nb - b0 : kPieceBlocks;
       const bool first = b0 == 0;
-      unpack_quad(t, grps, lanes, b0, n, &qd);
-      for (int64_t p0 = 0; p0 < n_panels; p0 += kTileP) {
-        alignas(64) float res[4][kTileP][16] = {};
-        const int np = static_cast<int>(n_panels - p0 >= kTileP ? kTileP : n_panels - p0);
-        if (!first) {
+      unpack_group<kQ5>(grp, b0, n, gp.get());
+      // A tail quad's missing rows are the group's padding rows; their outputs are dropped.
+      for (int lane0 = 0; lane0 < g_rows; lane0 += 4) {
+        const int nr = g_rows - lane0 < 4 ? g_rows - lane0 : 4;
+        float* o = out + g0 + lane0;
+        for (int64_t p0 = 0; p0 < n_panels; p0 += kTileP) {
+          alignas(64) float res[4][kTileP][16];
+          const int np = static_cast<int>(n_panels - p0 >= kTileP ? kTileP : n_panels - p0);
+          if (!first) {
+            for (int p = 0; p < np; ++p) {
+              for (int j = 0; j < 16; ++j) {
+                const int64_t tk = (p0 + p) * kQ8Panel + j;
+                if (tk >= n_tok) break;
+                for (int r = 0; r < nr; ++r) res[r][p][j] = o[tk * out_stride + r];
+              }
+            }
+          }
+          const int8_t* q = pq + p0 * nb * 1024;
+          const float* d = pdx + p0 * nb * 16;
+          const int32_t* sx = psx + p0 * nb * 16;
+          if (np == kTileP) {
+            quad_tile<kTileP>(*gp, lane0, nb, b0, n, q, d, sx, first, res);
+          } else {
+            alignas(64) float res1[4][1][16];
+            for (int r = 0; r < 4; ++r) std::memcpy(res1[r][0], res[r][0], sizeof(res1[r][0]));
+            quad_tile<1>(*gp, lane0, nb, b0, n, q, d, sx, first, res1);
+            for (int r = 0; r < 4; ++r) std::memcpy(res[r][0], res1[r][0], sizeof(res1[r][0]));
+          }
           for (int p = 0; p < np; ++p) {
             for (int j = 0; j < 16; ++j) {
               const int64_t tk = (p0 + p) * kQ8Panel + j;
               if (tk >= n_tok) break;
-              for (int r = 0; r < nr; ++r) res[r][p][j] = out[tk * out_stride + r0 + r];
+              for (int r = 0; r < nr; ++r) o[tk * out_stride + r] = res[r][p][j];
             }
-          }
-        }
-        const int8_t* q = pq + p0 * nb * 1024;
-        const float* d = pdx + p0 * nb * 16;
-        const int32_t* sx = psx + p0 * nb * 16;
-        if (np == kTileP) {
-          quad_tile<kTileP>(qd, nb, b0, n, q, d, sx, first, res);
-        } else {
-          alignas(64) float res1[4][1][16];
-          for (int r = 0; r < 4; ++r) std::memcpy(res1[r][0], res[r][0], sizeof(res1[r][0]));
-          quad_tile<1>(qd, nb, b0, n, q, d, sx, first, res1);
-          for (int r = 0; r < 4; ++r) std::memcpy(res[r][0], res1[r][0], sizeof(res1[r][0]));
-        }
-        for (int p = 0; p < np; ++p) {
-          for (int j = 0; j < 16; ++j) {
-            const int64_t tk = (p0 + p) * kQ8Panel + j;
-            if (tk >= n_tok) break;
-            for (int r = 0; r < nr; ++r) out[tk * out_stride + r0 + r] = res[r][p][j];
           }
         }
       }
@@ -360,7 +371,9 @@ void dot_q8p_panels(GgmlType t, const uint8_t* src, size_t row_bytes, int count,
               "dot_q8p_panels: Q5_0 / IQ4_NL rows in GROUPS16");
 #if defined(__x86_64__)
   if (q8_panels_fast()) {
-    panels_vnni(t, src, row_bytes, count, n_in, pq, pdx, psx, n_tok, out, out_stride);
+    (t == GgmlType::Q5_0 ? panels_vnni<true> : panels_vnni<false>)(src, row_bytes, count, n_in, pq,
+                                                                   pdx, psx, n_tok, out,
+                                                                   out_stride);
     return;
   }
 #endif
