@@ -30,10 +30,10 @@ namespace {
 constexpr int64_t kQ2kDUnit = 80 / 4;  // Q2K: the unit of d | dmin << 16
 
 // A group's blocks [b0, b0 + n) as unsigned 8-bit code words, 16 rows in the lanes (unit g:
-// elements 4g..4g+3; Q3K: w + 124, in 0..252; IQ4K: w + 128), with S, M and the min weights
-// m0 | m1 << 16 (M and the min weights only for the forms with a min). Made once per group by the
-// decode kernels' vector code (matmul_i8m_super_simd.cpp, matmul_i8m_simd.cpp) for all its row
-// quads and token tiles; a piece of 64 blocks (44 KiB, about L1) keeps n_in = 2048 in one piece.
+// elements 4g..4g+3; Q3K: w + 124, in 0..252; IQ4K: w + 128), with S, M (the forms with a min)
+// and the min weights m0 | m1 << 16 (Q2K; the others' are 1). Made once per group by the decode
+// kernels' vector code (matmul_i8m_super_simd.cpp, matmul_i8m_simd.cpp) for all its row quads
+// and token tiles; a piece of 64 blocks (44 KiB, about L1) keeps n_in = 2048 in one piece.
 constexpr int64_t kPieceBlocks = 64;  // a multiple of 8 (the super-block forms)
 struct GroupBlocks {
   uint32_t w[kPieceBlocks][8][kGroup];  // [block][unit][row]
@@ -62,7 +62,6 @@ GEIST_I8MP_ATTR void unpack_nibbles(const uint8_t* grp, int64_t b0, int64_t n, G
   constexpr int64_t kBlock = i8m_group_block(kHigh ? I8mForm::NIBBLES5 : I8mForm::NIBBLES);
   constexpr int64_t kCodes = i8m_codes_at(I8mForm::NIBBLES);
   const __m512i m4 = _mm512_set1_epi8(15), b4 = _mm512_set1_epi8(16);
-  const __m512i ones = _mm512_set1_epi32(pack_halves(1, 1));
   for (int64_t i = 0; i < n; ++i) {
     const uint8_t* blk = grp + (b0 + i) * kBlock;
     _mm512_storeu_ps(
@@ -71,7 +70,6 @@ GEIST_I8MP_ATTR void unpack_nibbles(const uint8_t* grp, int64_t b0, int64_t n, G
     _mm512_storeu_ps(
         gb->m[i],
         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kI8mMinAt))));
-    _mm512_storeu_si512(gb->mh[i], ones);
     const __m512i high = kHigh ? load(blk + kI8mHighAt) : _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int u = 0; u < 4; ++u) {
@@ -169,7 +167,6 @@ GEIST_I8MP_ATTR void unpack_q3k(const uint8_t* grp, int64_t b0, int64_t n, Group
 GEIST_I8MP_ATTR void unpack_q5k(const uint8_t* grp, int64_t b0, int64_t n, GroupBlocks* gb) {
   const __m512i nib = _mm512_set1_epi8(15), b4 = _mm512_set1_epi8(16);
   const __m512i m6 = _mm512_set1_epi32(63), m4 = _mm512_set1_epi32(15), m3 = _mm512_set1_epi32(3);
-  const __m512i ones = _mm512_set1_epi32(pack_halves(1, 1));
   for (int64_t i = 0; i < n; ++i) {
     const int64_t b = b0 + i;
     const int k = static_cast<int>(b % 8);
@@ -192,7 +189,6 @@ GEIST_I8MP_ATTR void unpack_q5k(const uint8_t* grp, int64_t b0, int64_t n, Group
     }
     _mm512_storeu_ps(gb->s[i], _mm512_mul_ps(halves_f32(w0, false), _mm512_cvtepi32_ps(sc)));
     _mm512_storeu_ps(gb->m[i], _mm512_mul_ps(halves_f32(w0, true), _mm512_cvtepi32_ps(m)));
-    _mm512_storeu_si512(gb->mh[i], ones);
 #pragma GCC unroll 8
     for (int g = 0; g < 8; ++g) {
       const __m512i v = load(sb + (12 + 8 * (k / 2) + g) * 64);
@@ -260,8 +256,9 @@ GEIST_I8MP_ATTR void unpack_group(I8mForm f, const uint8_t* grp, int64_t b0, int
 // P panels of 16 tokens x rows [lane0, lane0 + 4) of the unpacked piece (blocks [b0, b0 + n));
 // acc_io carries the accumulators in and out (first: start from 0).
 // kBias: the words are w + kBias (Q3K 124, IQ4K 128: kBias times the block sum comes off), and
-// those forms have no min term.
-template <int P, int kBias>
+// those forms have no min term. kUnitMin: m0 = m1 = 1 (NIBBLES, NIBBLES5, Q5K), so ms = hs0 + hs1
+// is the block sum sx, the same int32 (the min weights are then not read).
+template <int P, int kBias, bool kUnitMin>
 GEIST_I8MP_ATTR void quad_tile(const GroupBlocks& gb, int lane0, int64_t nb, int64_t b0, int64_t n,
                                const int8_t* pq, const float* pdx, const int32_t* psx, bool first,
                                float acc_io[4][P][16]) {
@@ -289,12 +286,14 @@ GEIST_I8MP_ATTR void quad_tile(const GroupBlocks& gb, int lane0, int64_t nb, int
       }
     }
     __m512i hp[P], corr[P];
-    __m512 dxv[P];
+    __m512 dxv[P], fsx[P];
     for (int p = 0; p < P; ++p) {
       dxv[p] = _mm512_loadu_ps(pdx + p * nb * 16 + b * 16);
       if constexpr (kBias != 0) {
         corr[p] = _mm512_mullo_epi32(_mm512_loadu_si512(psx + p * nb * 16 + b * 16),
                                      _mm512_set1_epi32(kBias));
+      } else if constexpr (kUnitMin) {
+        fsx[p] = _mm512_cvtepi32_ps(_mm512_loadu_si512(psx + p * nb * 16 + b * 16));
       } else {
         const auto* hs = reinterpret_cast<const int32_t*>(pq + p * panel_q + nb * 512) + b * 32;
         const __m512i h0 = _mm512_loadu_si512(hs), h1 = _mm512_loadu_si512(hs + 16);
@@ -310,9 +309,10 @@ GEIST_I8MP_ATTR void quad_tile(const GroupBlocks& gb, int lane0, int64_t nb, int
       }
       if constexpr (kBias == 0) {
         const __m512 mv = _mm512_set1_ps(gb.m[i][lane0 + r]);
-        const __m512i mh = _mm512_set1_epi32(gb.mh[i][lane0 + r]);
+        const __m512i mh =
+            kUnitMin ? _mm512_setzero_si512() : _mm512_set1_epi32(gb.mh[i][lane0 + r]);
         for (int p = 0; p < P; ++p) {
-          const __m512 ms = _mm512_cvtepi32_ps(_mm512_madd_epi16(hp[p], mh));
+          const __m512 ms = kUnitMin ? fsx[p] : _mm512_cvtepi32_ps(_mm512_madd_epi16(hp[p], mh));
           acc[r][p] = _mm512_fnmadd_ps(mv, _mm512_mul_ps(ms, dxv[p]), acc[r][p]);
         }
       }
@@ -323,7 +323,7 @@ GEIST_I8MP_ATTR void quad_tile(const GroupBlocks& gb, int lane0, int64_t nb, int
   }
 }
 
-template <int kBias>
+template <int kBias, bool kUnitMin>
 GEIST_I8MP_ATTR void panels(I8mForm f, const uint8_t* src, size_t row_bytes, int count,
                             int64_t n_in, const int8_t* pq, const float* pdx, const int32_t* psx,
                             int64_t n_tok, float* out, int64_t out_stride) {
@@ -360,11 +360,11 @@ GEIST_I8MP_ATTR void panels(I8mForm f, const uint8_t* src, size_t row_bytes, int
           const float* d = pdx + p0 * nb * 16;
           const int32_t* sx = psx + p0 * nb * 16;
           if (np == kTileP) {
-            quad_tile<kTileP, kBias>(*gb, lane0, nb, b0, n, q, d, sx, first, res);
+            quad_tile<kTileP, kBias, kUnitMin>(*gb, lane0, nb, b0, n, q, d, sx, first, res);
           } else {
             alignas(64) float res1[4][1][16];
             for (int r = 0; r < 4; ++r) std::memcpy(res1[r][0], res[r][0], sizeof(res1[r][0]));
-            quad_tile<1, kBias>(*gb, lane0, nb, b0, n, q, d, sx, first, res1);
+            quad_tile<1, kBias, kUnitMin>(*gb, lane0, nb, b0, n, q, d, sx, first, res1);
             for (int r = 0; r < 4; ++r) std::memcpy(res[r][0], res1[r][0], sizeof(res1[r][0]));
           }
           for (int p = 0; p < np; ++p) {
@@ -385,7 +385,10 @@ GEIST_I8MP_ATTR void panels(I8mForm f, const uint8_t* src, size_t row_bytes, int
 void unpacked_panels_vnni(I8mForm f, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
                           const int8_t* pq, const float* pdx, const int32_t* psx, int64_t n_tok,
                           float* out, int64_t out_stride) {
-  auto* kernel = f == I8mForm::Q3K ? panels<124> : f == I8mForm::IQ4K ? panels<128> : panels<0>;
+  auto* kernel = f == I8mForm::Q3K    ? panels<124, false>
+                 : f == I8mForm::IQ4K ? panels<128, false>
+                 : f == I8mForm::Q2K  ? panels<0, false>
+                                      : panels<0, true>;
   kernel(f, src, row_bytes, count, n_in, pq, pdx, psx, n_tok, out, out_stride);
 }
 
