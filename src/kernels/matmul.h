@@ -12,10 +12,9 @@ namespace geist {
 
 // How a weight matrix's bytes are arranged.
 //   ROWS: as GGUF stores them, row o at data + o * row_bytes.
-//   GROUPS16 (Q8_0, Q4_0, Q4_K and Q6_K, Q5_0 / IQ4_NL held as Q8_0 and Q3_K as Q6_K: their
-//     values are of those types' forms, an integer times an f16 scale (Q3_K: times an int
-//     16-element scale), so the view weight_to_groups16 makes has type Q8_0 / Q6_K, the same
-//     dequantized bits; made at load by weight_to_groups16): rows in
+//   GROUPS16 (Q8_0, Q4_0, Q4_K and Q6_K; Q5_0 / IQ4_NL, whose values are of Q8_0's form, an
+//     integer times an f16 scale, in the Q8P form computed as Q8_0; and the I8M types below;
+//     made at load by weight_to_groups16): rows in
 //     groups of 16, the last group padded with zero rows. Group g starts at
 //     data + g * 16 * row_bytes.
 //     Q8_0 / Q4_0: its block b (32 elements of each of the 16 rows) at + b * 16 * block_bytes
@@ -28,12 +27,16 @@ namespace geist {
 //     its f16 d, of row r at 52 * 64 + 2 * r. Q4_K units: 0 d and dmin, 1-3 the 12 packed
 //     scale bytes, 4 + 8c + i bytes 4i..4i+3 of quant chunk c (low nibbles sub-block 2c, high
 //     2c + 1). Q6_K units: ql 0-31, qh 32-47, the 16 int8 scales 48-51.
-//     Q4_1 / Q5_1 / Q5_K / Q2_K / IQ4_XS (the I8M form: the view keeps the file's type, its
-//     row_bytes is simd::i8m_row_bytes(type, n_in)): every 32-block of every row as codes with
-//     an f32 scale and an f32 min (Q5_1 / Q5_K / Q2_K: 8-bit codes and two int16 min weights,
-//     44 bytes; Q4_1: the file's nibbles, 24 bytes; IQ4_XS: its nibble indices, no min, 20
-//     bytes), exactly the file's values (kernels/simd/matmul_simd.h "I8M" has the layouts and
-//     the formula): 1.2x (Q4_1, IQ4_XS), 1.8x (Q5_1), 2.0x (Q5_K), 4.2x (Q2_K) the file's bytes.
+//     Q5_0 / IQ4_NL (the Q8P form, kernels/simd/matmul_q8_packed.h: the view keeps the type
+//     and the file's row_bytes): per block the 16 rows' f16 scales, their nibble units as
+//     Q4_0's and (Q5_0) a high-bit word per row; the file's bytes, 1.0x.
+//     Q4_1 / Q5_1 / Q5_K / Q2_K / Q3_K / IQ4_XS (the I8M form: the view keeps the file's type,
+//     its row_bytes is simd::i8m_row_bytes(type, n_in), the file's): every 32-block of every
+//     row as packed codes with an f16 scale and min (Q4_1: the file's nibbles and d, -m; Q5_1:
+//     the same and a high-bit plane), or (Q2_K, Q3_K, Q5_K, IQ4_XS) the file's super-blocks
+//     transposed in 4-byte units like Q4_K's / Q6_K's; exactly the file's values and bytes
+//     (kernels/simd/matmul_simd.h "I8M" has the layouts and the formula; Q3_K's is Q6_K's); the
+//     kernels unpack the codes in registers.
 //     One 64-byte load is one unit of 16 rows, the operand of a 16-lane 8-bit multiply-add
 //     with the activations broadcast (decode), or a K-quant's scale word of 16 rows.
 enum class WeightLayout : uint8_t { ROWS, GROUPS16 };
@@ -51,12 +54,13 @@ struct WeightMatrix {
 // Whether matmul() has kernels for w in the GROUPS16 layout on this CPU (Q8_0 / Q4_0 / Q4_1 /
 // Q5_0 / Q5_1 / IQ4_NL rows with n_in % 32 == 0 or Q2_K / Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS rows
 // with n_in % 256 == 0, and the 8-bit multiply-add kernels present). They give the same bits as
-// the ROWS layout for Q8_0 / Q4_0 / Q4_K / Q6_K (Q5_0 / IQ4_NL / Q3_K: as Q8_0 / Q6_K rows of
-// the same values; the I8M types: their own formula; the ROWS layout of these types runs the
-// int16 path) and read the weights about twice as fast at decode.
+// the ROWS layout for Q8_0 / Q4_0 / Q4_K / Q6_K (Q5_0 / IQ4_NL: as Q8_0 rows of the same
+// values give; the I8M types: their own formula, for Q3_K the bits of Q6_K rows of its values; the
+// ROWS layout of these types runs the int16 path) and read the weights about twice as fast at
+// decode.
 bool weight_groups16_useful(const WeightMatrix& w);
-// Bytes of one row of a type-t matrix of n_in columns in the GROUPS16 layout (the Q8_0 rows'
-// for Q5_0 / IQ4_NL, the Q6_K rows' for Q3_K, simd::i8m_row_bytes for the I8M types).
+// Bytes of one row of a type-t matrix of n_in columns in the GROUPS16 layout (the file's,
+// simd::i8m_row_bytes for the I8M types).
 size_t weight_groups16_row_bytes(GgmlType t, int64_t n_in);
 // Bytes of w in the GROUPS16 layout: ceil(n_out / 16) * 16 * weight_groups16_row_bytes.
 size_t weight_groups16_bytes(const WeightMatrix& w);
@@ -65,10 +69,10 @@ size_t weight_groups16_bytes(const WeightMatrix& w);
 void weight_to_groups16(const WeightMatrix& w, uint8_t* dst, WeightMatrix* out);
 
 // For backends without kernels of their own for a type: the type whose GGUF rows hold every
-// value of a type-t row exactly (Q8_0 for Q5_0 and IQ4_NL, Q6_K for Q3_K: the re-encodings
-// GROUPS16 uses), or t itself. weight_to_exact_rows writes w (ROWS, whole blocks) in that type
-// into dst (ggml_row_size(weight_exact_rows_type(w.type), n_in) * n_out bytes) and sets *out
-// to the view of dst; its rows dequantize to w's bits.
+// value of a type-t row exactly (Q8_0 for Q5_0 and IQ4_NL, Q6_K for Q3_K: the formulas their
+// GROUPS16 kernels compute), or t itself. weight_to_exact_rows writes w (ROWS, whole blocks) in
+// that type into dst (ggml_row_size(weight_exact_rows_type(w.type), n_in) * n_out bytes) and sets
+// *out to the view of dst; its rows dequantize to w's bits.
 GgmlType weight_exact_rows_type(GgmlType t);
 void weight_to_exact_rows(const WeightMatrix& w, uint8_t* dst, WeightMatrix* out);
 

@@ -1,6 +1,6 @@
-// I8M re-encoding (weight_i8m.h). Every value of the five types is an integer code times an f32
-// factor minus an f32 min, each factor exact in f32 (an f16 times an integer of at most 6 bits),
-// so the 8-bit codes with those factors hold the file's values exactly.
+// I8M re-encoding (weight_i8m.h). Every value of the per-block types (Q4_1, Q5_1) is an integer
+// code times an f16 factor minus an f16 min, so the packed codes with those factors hold the
+// file's values exactly; Q2_K, Q3_K, Q5_K and IQ4_XS keep the file's bytes.
 #include "kernels/weight_i8m.h"
 
 #include <cstring>
@@ -33,48 +33,6 @@ void legacy_block(bool five, const uint8_t* blk, Block* out) {
   }
 }
 
-// Q5_K sub-block k (0..7) of the super-block at sb: value = d * sc_k * q - dmin * m_k.
-void q5_k_block(const uint8_t* sb, int k, Block* out) {
-  uint8_t sc, mn;
-  quant_detail::k_scale_min(sb + 4, k, &sc, &mn);
-  out->s = h2f(sb) * static_cast<float>(sc);
-  out->m = h2f(sb + 2) * static_cast<float>(mn);
-  out->m0 = out->m1 = 1;
-  const int c = k / 2, hi = k % 2;
-  const uint8_t* qh = sb + 16;
-  const uint8_t* qs = sb + 48 + 32 * c;
-  for (int l = 0; l < 32; ++l) {
-    out->w[l] =
-        static_cast<int8_t>(((qs[l] >> (4 * hi)) & 15) | (((qh[l] >> (2 * c + hi)) & 1) << 4));
-  }
-}
-
-// Q2_K 32-block k of the super-block at sb: halves 2k, 2k + 1 of 16 elements, value =
-// d * sc_h * q - dmin * m_h = d * (sc_h * q) - dmin * m_h.
-void q2_k_block(const uint8_t* sb, int k, Block* out) {
-  out->s = h2f(sb + 80);
-  out->m = h2f(sb + 82);
-  out->m0 = static_cast<int16_t>(sb[2 * k] >> 4);
-  out->m1 = static_cast<int16_t>(sb[2 * k + 1] >> 4);
-  const int h = k / 4, j = k % 4;
-  for (int l = 0; l < 32; ++l) {
-    const int code = (sb[16 + 32 * h + l] >> (2 * j)) & 3;
-    out->w[l] = static_cast<int8_t>((sb[2 * k + l / 16] & 15) * code);
-  }
-}
-
-// IQ4_XS 32-block k of the super-block at sb: value = d * (ls - 32) * kIq4Values[q].
-void iq4_xs_block(const uint8_t* sb, int k, Block* out) {
-  out->s = h2f(sb) * static_cast<float>(quant_detail::iq4_xs_scale(sb, k) - 32);
-  out->m = 0.0f;
-  out->m0 = out->m1 = 0;
-  const uint8_t* qs = sb + 8 + 16 * k;
-  for (int j = 0; j < 16; ++j) {
-    out->w[j] = quant_detail::kIq4Values[qs[j] & 15];
-    out->w[j + 16] = quant_detail::kIq4Values[qs[j] >> 4];
-  }
-}
-
 }  // namespace
 
 void file_block(GgmlType t, const uint8_t* row, int64_t b, Block* out) {
@@ -85,74 +43,68 @@ void file_block(GgmlType t, const uint8_t* row, int64_t b, Block* out) {
     case GgmlType::Q5_1:
       legacy_block(true, row + b * quant_detail::kQ5_1Bytes, out);
       return;
-    case GgmlType::Q5_K:
-      q5_k_block(row + b / 8 * quant_detail::kQ5_KBytes, static_cast<int>(b % 8), out);
-      return;
-    case GgmlType::Q2_K:
-      q2_k_block(row + b / 8 * quant_detail::kQ2_KBytes, static_cast<int>(b % 8), out);
-      return;
-    case GgmlType::IQ4_XS:
-      iq4_xs_block(row + b / 8 * ggml_type_traits(GgmlType::IQ4_XS).type_size,
-                   static_cast<int>(b % 8), out);
-      return;
     default:
-      GEIST_CHECK(false, "i8m::file_block: not an I8M type");
+      GEIST_CHECK(false, "i8m::file_block: not a per-block I8M type");
   }
 }
 
 namespace {
 
-// The 4-bit index of IQ4_XS value v (kIq4Values holds 16 distinct values).
-uint8_t iq4_index(int8_t v) {
-  for (int i = 0; i < 16; ++i) {
-    if (quant_detail::kIq4Values[i] == v) return static_cast<uint8_t>(i);
-  }
-  GEIST_CHECK(false, "i8m: not an IQ4 value");
-  return 0;
-}
-
-// Block b's row r in the group block at blk (matmul_simd.h's I8M forms).
+// Block b's row r in the group block at blk (matmul_simd.h's per-block I8M forms).
 void store_block(simd::I8mForm f, const Block& v, int64_t r, uint8_t* blk) {
   const int64_t codes = simd::i8m_codes_at(f);
-  std::memcpy(blk + simd::kI8mScaleAt + 4 * r, &v.s, 4);
-  if (f != simd::I8mForm::IQ4) std::memcpy(blk + simd::kI8mMinAt + 4 * r, &v.m, 4);
-  if (f == simd::I8mForm::CODES8) {
-    std::memcpy(blk + simd::kI8mWeightsAt + 4 * r, &v.m0, 2);
-    std::memcpy(blk + simd::kI8mWeightsAt + 4 * r + 2, &v.m1, 2);
-    for (int i = 0; i < 32; ++i) {
-      blk[codes + ((i / 4) * kGroup + r) * 4 + i % 4] =
-          static_cast<uint8_t>(static_cast<uint8_t>(v.w[i]) ^ 0x80u);
-    }
-    return;
-  }
+  // f16 values (Q4_1 / Q5_1: d and -m), so the conversions are exact.
+  const uint16_t sh = fp32_to_fp16(v.s), mh = fp32_to_fp16(v.m);
+  std::memcpy(blk + simd::kI8mScaleAt + 2 * r, &sh, 2);
+  std::memcpy(blk + simd::kI8mMinAt + 2 * r, &mh, 2);
+  uint32_t high = 0;  // NIBBLES5: byte k, bit u: element 4u + k; bit 4 + u: element 16 + 4u + k
   for (int i = 0; i < 16; ++i) {
-    const bool iq4 = f == simd::I8mForm::IQ4;
-    const uint8_t lo = iq4 ? iq4_index(v.w[i]) : static_cast<uint8_t>(v.w[i]);
-    const uint8_t hi = iq4 ? iq4_index(v.w[i + 16]) : static_cast<uint8_t>(v.w[i + 16]);
+    const auto lo = static_cast<uint8_t>(v.w[i] & 15), hi = static_cast<uint8_t>(v.w[i + 16] & 15);
     blk[codes + ((i / 4) * kGroup + r) * 4 + i % 4] = static_cast<uint8_t>(lo | hi << 4);
+    const int k = i % 4, u = i / 4;
+    high |= static_cast<uint32_t>((v.w[i] >> 4) & 1) << (8 * k + u);
+    high |= static_cast<uint32_t>((v.w[i + 16] >> 4) & 1) << (8 * k + 4 + u);
   }
+  if (f == simd::I8mForm::NIBBLES5) std::memcpy(blk + simd::kI8mHighAt + 4 * r, &high, 4);
 }
 
 // Row r of the group block at blk, back as a Block.
 void load_block(simd::I8mForm f, const uint8_t* blk, int64_t r, Block* v) {
   const int64_t codes = simd::i8m_codes_at(f);
-  std::memcpy(&v->s, blk + simd::kI8mScaleAt + 4 * r, 4);
-  v->m = 0.0f;
-  v->m0 = v->m1 = f == simd::I8mForm::NIBBLES ? 1 : 0;
-  if (f != simd::I8mForm::IQ4) std::memcpy(&v->m, blk + simd::kI8mMinAt + 4 * r, 4);
-  if (f == simd::I8mForm::CODES8) {
-    std::memcpy(&v->m0, blk + simd::kI8mWeightsAt + 4 * r, 2);
-    std::memcpy(&v->m1, blk + simd::kI8mWeightsAt + 4 * r + 2, 2);
-    for (int i = 0; i < 32; ++i) {
-      v->w[i] = static_cast<int8_t>(blk[codes + ((i / 4) * kGroup + r) * 4 + i % 4] ^ 0x80u);
-    }
-    return;
-  }
+  v->s = fp16_to_fp32(load_u16(blk + simd::kI8mScaleAt + 2 * r));
+  v->m = fp16_to_fp32(load_u16(blk + simd::kI8mMinAt + 2 * r));
+  v->m0 = v->m1 = 1;
+  uint32_t high = 0;
+  if (f == simd::I8mForm::NIBBLES5) std::memcpy(&high, blk + simd::kI8mHighAt + 4 * r, 4);
   for (int i = 0; i < 16; ++i) {
     const uint8_t byte = blk[codes + ((i / 4) * kGroup + r) * 4 + i % 4];
-    const bool iq4 = f == simd::I8mForm::IQ4;
-    v->w[i] = iq4 ? quant_detail::kIq4Values[byte & 15] : static_cast<int8_t>(byte & 15);
-    v->w[i + 16] = iq4 ? quant_detail::kIq4Values[byte >> 4] : static_cast<int8_t>(byte >> 4);
+    const int k = i % 4, u = i / 4;
+    const int h0 = static_cast<int>((high >> (8 * k + u)) & 1);
+    const int h1 = static_cast<int>((high >> (8 * k + 4 + u)) & 1);
+    v->w[i] = static_cast<int8_t>((byte & 15) | h0 << 4);
+    v->w[i + 16] = static_cast<int8_t>((byte >> 4) | h1 << 4);
+  }
+}
+
+// Q2K / Q3K / Q5K: each row's super-blocks (84 / 110 / 176 bytes) transposed over the group's 16
+// rows in 4-byte units, then (Q3K) the 2 bytes left, its d, of row r at units * 64 + 2 * r; the
+// file's bytes unchanged, padding rows all zero (d = 0).
+void super_to_groups16(const WeightMatrix& w, uint8_t* dst) {
+  const int64_t bytes = ggml_type_traits(w.type).type_size, units = bytes / 4, tail = bytes % 4;
+  static const uint8_t kZero[quant_detail::kQ5_KBytes] = {};
+  const int64_t nsb = w.n_in / 256;
+  const int64_t groups = (w.n_out + kGroup - 1) / kGroup;
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t s = 0; s < nsb; ++s) {
+      uint8_t* sb = dst + (g * nsb + s) * kGroup * bytes;
+      for (int64_t r = 0; r < kGroup; ++r) {
+        const int64_t row = g * kGroup + r;
+        const uint8_t* src =
+            row < w.n_out ? w.data + static_cast<size_t>(row) * w.row_bytes + s * bytes : kZero;
+        for (int64_t u = 0; u < units; ++u) std::memcpy(sb + (u * kGroup + r) * 4, src + 4 * u, 4);
+        std::memcpy(sb + units * kGroup * 4 + r * tail, src + 4 * units, static_cast<size_t>(tail));
+      }
+    }
   }
 }
 
@@ -160,6 +112,10 @@ void load_block(simd::I8mForm f, const uint8_t* blk, int64_t r, Block* v) {
 
 void to_groups16(const WeightMatrix& w, uint8_t* dst) {
   const simd::I8mForm f = simd::i8m_form(w.type);
+  if (simd::i8m_super_form(f)) {
+    super_to_groups16(w, dst);
+    return;
+  }
   const int64_t gb = simd::i8m_group_block(f);
   const int64_t nb = w.n_in / 32;
   const int64_t groups = (w.n_out + kGroup - 1) / kGroup;
@@ -169,11 +125,8 @@ void to_groups16(const WeightMatrix& w, uint8_t* dst) {
       for (int64_t r = 0; r < kGroup; ++r) {
         const int64_t row = g * kGroup + r;
         Block v;  // padding rows: scale and min 0
-        if (row < w.n_out) {
+        if (row < w.n_out)
           file_block(w.type, w.data + static_cast<size_t>(row) * w.row_bytes, b, &v);
-        } else if (f == simd::I8mForm::IQ4) {
-          v.w.fill(quant_detail::kIq4Values[8]);  // any valid index
-        }
         store_block(f, v, r, blk);
       }
     }
@@ -182,9 +135,21 @@ void to_groups16(const WeightMatrix& w, uint8_t* dst) {
 
 void get_row(const WeightMatrix& w, int64_t row, float* dst) {
   const simd::I8mForm f = simd::i8m_form(w.type);
-  const int64_t gb = simd::i8m_group_block(f);
-  const int64_t nb = w.n_in / 32, r = row % kGroup;
+  const int64_t r = row % kGroup;
   const uint8_t* grp = w.data + static_cast<size_t>(row / kGroup) * kGroup * w.row_bytes;
+  if (simd::i8m_super_form(f)) {  // the file's super-blocks back
+    const int64_t bytes = ggml_type_traits(w.type).type_size, units = bytes / 4, tail = bytes % 4;
+    uint8_t file[quant_detail::kQ5_KBytes];
+    for (int64_t s = 0; s < w.n_in / 256; ++s) {
+      const uint8_t* sb = grp + s * kGroup * bytes;
+      for (int64_t u = 0; u < units; ++u) std::memcpy(file + 4 * u, sb + (u * kGroup + r) * 4, 4);
+      std::memcpy(file + 4 * units, sb + units * kGroup * 4 + r * tail, static_cast<size_t>(tail));
+      dequantize_row(w.type, file, dst + s * 256, 256);
+    }
+    return;
+  }
+  const int64_t gb = simd::i8m_group_block(f);
+  const int64_t nb = w.n_in / 32;
   for (int64_t b = 0; b < nb; ++b) {
     Block v;
     load_block(f, grp + b * gb, r, &v);

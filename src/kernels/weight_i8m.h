@@ -1,6 +1,7 @@
-// The I8M form of the GROUPS16 layout (kernels/matmul.h, kernels/simd/matmul_simd.h): Q4_1, Q5_1,
-// Q5_K, Q2_K and IQ4_XS rows re-encoded, exactly, as 8-bit codes with an f32 scale and min per
-// 32-block. Private to src/kernels (weight_layout.cpp).
+// The I8M form of the GROUPS16 layout (kernels/matmul.h, kernels/simd/matmul_simd.h): Q4_1 and
+// Q5_1 rows as packed codes with an f16 scale and min per 32-block; Q2_K, Q3_K, Q5_K and IQ4_XS
+// rows as the file's super-blocks transposed over a group; exactly the file's values. Private to
+// src/kernels (weight_layout.cpp).
 #pragma once
 
 #include <array>
@@ -17,7 +18,7 @@ struct Block {
   std::array<int8_t, 32> w = {};
 };
 
-// Block b of a file row of type t (one of simd::i8m_type's), exactly.
+// Block b of a file row of type t (one of simd::i8m_type's per-block forms), exactly.
 void file_block(GgmlType t, const uint8_t* row, int64_t b, Block* out);
 
 // Writes the ROWS matrix w (an I8M type, whole blocks) into dst, simd::i8m_row_bytes(type,

@@ -5,6 +5,7 @@
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/simd/matmul_q8_packed.h"
 #include "kernels/simd/matmul_simd.h"
 #include "kernels/weight_i8m.h"
 
@@ -23,15 +24,65 @@ uint8_t to_group_byte(GgmlType t, uint8_t v) {
 }
 
 // Q5_0 and IQ4_NL blocks are a signed 8-bit value times an f16 scale per element, which is
-// Q8_0's form: GROUPS16 holds them as Q8_0 (the same dequantized bits, more bytes), so that the
-// Q8_0 kernels run them.
-bool as_q8_0(GgmlType t) { return t == GgmlType::Q5_0 || t == GgmlType::IQ4_NL; }
-// Q3_K's values, (d * (s - 32)) * code with int 16-element scales s - 32 in [-32, 31] and codes
-// in [-4, 3], are Q6_K's form (d * sc) * (q - 32): GROUPS16 holds them as Q6_K.
-GgmlType grouped_type(GgmlType t) {
-  return as_q8_0(t) ? GgmlType::Q8_0 : t == GgmlType::Q3_K ? GgmlType::Q6_K : t;
+// Q8_0's form: GROUPS16 keeps their codes packed (the Q8P form, kernels/simd/matmul_q8_packed.h)
+// and runs them through the Q8_0 formula; the exact rows for other backends are Q8_0 rows.
+bool as_q8_0(GgmlType t) { return simd::q8p_type(t); }
+
+// Q8P: the file's scale and qs bytes of each row and block, transposed over the group's rows in
+// 4-byte units; Q5_0's qh bits regrouped per unit (matmul_q8_packed.h); padding rows all zero.
+void q8p_to_groups16(const WeightMatrix& w, uint8_t* dst) {
+  const bool q5 = w.type == GgmlType::Q5_0;
+  const int64_t gb = simd::q8p_group_block(w.type), sbb = ggml_type_traits(w.type).type_size;
+  const int64_t nb = w.n_in / 32, groups = (w.n_out + kGroup - 1) / kGroup;
+  std::memset(dst, 0, static_cast<size_t>(groups * nb * gb));
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* blk = dst + (g * nb + b) * gb;
+      for (int64_t r = 0; r < kGroup && g * kGroup + r < w.n_out; ++r) {
+        const uint8_t* src = w.data + static_cast<size_t>(g * kGroup + r) * w.row_bytes + b * sbb;
+        std::memcpy(blk + 2 * r, src, 2);
+        const uint8_t* qs = src + (q5 ? 6 : 2);
+        for (int64_t u = 0; u < 4; ++u) std::memcpy(blk + 32 + (u * kGroup + r) * 4, qs + 4 * u, 4);
+        if (!q5) continue;
+        const uint32_t qh = quant_detail::load_u32(src + 2);
+        uint32_t high = 0;
+        for (int i = 0; i < 16; ++i) {
+          high |= ((qh >> i) & 1u) << (8 * (i % 4) + i / 4);
+          high |= ((qh >> (i + 16)) & 1u) << (8 * (i % 4) + 4 + i / 4);
+        }
+        std::memcpy(blk + simd::kQ8pHighAt + 4 * r, &high, 4);
+      }
+    }
+  }
 }
 
+// Row `row` of a Q8P matrix: its file blocks rebuilt, dequantized as the file's.
+void q8p_get_row(const WeightMatrix& w, int64_t row, float* dst) {
+  const bool q5 = w.type == GgmlType::Q5_0;
+  const int64_t gb = simd::q8p_group_block(w.type), r = row % kGroup;
+  const uint8_t* grp = w.data + static_cast<size_t>(row / kGroup) * kGroup * w.row_bytes;
+  uint8_t file[quant_detail::kQ5_0Bytes];
+  for (int64_t b = 0; b < w.n_in / 32; ++b) {
+    const uint8_t* blk = grp + b * gb;
+    std::memcpy(file, blk + 2 * r, 2);
+    uint8_t* qs = file + (q5 ? 6 : 2);
+    for (int64_t u = 0; u < 4; ++u) std::memcpy(qs + 4 * u, blk + 32 + (u * kGroup + r) * 4, 4);
+    if (q5) {
+      const uint32_t high = quant_detail::load_u32(blk + simd::kQ8pHighAt + 4 * r);
+      uint32_t qh = 0;
+      for (int i = 0; i < 16; ++i) {
+        qh |= ((high >> (8 * (i % 4) + i / 4)) & 1u) << i;
+        qh |= ((high >> (8 * (i % 4) + 4 + i / 4)) & 1u) << (i + 16);
+      }
+      std::memcpy(file + 2, &qh, 4);
+    }
+    dequantize_row(w.type, file, dst + b * 32, 32);
+  }
+}
+
+// Q3_K's values, (d * (s - 32)) * code with int 16-element scales s - 32 in [-32, 31] and codes
+// in [-4, 3], are Q6_K's form (d * sc) * (q - 32): the exact rows for other backends hold them
+// as Q6_K (GROUPS16 keeps Q3_K's own bytes: the I8M form).
 // One Q3_K super-block (110 bytes at src) as a Q6_K one (210 bytes at dst): codes + 32 in the
 // low 4 bits of ql and the top 2 bits of qh (layout in quant_blocks.h), the scales as int8, d.
 void q3_k_to_q6_k(const uint8_t* src, uint8_t* dst) {
@@ -88,10 +139,7 @@ int64_t kquant_bytes(GgmlType t) {
 // Written in output order (whole 64-byte lines, one unit of the 16 rows each) so the stores
 // stream; the 16 rows' super-blocks being read stay in L1.
 void kquant_to_groups16(const WeightMatrix& w, uint8_t* dst) {
-  const bool q3 = w.type == GgmlType::Q3_K;  // written as Q6_K
-  const int64_t bytes = kquant_bytes(grouped_type(w.type)), units = bytes / 4, tail = bytes % 4;
-  const int64_t src_bytes = ggml_type_traits(w.type).type_size;
-  uint8_t q6[kGroup][quant_detail::kQ6_KBytes];
+  const int64_t bytes = kquant_bytes(w.type), units = bytes / 4, tail = bytes % 4;
   const int64_t nsb = w.n_in / 256;
   const int64_t groups = (w.n_out + kGroup - 1) / kGroup;
   static const uint8_t kZeroSuper[quant_detail::kQ6_KBytes] = {};  // padding rows: d = 0
@@ -100,12 +148,8 @@ void kquant_to_groups16(const WeightMatrix& w, uint8_t* dst) {
       const uint8_t* src[kGroup];
       for (int64_t r = 0; r < kGroup; ++r) {
         const int64_t row = g * kGroup + r;
-        src[r] = row < w.n_out ? w.data + static_cast<size_t>(row) * w.row_bytes + s * src_bytes
+        src[r] = row < w.n_out ? w.data + static_cast<size_t>(row) * w.row_bytes + s * bytes
                                : kZeroSuper;
-        if (q3 && row < w.n_out) {
-          q3_k_to_q6_k(src[r], q6[r]);
-          src[r] = q6[r];
-        }
       }
       uint8_t* sb = dst + (g * nsb + s) * kGroup * bytes;
       for (int64_t u = 0; u < units; ++u) {
@@ -126,7 +170,7 @@ bool groups16_typed(const WeightMatrix& w) {
   const int64_t block = ggml_type_traits(w.type).block_size;
   return ((w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0 || as_q8_0(w.type)) &&
           w.n_in % 32 == 0) ||
-         ((is_kquant(w.type) || w.type == GgmlType::Q3_K) && w.n_in % 256 == 0) ||
+         (is_kquant(w.type) && w.n_in % 256 == 0) ||
          (simd::i8m_type(w.type) && block > 0 && w.n_in % block == 0);
 }
 
@@ -138,7 +182,7 @@ bool weight_groups16_useful(const WeightMatrix& w) {
 }
 
 size_t weight_groups16_row_bytes(GgmlType t, int64_t n_in) {
-  return simd::i8m_type(t) ? simd::i8m_row_bytes(t, n_in) : ggml_row_size(grouped_type(t), n_in);
+  return simd::i8m_type(t) ? simd::i8m_row_bytes(t, n_in) : ggml_row_size(t, n_in);
 }
 
 size_t weight_groups16_bytes(const WeightMatrix& w) {
@@ -159,15 +203,15 @@ void weight_to_groups16(const WeightMatrix& w, uint8_t* dst, WeightMatrix* out) 
     i8m::to_groups16(w, dst);
     return;
   }
-  const GgmlType gt = grouped_type(w.type);
-  out->type = gt;
-  out->row_bytes = ggml_row_size(gt, w.n_in);
+  if (simd::q8p_type(w.type)) {  // keeps its type and row_bytes: the Q8P form
+    q8p_to_groups16(w, dst);
+    return;
+  }
+  const GgmlType gt = w.type;
   if (is_kquant(gt)) {
     kquant_to_groups16(w, dst);
     return;
   }
-  const int64_t sbb = ggml_type_traits(w.type).type_size;  // the file's bytes per block
-  uint8_t q8_block[quant_detail::kQ8_0Bytes];
   const int64_t bb = block_bytes(gt);
   const int64_t units = (bb - 2) / 4;  // 4-byte units per row and block
   const int64_t nb = w.n_in / 32;
@@ -183,11 +227,7 @@ void weight_to_groups16(const WeightMatrix& w, uint8_t* dst, WeightMatrix* out) 
           for (int64_t u = 0; u < units; ++u) std::memset(blk + 32 + (u * kGroup + r) * 4, zero, 4);
           continue;
         }
-        const uint8_t* src = w.data + static_cast<size_t>(row) * w.row_bytes + b * sbb;
-        if (gt != w.type) {
-          to_q8_0_block(w.type, src, q8_block);
-          src = q8_block;
-        }
+        const uint8_t* src = w.data + static_cast<size_t>(row) * w.row_bytes + b * bb;
         std::memcpy(blk + 2 * r, src, 2);
         for (int64_t u = 0; u < units; ++u) {
           uint8_t* d = blk + 32 + (u * kGroup + r) * 4;
@@ -199,7 +239,7 @@ void weight_to_groups16(const WeightMatrix& w, uint8_t* dst, WeightMatrix* out) 
 }
 
 GgmlType weight_exact_rows_type(GgmlType t) {
-  return as_q8_0(t) || t == GgmlType::Q3_K ? grouped_type(t) : t;
+  return as_q8_0(t) ? GgmlType::Q8_0 : t == GgmlType::Q3_K ? GgmlType::Q6_K : t;
 }
 
 void weight_to_exact_rows(const WeightMatrix& w, uint8_t* dst, WeightMatrix* out) {
@@ -270,6 +310,10 @@ void get_row(const WeightMatrix& w, int64_t row, float* dst) {
   GEIST_CHECK(row >= 0 && row < w.n_out, "get_row: row out of range");
   if (w.layout == WeightLayout::GROUPS16 && simd::i8m_type(w.type)) {
     i8m::get_row(w, row, dst);
+    return;
+  }
+  if (w.layout == WeightLayout::GROUPS16 && simd::q8p_type(w.type)) {
+    q8p_get_row(w, row, dst);
     return;
   }
   if (w.layout == WeightLayout::GROUPS16) {

@@ -1,7 +1,8 @@
-// Q5_0 and IQ4_NL weights in the GROUPS16 layout are held as Q8_0 blocks of the same values, Q3_K
-// as Q6_K (kernels/matmul.h): the view has that type, its rows dequantize to the file's bits, and
-// matmul on it equals, bit for bit, matmul on Q8_0 rows written directly from those values
-// (Q3_K: is within the Q8 path's bound of the double product, the same for any batch).
+// Q5_0 and IQ4_NL weights in the GROUPS16 layout keep their codes packed and are computed as
+// Q8_0 of the same values (kernels/matmul.h): the view keeps the type and the file's bytes, its
+// rows dequantize to the file's bits, and matmul on it equals, bit for bit, matmul on Q8_0 rows
+// written directly from those values (in either layout). Q3_K keeps
+// its bytes there and equals, bit for bit, matmul on Q6_K rows of its values.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,7 +25,9 @@ TEST(Groups16Q8, Q5_0AndIq4NlRunAsQ8_0OfTheSameValues) {
   for (GgmlType type : {GgmlType::Q5_0, GgmlType::IQ4_NL}) {
     SCOPED_TRACE(ggml_type_name(type));
     std::mt19937 rng(17);
-    const int64_t n_in = 32 * 13, n_out = 37, n_tok = 70;  // odd rows: a padded last group
+    // Odd rows: a padded last group; 77 blocks: two pieces of the prefill kernel's unpacking (64
+    // blocks each).
+    const int64_t n_in = 32 * 77, n_out = 37, n_tok = 70;
     std::vector<float> deq;
     const std::vector<uint8_t> bytes = test::random_rows(type, n_in, n_out, &rng, &deq);
     const WeightMatrix w{type, bytes.data(), n_in, n_out, ggml_row_size(type, n_in)};
@@ -50,11 +53,11 @@ TEST(Groups16Q8, Q5_0AndIq4NlRunAsQ8_0OfTheSameValues) {
     }
     const WeightMatrix w8{GgmlType::Q8_0, q8.data(), n_in, n_out, rb8};
     std::vector<uint8_t> g(weight_groups16_bytes(w));
-    ASSERT_EQ(g.size(), weight_groups16_bytes(w8));
+    ASSERT_EQ(g.size(), 48 * w.row_bytes);  // the codes stay packed: the file's bytes per row
     WeightMatrix wg;
     weight_to_groups16(w, g.data(), &wg);
-    EXPECT_EQ(wg.type, GgmlType::Q8_0);
-    EXPECT_EQ(wg.row_bytes, rb8);
+    EXPECT_EQ(wg.type, type);
+    EXPECT_EQ(wg.row_bytes, w.row_bytes);
     std::vector<float> row(n_in);
     for (int64_t o = 0; o < n_out; ++o) {
       get_row(wg, o, row.data());
@@ -65,18 +68,56 @@ TEST(Groups16Q8, Q5_0AndIq4NlRunAsQ8_0OfTheSameValues) {
     for (float& f : x) f = nd(rng);
     ThreadPool pool(2);
     std::vector<float> scratch(matmul_scratch_floats(n_in, 2));
-    for (int64_t m : {int64_t{1}, int64_t{2}, n_tok}) {
-      std::vector<float> yg(m * n_out), y8(m * n_out);
+    std::vector<uint8_t> g8(weight_groups16_bytes(w8));
+    WeightMatrix wg8;
+    weight_to_groups16(w8, g8.data(), &wg8);
+    // The kernels on every SIMD target (the portable loops where there is no VNNI), decode and
+    // prefill, against Q8_0's GROUPS16 kernels on the same activations.
+    test::for_each_target([&] {
+      const int64_t nb = n_in / 32, nt = 19, np = 2;
+      std::vector<int8_t> q(2 * nt * n_in), pq(np * nb * 1024);
+      std::vector<float> dx(nt * nb), pdx(np * nb * 16);
+      std::vector<int32_t> sx(dx.size()), psx(pdx.size());
+      for (int64_t t = 0; t < np * 16; ++t) {
+        const float* xt = t < nt ? x.data() + t * n_in : nullptr;
+        if (xt) {
+          simd::quantize_row_q8(xt, n_in, 2, q.data() + t * 2 * n_in, dx.data() + t * nb,
+                                sx.data() + t * nb);
+        }
+        simd::quantize_row_q8_panel(xt, n_in, 2, t % 16, pq.data() + t / 16 * nb * 1024,
+                                    pdx.data() + t / 16 * nb * 16, psx.data() + t / 16 * nb * 16);
+      }
+      for (bool panels : {false, true}) {
+        std::vector<float> a(nt * n_out, -1.0f), b(a);
+        for (const auto& [m, y] : {std::pair{&wg, &a}, std::pair{&wg8, &b}}) {
+          if (panels) {
+            simd::dot_q8_panels(m->type, true, m->data, m->row_bytes, n_out, n_in, pq.data(),
+                                pdx.data(), psx.data(), nt, y->data(), n_out);
+          } else {
+            simd::dot_q8_rows(m->type, true, m->data, m->row_bytes, n_out, n_in, q.data(),
+                              dx.data(), sx.data(), nt, y->data(), n_out);
+          }
+        }
+        ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << panels;
+      }
+    });
+    for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{3}, n_tok}) {
+      std::vector<float> yg(m * n_out), y8(m * n_out), yg8(m * n_out);
       matmul(wg, x.data(), n_in, m, yg.data(), n_out, scratch.data(), pool);
       matmul(w8, x.data(), n_in, m, y8.data(), n_out, scratch.data(), pool);
+      matmul(wg8, x.data(), n_in, m, yg8.data(), n_out, scratch.data(), pool);
       ASSERT_EQ(std::memcmp(yg.data(), y8.data(), yg.size() * sizeof(float)), 0) << m;
+      ASSERT_EQ(std::memcmp(yg.data(), yg8.data(), yg.size() * sizeof(float)), 0) << m;
     }
   }
 }
 
-TEST(Groups16Q8, Q3_KRunsAsQ6_KOfTheSameValues) {
+// Q3_K keeps its own bytes in GROUPS16 (the I8M form, 1.0x the file) and gives, bit for bit,
+// what it gave as Q6_K rows of the same values (its exact rows, repacked as Q6_K is): decode,
+// a two-token chunk and prefill; and is within the Q8 path's bound of the double product.
+TEST(Groups16Q8, Q3_KGivesTheBitsOfQ6_KRowsOfItsValues) {
   std::mt19937 rng(19);
-  const int64_t n_in = 256 * 3, n_out = 21;
+  const int64_t n_in = 256 * 9, n_out = 21;  // more than one 64-block piece of prefill unpacking
   std::vector<float> deq;
   const std::vector<uint8_t> bytes =
       test::random_rows(GgmlType::Q3_K, n_in, n_out, &rng, &deq, true);
@@ -87,26 +128,40 @@ TEST(Groups16Q8, Q3_KRunsAsQ6_KOfTheSameValues) {
     GTEST_SKIP() << "no 8-bit kernels on this CPU (GROUPS16 is not used)";
   }
   std::vector<uint8_t> g(weight_groups16_bytes(w));
+  EXPECT_EQ(g.size(), 32 * w.row_bytes);  // two groups of 16 rows of the file's bytes
   WeightMatrix wg;
   weight_to_groups16(w, g.data(), &wg);
-  EXPECT_EQ(wg.type, GgmlType::Q6_K);
-  EXPECT_EQ(wg.row_bytes, ggml_row_size(GgmlType::Q6_K, n_in));
+  EXPECT_EQ(wg.type, GgmlType::Q3_K);
+  EXPECT_EQ(wg.row_bytes, ggml_row_size(GgmlType::Q3_K, n_in));
   std::vector<float> row(n_in);
   for (int64_t o = 0; o < n_out; ++o) {
     get_row(wg, o, row.data());
     ASSERT_EQ(std::memcmp(row.data(), deq.data() + o * n_in, n_in * sizeof(float)), 0) << o;
   }
+  std::vector<uint8_t> q6(ggml_row_size(GgmlType::Q6_K, n_in) * n_out);
+  WeightMatrix w6;
+  weight_to_exact_rows(w, q6.data(), &w6);
+  ASSERT_EQ(w6.type, GgmlType::Q6_K);
+  std::vector<uint8_t> g6(weight_groups16_bytes(w6));
+  WeightMatrix wg6;
+  weight_to_groups16(w6, g6.data(), &wg6);
   const int64_t n_tok = 40;
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<float> x(static_cast<size_t>(n_tok * n_in));
   for (float& f : x) f = nd(rng);
   ThreadPool pool(2);
   std::vector<float> scratch(matmul_scratch_floats(n_in, 2));
-  std::vector<float> all(n_tok * n_out), one(n_out);
+  for (int64_t m : {int64_t{1}, int64_t{2}, n_tok}) {
+    std::vector<float> y3(m * n_out), y6(m * n_out), r6(m * n_out);
+    matmul(wg, x.data(), n_in, m, y3.data(), n_out, scratch.data(), pool);
+    matmul(wg6, x.data(), n_in, m, y6.data(), n_out, scratch.data(), pool);
+    matmul(w6, x.data(), n_in, m, r6.data(), n_out, scratch.data(), pool);
+    ASSERT_EQ(std::memcmp(y3.data(), y6.data(), y3.size() * sizeof(float)), 0) << m;
+    ASSERT_EQ(std::memcmp(y3.data(), r6.data(), y3.size() * sizeof(float)), 0) << m;
+  }
+  std::vector<float> all(n_tok * n_out);
   matmul(wg, x.data(), n_in, n_tok, all.data(), n_out, scratch.data(), pool);
   for (int64_t t = 0; t < n_tok; ++t) {
-    matmul(wg, x.data() + t * n_in, n_in, 1, one.data(), n_out, scratch.data(), pool);
-    ASSERT_EQ(std::memcmp(one.data(), all.data() + t * n_out, n_out * sizeof(float)), 0) << t;
     for (int64_t o = 0; o < n_out; ++o) {
       double ref = 0, qerr = 0;
       for (int64_t b = 0; b < n_in / 32; ++b) {

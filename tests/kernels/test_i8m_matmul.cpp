@@ -1,6 +1,6 @@
-// Q4_1, Q5_1, Q5_K, Q2_K and IQ4_XS on the 8-bit path: the CPU backend re-encodes them at load to
-// the I8M form of GROUPS16 (kernels/matmul.h, kernels/simd/matmul_simd.h). The re-encoding is
-// lossless (its rows dequantize to the file's bits), and the kernels equal the I8M formula,
+// Q4_1, Q5_1, Q5_K, Q2_K, Q3_K and IQ4_XS on the 8-bit path: the CPU backend re-encodes them at
+// load to the I8M form of GROUPS16 (kernels/matmul.h, kernels/simd/matmul_simd.h). The re-encoding
+// is lossless (its rows dequantize to the file's bits), and the kernels equal the I8M formula,
 // written out below from the file's block bytes (ggml's layouts, not through our decoders),
 // bitwise on every SIMD target, for decode and prefill, odd row counts and partial panels.
 #include <gtest/gtest.h>
@@ -20,8 +20,8 @@
 namespace geist {
 namespace {
 
-constexpr GgmlType kTypes[] = {GgmlType::Q4_1, GgmlType::Q5_1, GgmlType::Q5_K, GgmlType::Q2_K,
-                               GgmlType::IQ4_XS};
+constexpr GgmlType kTypes[] = {GgmlType::Q4_1, GgmlType::Q5_1, GgmlType::Q5_K,
+                               GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_XS};
 constexpr int8_t kIq4[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                              1,    13,   25,  38,  53,  69,  89,  113};
 
@@ -78,6 +78,20 @@ Terms terms(GgmlType t, const uint8_t* row, int64_t b) {
     }
     return r;
   }
+  if (t == GgmlType::Q3_K) {  // hmask[32], qs[64], scales[12] (6-bit, +32), d; no min
+    const uint8_t* sb = row + b / 8 * 110;
+    const uint8_t* sc = sb + 96;
+    r.s = half(sb + 108);
+    for (int l = 0; l < 32; ++l) {
+      const int j = 2 * k + l / 16;  // the 16-element sub-block
+      const int lo = j < 8 ? sc[j] & 15 : sc[j - 8] >> 4;
+      const int scale = lo | ((sc[8 + j % 4] >> (2 * (j / 4))) & 3) << 4;
+      const int low = (sb[32 + 32 * (k / 4) + l] >> (2 * (k % 4))) & 3;
+      const int code = ((sb[l] >> k) & 1) ? low : low - 4;
+      r.w[l] = (scale - 32) * code;
+    }
+    return r;
+  }
   // IQ4_XS: d, scales_h, scales_l[4], qs[128]
   const uint8_t* sb = row + b / 8 * 136;
   const int ls = ((sb[4 + k / 2] >> (4 * (k % 2))) & 15) | (((sb[2] | sb[3] << 8) >> (2 * k)) & 3)
@@ -102,7 +116,7 @@ float formula(GgmlType t, const uint8_t* row, const int8_t* q1, const float* dx,
       hs[i / 16] += q1[b * 32 + i];
     }
     acc = std::fma(static_cast<float>(isum), tm.s * dx[b], acc);
-    if (t != GgmlType::IQ4_XS) {
+    if (t != GgmlType::IQ4_XS && t != GgmlType::Q3_K) {
       const int32_t ms = tm.m0 * hs[0] + tm.m1 * hs[1];
       acc = std::fma(tm.m, -(static_cast<float>(ms) * dx[b]), acc);
     }
@@ -119,9 +133,9 @@ TEST(I8mMatmul, ReEncodingIsLosslessAndKeepsTheType) {
     const std::vector<uint8_t> bytes = test::random_rows(type, n_in, n_out, &rng, &deq, true);
     const WeightMatrix w{type, bytes.data(), n_in, n_out, ggml_row_size(type, n_in)};
     std::vector<uint8_t> g(weight_groups16_bytes(w));
-    // 44 bytes per row and 32-block, 24 for Q4_1 and 20 for IQ4_XS (nibbles kept packed).
-    const size_t per_block = type == GgmlType::Q4_1 ? 24 : type == GgmlType::IQ4_XS ? 20 : 44;
-    EXPECT_EQ(g.size(), 48 * per_block * static_cast<size_t>(n_in / 32));
+    // The codes stay packed, in the file's bytes: 48 rows (three groups of 16) of its row size.
+    const size_t expect = 48 * ggml_row_size(type, n_in);
+    EXPECT_EQ(g.size(), expect);
     WeightMatrix wg;
     weight_to_groups16(w, g.data(), &wg);
     EXPECT_EQ(wg.type, type);
@@ -150,13 +164,26 @@ TEST(I8mMatmul, KernelsEqualTheFormulaBitwiseOnEveryTarget) {
       for (int rep = 0; rep < 3; ++rep) {
         SCOPED_TRACE(::testing::Message() << ggml_type_name(type) << " rep " << rep);
         const int64_t block = ggml_type_traits(type).block_size;
-        const int64_t n_in = block * (1 + static_cast<int64_t>(rng() % (block == 32 ? 20 : 4)));
+        // rep 0: more than one piece of the prefill kernels' unpacked blocks (64 blocks).
+        const int64_t n_in =
+            rep == 0 ? 256 * 9 : block * (1 + static_cast<int64_t>(rng() % (block == 32 ? 20 : 4)));
         const int count = 1 + static_cast<int>(rng() % 37);
         const int64_t n_tok = 1 + static_cast<int64_t>(rng() % 40);
         const int64_t nb = n_in / 32, ys = count + 3;
         std::vector<float> deq;
-        const std::vector<uint8_t> bytes = test::random_rows(type, n_in, count, &rng, &deq, true);
+        std::vector<uint8_t> bytes = test::random_rows(type, n_in, count, &rng, &deq, true);
         const size_t rb = ggml_row_size(type, n_in);
+        if (type == GgmlType::Q3_K && rep == 2) {
+          // Any bytes are a Q3_K block (d kept finite): every scale and code, including the
+          // product 128 (scale 0, code -4) that no 8-bit signed operand holds.
+          for (uint8_t& v : bytes) v = static_cast<uint8_t>(rng());
+          for (size_t at = 108; at < bytes.size(); at += 110) {
+            bytes[at] = static_cast<uint8_t>(rng());
+            bytes[at + 1] = static_cast<uint8_t>(0x20 + rng() % 0x1C);  // |d| in [2^-7, 2^0)
+          }
+          bytes[96] = bytes[104] = 0;  // sub-block 0: scale 0 - 32
+          bytes[0] = bytes[32] = 0;    // its element 0: high bit clear, low bits 0: code -4
+        }
         const WeightMatrix w{type, bytes.data(), n_in, count, rb};
         std::vector<uint8_t> grouped(weight_groups16_bytes(w));
         WeightMatrix wg;

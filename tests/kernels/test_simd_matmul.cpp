@@ -214,8 +214,8 @@ TEST(SimdMatmul, RowsBitwiseIndependentOfBatchThreadsAndChunks) {
     WeightMatrix wg;
     weight_to_groups16(w, grouped.data(), &wg);
     ASSERT_EQ(wg.layout, WeightLayout::GROUPS16);
-    // Q3_K is held as Q6_K there, another type's kernels (test_groups16_q8.cpp); Q5_1, Q5_K,
-    // IQ4_XS and Q2_K in the I8M form, the 8-bit kernels' own formula (test_i8m_matmul.cpp).
+    // Q5_1, Q5_K, Q3_K, IQ4_XS and Q2_K are in the I8M form there, the 8-bit kernels' own
+    // formula (test_i8m_matmul.cpp; Q3_K against its Q6_K rows in test_groups16_q8.cpp).
     if (wg.type != type || simd::i8m_type(type)) continue;
     for (int64_t count :
          {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{8}, int64_t{9},

@@ -22,6 +22,7 @@
 #include "base/status.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/simd/f16.h"
+#include "kernels/simd/matmul_q8_packed.h"
 #include "kernels/simd/matmul_simd.h"
 
 #if HWY_ARCH_X86
@@ -493,6 +494,10 @@ void dot_q8_rows(GgmlType t, bool groups, const uint8_t* src, size_t row_bytes, 
     dot_i8m_rows(t, src, row_bytes, count, n_in, q, dx, sx, n_tok, out, out_stride);
     return;
   }
+  if (groups && q8p_type(t)) {
+    dot_q8p_rows(t, src, row_bytes, count, n_in, q, dx, sx, n_tok, out, out_stride);
+    return;
+  }
   if (t == GgmlType::Q4_K || t == GgmlType::Q6_K) {
     dot_kq_rows(t, groups, src, row_bytes, count, n_in, q, dx, sx, n_tok, out, out_stride);
     return;
@@ -506,6 +511,10 @@ void dot_q8_panels(GgmlType t, bool groups, const uint8_t* src, size_t row_bytes
                    int64_t n_tok, float* out, int64_t out_stride) {
   if (groups && i8m_type(t)) {
     dot_i8m_panels(t, src, row_bytes, count, n_in, pq, pdx, psx, n_tok, out, out_stride);
+    return;
+  }
+  if (groups && q8p_type(t)) {
+    dot_q8p_panels(t, src, row_bytes, count, n_in, pq, pdx, psx, n_tok, out, out_stride);
     return;
   }
   if (t == GgmlType::Q4_K || t == GgmlType::Q6_K) {

@@ -100,9 +100,12 @@ constexpr int32_t kQ8Fine = 254;  // fine steps per coarse step
 //   would be.
 bool q8_path_supported(GgmlType t);  // Q8_0, Q4_0, Q4_K, Q6_K
 
-// Activation planes the Q8 path uses for weights of type t: 2 for Q8_0, 1 for the 4-bit and
-// 6-bit types (their own steps are 16x / 4x coarser than q1's).
-inline int q8_planes(GgmlType t) { return t == GgmlType::Q8_0 ? 2 : 1; }
+// Activation planes the Q8 path uses for weights of type t: 2 for Q8_0 (and Q5_0 / IQ4_NL in
+// GROUPS16, computed as Q8_0: matmul_q8_packed.h), 1 for the 4-bit and 6-bit types (their own
+// steps are 16x / 4x coarser than q1's).
+inline int q8_planes(GgmlType t) {
+  return t == GgmlType::Q8_0 || t == GgmlType::Q5_0 || t == GgmlType::IQ4_NL ? 2 : 1;
+}
 
 // Q6_K's activation extras, after quantize_row_q8 / _panel with one plane: the sums of q1 over
 // each 16-element half of every 32-block.
@@ -120,44 +123,66 @@ void dot_kq_panels(GgmlType t, bool groups, const uint8_t* src, size_t row_bytes
                    int64_t n_in, const int8_t* pq, const float* pdx, const int32_t* psx,
                    int64_t n_tok, float* out, int64_t out_stride);
 
-// I8M (Q4_1, Q5_1, Q5_K, Q2_K, IQ4_XS in the GROUPS16 layout, re-encoded at load by
-// weight_to_groups16: src/kernels/weight_i8m.cpp; kernels in matmul_i8m_simd.cpp). Every
-// 32-block of every row is held as signed 8-bit codes w[32], an f32 scale S, an f32 min scale M
-// and two int16 min weights m0, m1 (of the block's 16-element halves), value = S * w - M * m_h,
-// all exact re-encodings of the file's values (Q4_1 / Q5_1: S = d, M = -m, m0 = m1 = 1; Q5_K:
-// S = d * sc_j, M = dmin * m_j, m0 = m1 = 1; Q2_K: w = sc * q, S = d, M = dmin, m_h = the two
-// 16-element mins; IQ4_XS: w = the non-linear value, S = d * (ls - 32), no min). One activation
-// plane (dx_b = d_b) and its half sums (q8_half_sums_*: hs0, hs1). Every output is, bitwise,
-// on every target and for any batch:
+// I8M (Q4_1, Q5_1, Q5_K, Q2_K, Q3_K, IQ4_XS in the GROUPS16 layout, re-encoded at load by
+// weight_to_groups16: src/kernels/weight_i8m.cpp; kernels in matmul_i8m_simd.cpp and
+// matmul_i8m_packed_simd.cpp). Every 32-block of every row is, in the formula, 8-bit codes w[32],
+// an f32 scale S, an f32 min scale M and two int16 min weights m0, m1 (of the block's 16-element
+// halves), value = S * w - M * m_h, all exact re-encodings of the file's values (Q4_1 / Q5_1: S =
+// d, M = -m, m0 = m1 = 1; Q5_K: S = d * sc_j, M = dmin * m_j, m0 = m1 = 1; Q2_K: w = sc * q, S = d,
+// M = dmin, m_h = the two 16-element mins; Q3_K: w = (s_h - 32) * code with s_h the 6-bit scale of
+// the half, S = d, no min (this is Q6_K's formula on Q3_K's values, the bits Q3_K had as Q6_K);
+// IQ4_XS: w = the non-linear value, S = d * (ls - 32), no min). One activation plane (dx_b = d_b)
+// and its half sums (q8_half_sums_*: hs0, hs1). Every output is, bitwise, on every target and for
+// any batch:
 //   acc = 0; for b in blocks: isum = dot(w, q1), ms = m0 * hs0 + m1 * hs1 (exact int32)
 //     acc = fma(float(isum), S * dx_b, acc)
-//     acc = fma(M, -(float(ms) * dx_b), acc)      (omitted for IQ4_XS, which has no min)
-// The form keeps a 4-bit type's nibbles packed, so that decode reads few more bytes than the
-// file's: CODES8 (Q5_1, Q5_K, Q2_K) holds a group's block b (16 rows, i8m_group_block bytes at
-// group + b * i8m_group_block) as S of row r at kI8mScaleAt + 4r, M at kI8mMinAt + 4r, (m0, m1)
-// int16 at kI8mWeightsAt + 4r, then code unit u (elements 4u..4u+3) of row r at
-// i8m_codes_at + (u * 16 + r) * 4, stored w + 128 (44 bytes a row). NIBBLES (Q4_1: m0 = m1 = 1,
-// codes 0..15) holds S, M, then 4 units of nibbles, unit u of row r at i8m_codes_at + (u * 16 + r)
-// * 4 with elements 4u..4u+3 in its low nibbles and 16 + 4u.. in its high ones (the file's qs
-// bytes 4u..4u+3; 24 bytes a row); IQ4 (IQ4_XS: no min) holds S and the same nibble units of
-// indices into kIq4Values (20 bytes a row).
-enum class I8mForm : uint8_t { CODES8, NIBBLES, IQ4 };
+//     acc = fma(M, -(float(ms) * dx_b), acc)      (omitted for IQ4_XS and Q3_K: no min)
+// The forms keep the file's codes packed, so that decode reads no more bytes than the file's
+// (the kernels unpack them in registers). The per-block forms hold a group's block b (16 rows,
+// i8m_group_block bytes at group + b * i8m_group_block) as the 16 rows' f16 S (row r at
+// kI8mScaleAt + 2r) and f16 M (at kI8mMinAt + 2r), then 4 code units of nibbles, unit u of row r
+// at i8m_codes_at + (u * 16 + r) * 4 with elements 4u..4u+3 in its low nibbles and 16 + 4u.. in
+// its high ones (the file's qs bytes 4u..4u+3). NIBBLES (Q4_1: S = d, M = -m, both f16 values;
+// m0 = m1 = 1, codes 0..15): 20 bytes a row, the file's. NIBBLES5 (Q5_1: as Q4_1, codes 0..31):
+// the low 4 bits of the codes as NIBBLES, then each row's high bits as one 32-bit word at
+// kI8mHighAt + 4r, whose byte k holds the high bit of element 4u + k in bit u and of element
+// 16 + 4u + k in bit 4 + u (24 bytes a row, the file's). The super-block forms keep the file's
+// bytes of each row's super-block s, as 4-byte units, unit u of row r at (u * 16 + r) * 4 of the
+// group's super-block s (16 times the file's super-block bytes, at group + s * that), and the
+// kernels take w, S, M and m_h from them: Q2K (Q2_K, 84 bytes: w = sc * q, S = d, M = dmin, m_h
+// the mins), Q3K (Q3_K: its first 108 bytes as 27 units, then its f16 d of row r at kI8mQ3kD +
+// 2r), Q5K (Q5_K, 176 bytes: S = d * sc_j and M = dmin * m_j made in registers, exact f32
+// products), IQ4K (IQ4_XS, 136 bytes: w = kIq4Values[q], S = d * (ls - 32) likewise).
+enum class I8mForm : uint8_t { NIBBLES5, NIBBLES, Q2K, Q3K, Q5K, IQ4K };
 constexpr int64_t kI8mScaleAt = 0;
-constexpr int64_t kI8mMinAt = 64;
-constexpr int64_t kI8mWeightsAt = 128;
-constexpr int64_t i8m_group_block(I8mForm f) {
-  return f == I8mForm::CODES8 ? 704 : f == I8mForm::NIBBLES ? 384 : 320;
-}
-constexpr int64_t i8m_codes_at(I8mForm f) {
-  return f == I8mForm::CODES8 ? 192 : f == I8mForm::NIBBLES ? 128 : 64;
-}
+constexpr int64_t kI8mMinAt = 32;
+constexpr int64_t kI8mHighAt = 320;
+constexpr int64_t kI8mQ2kGroupSuper = 16 * 84;    // Q2K: bytes of one super-block of a group
+constexpr int64_t kI8mQ3kGroupSuper = 16 * 110;   // Q3K: the same
+constexpr int64_t kI8mQ3kD = 27 * 64;             // Q3K: the 16 rows' d in a super-block
+constexpr int64_t kI8mQ5kGroupSuper = 16 * 176;   // Q5K: the same
+constexpr int64_t kI8mIq4kGroupSuper = 16 * 136;  // IQ4K: the same
+constexpr bool i8m_has_min(I8mForm f) { return f != I8mForm::IQ4K && f != I8mForm::Q3K; }
+// The forms kept per super-block (the file's bytes over a group), and the per-block ones.
+constexpr bool i8m_super_form(I8mForm f) { return f != I8mForm::NIBBLES && f != I8mForm::NIBBLES5; }
+// Per-block forms only.
+constexpr int64_t i8m_group_block(I8mForm f) { return f == I8mForm::NIBBLES5 ? 384 : 320; }
+constexpr int64_t i8m_codes_at(I8mForm) { return 64; }
 inline I8mForm i8m_form(GgmlType t) {
   return t == GgmlType::Q4_1     ? I8mForm::NIBBLES
-         : t == GgmlType::IQ4_XS ? I8mForm::IQ4
-                                 : I8mForm::CODES8;
+         : t == GgmlType::IQ4_XS ? I8mForm::IQ4K
+         : t == GgmlType::Q2_K   ? I8mForm::Q2K
+         : t == GgmlType::Q3_K   ? I8mForm::Q3K
+         : t == GgmlType::Q5_K   ? I8mForm::Q5K
+                                 : I8mForm::NIBBLES5;
 }
 inline size_t i8m_row_bytes(GgmlType t, int64_t n_in) {
-  return static_cast<size_t>(n_in / 32 * i8m_group_block(i8m_form(t)) / 16);
+  const I8mForm f = i8m_form(t);
+  if (f == I8mForm::Q2K) return static_cast<size_t>(n_in / 256 * 84);
+  if (f == I8mForm::Q3K) return static_cast<size_t>(n_in / 256 * 110);
+  if (f == I8mForm::Q5K) return static_cast<size_t>(n_in / 256 * 176);
+  if (f == I8mForm::IQ4K) return static_cast<size_t>(n_in / 256 * 136);
+  return static_cast<size_t>(n_in / 32 * i8m_group_block(f) / 16);
 }
 bool i8m_type(GgmlType t);
 // dot_q8_rows / dot_q8_panels for I8M weights (src at the start of a group, row_bytes =
