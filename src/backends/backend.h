@@ -120,9 +120,9 @@ class Stream {
   // match): the caller issues the same step again, which then runs plainly. Use:
   //   do { s.begin_forward(tokens, n, pos); ...ops... } while (!s.end_forward());
   // A batched forward (ArchModel::forward_batch) passes its n_seg segments' n rows packed, pos
-  // its first segment's position; n_seg == n: every row is one session's one-token step (a
-  // batched decode step, which a device may record like a one-token step, its segments'
-  // positions relative to pos).
+  // the smallest of its segments' positions; n_seg == n: every row is one session's one-token
+  // step (a batched decode step, which a device may record like a one-token step, its
+  // segments' positions relative to pos).
   virtual void begin_forward(const int32_t* /*tokens*/, int32_t /*n*/, int32_t /*pos*/,
                              int32_t /*n_seg*/ = 1) {}
   virtual bool end_forward() { return true; }
