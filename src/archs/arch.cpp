@@ -198,12 +198,16 @@ Status ArchModel::forward_batch(ArchState& lead, const Segment* segs, int32_t n_
     segs[i].state->begin_at(segs[i].pos);
     s.wait_for(o);
   }
+  // The step's position: its segments' smallest, so that no segment's is below it (a device
+  // that records the step reads each as an offset to it, Stream::begin_forward).
+  int32_t step_pos = segs[0].pos;
+  for (int32_t i = 1; i < n_seg; ++i) step_pos = std::min(step_pos, segs[i].pos);
   {
     StreamScope scope(s);
     std::optional<StreamScope> ws_scope;
     if (ws->stream) ws_scope.emplace(*ws->stream);
     do {  // as forward: a backend may record the step and ask for it again
-      s.begin_forward(mb.tokens, rows, segs[0].pos, n_seg);
+      s.begin_forward(mb.tokens, rows, step_pos, n_seg);
       run_micro_batch(lead, *ws, mb);
     } while (!s.end_forward());
   }

@@ -436,6 +436,17 @@ void LlamaModel::run_micro_batch(ArchState& state, ArchWorkspace& ws, const Micr
   const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim_k, c.head_dim_v,
                              1.0f / std::sqrt(static_cast<float>(c.head_dim_k))};
 
+  // A batched decode step (row r is session r's token): each layer's attention of the rows is
+  // one op (Stream::rope_attend_rows), which a device may run as one launch.
+  std::vector<KvStore*> row_kv;
+  std::vector<int32_t> row_pos;
+  if (mb.n_seg == n && n > 1) {
+    for (const Segment& g : segments(mb)) {
+      row_kv.push_back(static_cast<LlamaState*>(g.state)->kv.get());
+      row_pos.push_back(g.pos);
+    }
+  }
+
   s.get_rows(tok_embd_, mb.tokens, n, x);
   for (int32_t il = 0; il < c.n_layer; ++il) {
     const LlamaLayer& l = layers_[static_cast<size_t>(il)];
@@ -446,13 +457,18 @@ void LlamaModel::run_micro_batch(ArchState& state, ArchWorkspace& ws, const Micr
     add_bias(s, q, n_q, n, l.bq, n_q);
     add_bias(s, k, n_k, n, l.bk, n_k);
     add_bias(s, v, n_v, n, l.bv, n_v);
-    for (const Segment& g : segments(mb)) {  // positions and the KV cache are the session's
-      const int64_t r = g.row0;
-      s.rope(q + r * n_q, n_q, g.n, c.n_head, c.head_dim_k, g.pos, rope_);
-      s.rope(k + r * n_k, n_k, g.n, c.n_head_kv, c.head_dim_k, g.pos, rope_);
-      static_cast<LlamaState*>(g.state)->kv->attend_on(s, il, shape, q + r * n_q, n_q, g.n, g.pos,
-                                                       k + r * n_k, n_k, v + r * n_v, n_v,
-                                                       attn + r * n_o, n_o);
+    if (!row_kv.empty()) {
+      s.rope_attend_rows(il, shape, rope_, row_kv.data(), row_pos.data(), n, q, n_q, k, n_k, v, n_v,
+                         attn, n_o);
+    } else {
+      for (const Segment& g : segments(mb)) {  // positions and the KV cache are the session's
+        const int64_t r = g.row0;
+        s.rope(q + r * n_q, n_q, g.n, c.n_head, c.head_dim_k, g.pos, rope_);
+        s.rope(k + r * n_k, n_k, g.n, c.n_head_kv, c.head_dim_k, g.pos, rope_);
+        static_cast<LlamaState*>(g.state)->kv->attend_on(s, il, shape, q + r * n_q, n_q, g.n, g.pos,
+                                                         k + r * n_k, n_k, v + r * n_v, n_v,
+                                                         attn + r * n_o, n_o);
+      }
     }
     s.matmul(l.wo, attn, n_o, n, xn, n_embd);
     add_bias(s, xn, n_embd, n, l.bo, n_embd);

@@ -304,13 +304,24 @@ void Qwen35Model::attention_layer(Qwen35State& st, const Qwen35Workspace& w, int
   shape.head_dim_k = hd;
   shape.head_dim_v = hd;
   shape.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  for (const Segment& sg : segments(mb)) {  // positions and the KV cache are the session's
-    const int64_t r = sg.row0;
-    s.rope(q + r * qd, qd, sg.n, c.n_head, hd, sg.pos, rp);
-    s.rope(k + r * kvd, kvd, sg.n, c.n_head_kv, hd, sg.pos, rp);
-    static_cast<Qwen35State*>(sg.state)->kv->attend_on(s, il, shape, q + r * qd, qd, sg.n, sg.pos,
-                                                       k + r * kvd, kvd, v + r * kvd, kvd,
-                                                       att + r * qd, qd);
+  if (mb.n_seg == n && n > 1) {  // a batched decode step: row r is session r's token
+    std::vector<KvStore*> row_kv(static_cast<size_t>(n));
+    std::vector<int32_t> row_pos(static_cast<size_t>(n));
+    for (int32_t r = 0; r < n; ++r) {
+      row_kv[static_cast<size_t>(r)] = static_cast<Qwen35State*>(mb.seg[r].state)->kv.get();
+      row_pos[static_cast<size_t>(r)] = mb.seg[r].pos;
+    }
+    s.rope_attend_rows(il, shape, rp, row_kv.data(), row_pos.data(), n, q, qd, k, kvd, v, kvd, att,
+                       qd);
+  } else {
+    for (const Segment& sg : segments(mb)) {  // positions and the KV cache are the session's
+      const int64_t r = sg.row0;
+      s.rope(q + r * qd, qd, sg.n, c.n_head, hd, sg.pos, rp);
+      s.rope(k + r * kvd, kvd, sg.n, c.n_head_kv, hd, sg.pos, rp);
+      static_cast<Qwen35State*>(sg.state)->kv->attend_on(s, il, shape, q + r * qd, qd, sg.n, sg.pos,
+                                                         k + r * kvd, kvd, v + r * kvd, kvd,
+                                                         att + r * qd, qd);
+    }
   }
 
   s.sigmoid_mul(att, hd, qg + hd, 2 * hd, n * c.n_head, hd);

@@ -120,9 +120,9 @@ class Stream {
   // match): the caller issues the same step again, which then runs plainly. Use:
   //   do { s.begin_forward(tokens, n, pos); ...ops... } while (!s.end_forward());
   // A batched forward (ArchModel::forward_batch) passes its n_seg segments' n rows packed, pos
-  // its first segment's position; n_seg == n: every row is one session's one-token step (a
-  // batched decode step, which a device may record like a one-token step, its segments'
-  // positions relative to pos).
+  // the smallest of its segments' positions; n_seg == n: every row is one session's one-token
+  // step (a batched decode step, which a device may record like a one-token step, its
+  // segments' positions relative to pos).
   virtual void begin_forward(const int32_t* /*tokens*/, int32_t /*n*/, int32_t /*pos*/,
                              int32_t /*n_seg*/ = 1) {}
   virtual bool end_forward() { return true; }
@@ -181,6 +181,25 @@ class Stream {
   // x[r][d] *= sigmoid(gate[r][d]) for r < n_rows, d < n (rows at r * x_stride / gate_stride).
   virtual void sigmoid_mul(float* x, int64_t x_stride, const float* gate, int64_t gate_stride,
                            int32_t n_rows, int64_t n) = 0;
+  // The attention of a batched decode step's rows (one token of each of n_rows sessions): for
+  // r < n_rows in order, rope() of row r's q and k (one token at pos[r], heads of
+  // s.head_dim_k), then kv[r]->attend_on(*this, il, s, ...) of that token, with row r's q, k,
+  // v and out at q + r * q_stride, k + r * k_stride, v + r * v_stride, out + r * out_stride.
+  // kv and pos are host arrays of n_rows. Each row bitwise those calls; a device may run the
+  // rows as one launch where no two of them share a KV cache (the default is the calls).
+  virtual void rope_attend_rows(int32_t il, const AttentionShape& s, const RopeParams& p,
+                                KvStore* const* kv, const int32_t* pos, int32_t n_rows, float* q,
+                                int64_t q_stride, float* k, int64_t k_stride, const float* v,
+                                int64_t v_stride, float* out, int64_t out_stride) {
+    for (int32_t r = 0; r < n_rows; ++r) {
+      float* qr = q + r * q_stride;
+      float* kr = k + r * k_stride;
+      rope(qr, q_stride, 1, s.n_head, s.head_dim_k, pos[r], p);
+      rope(kr, k_stride, 1, s.n_head_kv, s.head_dim_k, pos[r], p);
+      kv[r]->attend_on(*this, il, s, qr, q_stride, 1, pos[r], kr, k_stride, v + r * v_stride,
+                       v_stride, out + r * out_stride, out_stride);
+    }
+  }
 
   // ---- gated DeltaNet (kernels/deltanet.h) ----
   // For t < n_tok, h < n_heads (row t at + t * n_heads):

@@ -144,6 +144,20 @@ class CudaKvStore final : public KvStore {
     attend_core(*c, il, s, q, q_stride, n, pos, k, k_stride, v, v_stride, out, out_stride);
   }
 
+  // cuda_kv_rope_row / cuda_kv_row_written (cuda_stream.h).
+  bool rope_row(int32_t il, int32_t pos, const float* v, int64_t v_stride, int32_t row_off,
+                const int32_t* row_dev, RopeRow* row) const {
+    if (!plain_rows() || !has_layer(il) || pos < 0 || pos >= max_seq_len_) return false;
+    row->st.kv = rows_out(layers_[static_cast<size_t>(il)], v, v_stride, row_off, row_dev);
+    view(il, pos + 1, &row->k, &row->v);
+    return true;
+  }
+  void row_written(int32_t il, int32_t pos) {
+    GEIST_CHECK(has_layer(il) && pos >= 0 && pos < max_seq_len_,
+                "cuda kv row written: layer or position out of range");
+    layers_[static_cast<size_t>(il)].written_end = pos + 1;
+  }
+
   bool can_resume_at(int32_t pos) const override {
     if (windowed()) {  // KvCache::can_resume_at
       const int32_t start = kv_q4_window_start(pos + 1);
@@ -491,6 +505,18 @@ class CudaKvStore final : public KvStore {
 };
 
 }  // namespace
+
+bool cuda_kv_rope_row(KvStore& kv, int32_t il, int32_t pos, const float* v, int64_t v_stride,
+                      int32_t row_off, const int32_t* row_dev, RopeRow* row) {
+  const auto* c = dynamic_cast<const CudaKvStore*>(&kv);
+  return c != nullptr && c->rope_row(il, pos, v, v_stride, row_off, row_dev, row);
+}
+
+void cuda_kv_row_written(KvStore& kv, int32_t il, int32_t pos) {
+  auto* c = dynamic_cast<CudaKvStore*>(&kv);
+  GEIST_CHECK(c != nullptr, "cuda kv row written: a store of another backend");
+  c->row_written(il, pos);
+}
 
 Status create_cuda_kv_store(std::shared_ptr<StreamCore> core, KvMode mode,
                             const std::vector<KvLayerSpec>& layers, int32_t max_seq_len,

@@ -13,6 +13,7 @@
 #include "backends/backend.h"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/deltanet_cuda.h"
+#include "backends/cuda/kv_attn_rope_cuda.h"
 #include "base/status.h"
 
 namespace geist::cuda {
@@ -61,6 +62,7 @@ enum RecordOp : uint64_t {
   kRecAttend,
   kRecConvRows,
   kRecDeltaRows,
+  kRecAttendRows,
 };
 
 // One cudaStream_t and the first CUDA failure seen on it. Shared (shared_ptr) by the
@@ -271,6 +273,18 @@ Status create_cuda_stream(std::unique_ptr<Stream>* out);
 Status create_cuda_kv_store(std::shared_ptr<StreamCore> core, KvMode mode,
                             const std::vector<KvLayerSpec>& layers, int32_t max_seq_len,
                             std::unique_ptr<KvStore>* out);
+
+// A batched decode step's row of a plain (F32 / F16) store from create_cuda_kv_store
+// (CudaStream::rope_attend_rows): for the token at pos of layer il, the cache view its attention
+// reads (row->k, row->v: the token's rows included) and where its K / V rows go (row->st.kv:
+// as the store's own attend writes them, at row_off (+ *row_dev) with the values from v,
+// v_stride), exactly as attend() would pass them. False (nothing changed) for another store, a
+// layer without KV or a position out of range: the caller then takes attend_on.
+bool cuda_kv_rope_row(KvStore& kv, int32_t il, int32_t pos, const float* v, int64_t v_stride,
+                      int32_t row_off, const int32_t* row_dev, RopeRow* row);
+// The store's record that layer il now holds positions up to pos (inclusive), after the rows'
+// launch went out (as attend() keeps it).
+void cuda_kv_row_written(KvStore& kv, int32_t il, int32_t pos);
 
 // The core of a stream from create_cuda_stream, nullptr for a stream of another backend (a KV
 // store enqueues its attention on the forward's stream, KvStore::attend_on).

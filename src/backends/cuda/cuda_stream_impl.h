@@ -177,6 +177,14 @@ class CudaStream final : public Stream {
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override;
   void sigmoid_mul(float* x, int64_t x_stride, const float* gate, int64_t gate_stride,
                    int32_t n_rows, int64_t n) override;
+  // A batched decode step's rows of plain (F32 / F16) caches of this backend as one launch per
+  // 64 rows (cuda::kv_attention_rope_rows, cuda_stream_rows.cpp): each row's rope, K / V rows
+  // and attention, with the arguments its own attend would take. Other rows (another KV mode,
+  // two rows of one cache, the fusions off) take the per-row calls.
+  void rope_attend_rows(int32_t il, const AttentionShape& s, const RopeParams& p,
+                        KvStore* const* kv, const int32_t* pos, int32_t n_rows, float* q,
+                        int64_t q_stride, float* k, int64_t k_stride, const float* v,
+                        int64_t v_stride, float* out, int64_t out_stride) override;
 
   // The DeltaNet launchers (deltanet_cuda.h) leave a launch failure pending in CUDA's error
   // state; it is collected right after each call.
@@ -212,6 +220,12 @@ class CudaStream final : public Stream {
   // Copies the staged logits rows (0xFF bytes when !good) and the staged greedy id (0 when
   // !good) to their host destinations.
   void copy_logits_out(bool good);
+  // rope_attend_rows as one launch per 64 rows; false (nothing issued) where the rows do not
+  // fit it.
+  bool rope_attend_rows_fused(int32_t il, const AttentionShape& s, const RopeParams& p,
+                              KvStore* const* kv, const int32_t* pos, int32_t n_rows, float* q,
+                              int64_t q_stride, float* k, int64_t k_stride, const float* v,
+                              int64_t v_stride, float* out, int64_t out_stride);
 
   std::shared_ptr<StreamCore> core_;
   cudaEvent_t staged_;          // recorded after the last copy out of the staging buffers
@@ -250,7 +264,8 @@ class CudaStream final : public Stream {
   int64_t logits_stride_ = 0;          // floats between rows of logits_dst_
   int32_t logits_rows_ = 0;
   size_t logits_row_bytes_ = 0;
-  int32_t* argmax_dst_ = nullptr;  // host int of the step's greedy id (copied at the end)
+  int32_t* argmax_dst_ = nullptr;   // host int of the step's greedy id (copied at the end)
+  std::vector<RopeRow> rope_rows_;  // [n_rows] rope_attend_rows's rows (host scratch)
 };
 
 }  // namespace geist::cuda

@@ -1,6 +1,7 @@
 // CudaStream's ops over the rows of a batched decode step (Stream::conv1d_silu_rows,
-// Stream::gated_delta_rule_rows): each session's one-token DeltaNet step, with its own state,
-// as one launch for up to kDeltaRowsPerLaunch sessions instead of one (or two) per session.
+// Stream::gated_delta_rule_rows, Stream::rope_attend_rows): each session's one-token DeltaNet
+// step, with its own state, and each session's rope + KV rows + attention, with its own cache,
+// as one launch for up to 64 sessions instead of one (or two) per session.
 #include <algorithm>
 
 #include "backends/cuda/cuda_stream_impl.h"
@@ -63,6 +64,67 @@ void CudaStream::gated_delta_rule_rows(const GatedDeltaArgs& a, int32_t n_rows,
     cuda::gated_delta_rule_rows(core_->stream, b, n, st);
     core_->ok(cudaGetLastError(), "gated_delta_rule_rows kernel launch");
   }
+}
+
+void CudaStream::rope_attend_rows(int32_t il, const AttentionShape& s, const RopeParams& p,
+                                  KvStore* const* kv, const int32_t* pos, int32_t n_rows, float* q,
+                                  int64_t q_stride, float* k, int64_t k_stride, const float* v,
+                                  int64_t v_stride, float* out, int64_t out_stride) {
+  if (fuse_ && rope_attend_rows_fused(il, s, p, kv, pos, n_rows, q, q_stride, k, k_stride, v,
+                                      v_stride, out, out_stride)) {
+    return;
+  }
+  Stream::rope_attend_rows(il, s, p, kv, pos, n_rows, q, q_stride, k, k_stride, v, v_stride, out,
+                           out_stride);
+}
+
+bool CudaStream::rope_attend_rows_fused(int32_t il, const AttentionShape& s, const RopeParams& p,
+                                        KvStore* const* kv, const int32_t* pos, int32_t n_rows,
+                                        float* q, int64_t q_stride, float* k, int64_t k_stride,
+                                        const float* v, int64_t v_stride, float* out,
+                                        int64_t out_stride) {
+  StreamCore& c = *core_;
+  if (n_rows <= 0) return false;
+  rope_rows_.resize(static_cast<size_t>(n_rows));
+  // Row r's arguments as attend_on's one-token step takes them (CudaKvStore::attend_core's
+  // rope_attend, with the rope pair held by rope()): the position relative to the step's on
+  // the device in a recorded step (StreamCore::pos_ref), the store's rows and view.
+  const int32_t* pd = nullptr;
+  for (int32_t r = 0; r < n_rows; ++r) {
+    int32_t off = 0;
+    pd = c.pos_ref(pos[r], &off);
+    RopeRow& w = rope_rows_[static_cast<size_t>(r)];
+    w = RopeRow{};
+    if (!cuda_kv_rope_row(*kv[r], il, pos[r], v + r * v_stride, v_stride, off, pd, &w)) {
+      return false;
+    }
+    w.st.q = RopeTensor{q + r * q_stride, q_stride, s.n_head};
+    w.st.k = RopeTensor{k + r * k_stride, k_stride, s.n_head_kv};
+    w.st.head_dim = s.head_dim_k;
+    w.st.pos0 = off;
+    w.st.pos_dev = pd;
+    w.st.p = p;
+    w.pos0 = off;
+    w.out = out + r * out_stride;
+  }
+  if (!kv_attention_rope_rows_fit(s, rope_rows_.data(), n_rows, pd, out_stride)) return false;
+  // The op, then each row's cache and position: a replayed graph writes the rows its capture
+  // wrote.
+  bool skip = c.note_op(kRecAttendRows, il, n_rows, s.n_head, s.n_head_kv, s.head_dim_k,
+                        s.head_dim_v, s.scale, p.style, p.n_rot, p.freq_base, p.freq_scale,
+                        p.freq_factors, q, q_stride, k, k_stride, v, v_stride, out, out_stride, pd);
+  for (const RopeRow& w : rope_rows_) {
+    skip = c.note_op(w.k.lo.data, w.v.lo.data, w.st.kv.f16, w.pos0) || skip;
+  }
+  if (!skip) {
+    c.flush();  // the held ops were issued before
+    if (!c.ok(kv_attention_rope_rows(c.stream, s, rope_rows_.data(), n_rows, pd, out_stride),
+              "rope + kv attention rows kernel launch")) {
+      return true;  // recorded on the stream (or the capture fails and the step runs again)
+    }
+  }
+  for (int32_t r = 0; r < n_rows; ++r) cuda_kv_row_written(*kv[r], il, pos[r]);
+  return true;
 }
 
 }  // namespace geist::cuda

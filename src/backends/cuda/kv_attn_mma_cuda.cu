@@ -345,10 +345,8 @@ cudaError_t kv_attention_mma_setup() {
   return e;
 }
 
-namespace {
+namespace attn {
 
-// kv_attention_mma's arguments for this cache and shape but the call's tokens and outputs;
-// false when the kernels do not take them (a function of the cache and shape alone).
 bool mma_args(const AttentionShape& sh, const KvDevSrc& k, const KvDevSrc& v, MmaArgs* a,
               bool* f16) {
   const int32_t hd = sh.head_dim_k;
@@ -369,13 +367,7 @@ bool mma_args(const AttentionShape& sh, const KvDevSrc& k, const KvDevSrc& v, Mm
   return true;
 }
 
-void set_out(float* out, int64_t out_stride, MmaArgs* a) {
-  a->out = out;
-  a->out_stride = out_stride;
-  a->out_vec = reinterpret_cast<uintptr_t>(out) % 8 == 0 && out_stride % 2 == 0;
-}
-
-}  // namespace
+}  // namespace attn
 
 bool kv_attention_mma(cudaStream_t s, const AttentionShape& sh, const float* q, int64_t q_stride,
                       int32_t n_tok, int32_t pos0, const KvDevSrc& k, const KvDevSrc& v, float* out,
@@ -404,48 +396,6 @@ bool kv_attention_mma(cudaStream_t s, const AttentionShape& sh, const float* q, 
            : hd == 128 ? launch<false, 128>(s, a, grid)
                        : launch<false, 256>(s, a, grid);
   }
-  return true;
-}
-
-bool kv_attention_rope(cudaStream_t s, const AttentionShape& sh, const RopeStep& r, int32_t pos0,
-                       const KvDevSrc& k, const KvDevSrc& v, float* out, int64_t out_stride,
-                       const int32_t* pos_dev, cudaError_t* err) {
-  MmaArgs a;
-  bool f16 = false;
-  const int32_t hd = sh.head_dim_k;
-  // Only where kv_attention takes attn_dec_kernel for one token (launch above), and the step
-  // is rope_kv's without norms; anything else goes the separate way, which also reports errors.
-  if (pos0 < 0 || !mma_args(sh, k, v, &a, &f16) || a.group > kDecRows || r.head_dim != hd ||
-      r.q.x == nullptr || r.k.x == nullptr || r.q.n_head != sh.n_head ||
-      r.k.n_head != sh.n_head_kv || r.q.src != nullptr || r.k.src != nullptr || r.p.n_rot <= 0 ||
-      r.p.n_rot % 2 != 0 || r.p.n_rot > hd || r.kv.f16 != f16 || r.kv.nv != sh.n_head_kv * hd ||
-      r.kv.k_dst == nullptr || r.kv.v_dst == nullptr || r.kv.v == nullptr) {
-    return false;
-  }
-  a.q = r.q.x;
-  a.q_stride = r.q.x_stride;
-  a.n_tok = 1;
-  a.pos0 = pos0;
-  a.pos_dev = pos_dev;
-  set_out(out, out_stride, &a);
-  RopeIn in;
-  in.q = r.q.x;
-  in.k = r.k.x;
-  in.v = r.kv.v;
-  in.k_dst = r.kv.k_dst;
-  in.k_row_bytes = r.kv.k_row_bytes;
-  in.v_dst = r.kv.v_dst;
-  in.v_row_bytes = r.kv.v_row_bytes;
-  in.row_dev = r.kv.row_dev;
-  in.pos0 = r.pos0;
-  in.pos_dev = r.pos_dev;
-  in.n_rot = r.p.n_rot;
-  in.neox = r.p.style == RopeStyle::NEOX ? 1 : 0;
-  in.freq_base = r.p.freq_base;
-  in.freq_scale = r.p.freq_scale;
-  in.freq_factors = r.p.freq_factors;
-  in.f16 = f16;
-  *err = attn_dec_launch(s, a, f16, hd, static_cast<unsigned>(sh.n_head_kv), &in);
   return true;
 }
 

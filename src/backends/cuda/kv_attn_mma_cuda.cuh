@@ -200,4 +200,49 @@ cudaError_t attn_dec_setup();
 cudaError_t attn_dec_launch(cudaStream_t s, const MmaArgs& a, bool f16, int hd, unsigned n_head_kv,
                             const RopeIn* r = nullptr);
 
+// Sessions of one attn_dec_rows_launch. Its parameters (a kernel argument, so a captured graph
+// holds them by value) stay within the classic 4 KB limit of a launch's arguments.
+constexpr int kDecRowsPerLaunch = 64;
+
+// Row x's own fields in a rows launch (kv_attention_rope_rows): its cache (a single segment of
+// rows: Rows lo == hi), its token's K / V rows (RopeIn::k_dst / v_dst) and its position, the
+// same for the rope and the attention (RopeIn::pos0 == MmaArgs::pos0).
+struct DecRow {
+  const uint8_t* k;
+  const uint8_t* v;
+  uint8_t* k_dst;
+  uint8_t* v_dst;
+  int32_t pos0;
+};
+
+// The ROPE launch of attn_dec_launch for n sessions' tokens at once, row x in blocks
+// (x, kv head): its MmaArgs are a's with q += x * a.q_stride, out += x * a.out_stride and
+// k / v / pos0 row[x]'s, its RopeIn r's with q the same, k += x * k_stride, v += x * v_stride
+// and k_dst / v_dst / pos0 row[x]'s. a and r are row 0's (a.q == r.q).
+struct DecRowsArgs {
+  MmaArgs a;
+  RopeIn r;
+  int64_t k_stride;  // floats between the rows' k (and v) rows
+  int64_t v_stride;
+  int32_t n;  // rows, 1..kDecRowsPerLaunch
+  DecRow row[kDecRowsPerLaunch];
+};
+static_assert(sizeof(DecRowsArgs) <= 4096, "a rows launch's arguments fit the 4 KB limit");
+
+cudaError_t attn_dec_rows_launch(cudaStream_t s, const DecRowsArgs& p, bool f16, int hd,
+                                 unsigned n_head_kv);
+
+// kv_attention_mma's arguments for this cache and shape but the call's tokens and outputs;
+// false when the kernels do not take them (a function of the cache and shape alone).
+// (kv_attn_mma_cuda.cu)
+bool mma_args(const AttentionShape& sh, const KvDevSrc& k, const KvDevSrc& v, MmaArgs* a,
+              bool* f16);
+
+// The call's outputs into a.
+inline void set_out(float* out, int64_t out_stride, MmaArgs* a) {
+  a->out = out;
+  a->out_stride = out_stride;
+  a->out_vec = reinterpret_cast<uintptr_t>(out) % 8 == 0 && out_stride % 2 == 0;
+}
+
 }  // namespace geist::cuda::attn

@@ -2,7 +2,10 @@
 // of a kv head fit one 16-row tile, with attn_mma_kernel's per-row arithmetic (described at the
 // top of kv_attn_mma_cuda.cu) bitwise. Its ROPE variant first turns the token's q and k and
 // writes the token's K / V rows itself (RopeIn; kv_attention_rope): one launch instead of
-// rope_kv's and this one per attention layer of a decode step.
+// rope_kv's and this one per attention layer of a decode step. attn_dec_rows_kernel runs that
+// variant for the tokens of up to kDecRowsPerLaunch sessions of a batched decode step, one row
+// per blockIdx.x, each with its own cache and position (kv_attention_rope_rows): one launch per
+// attention layer of the step instead of one per session, every row through the same body.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -80,8 +83,12 @@ __device__ __forceinline__ void turn_and_write(const RopeIn& r, int32_t g, int32
   }
 }
 
+// The kernel's body for the token of a (and rp, ROPE), blocks (kv head blockIdx.y, query
+// chunk blockIdx.z) of 256 threads: attn_dec_kernel's, and attn_dec_rows_kernel's for the row
+// of its blockIdx.x, so that a row of a batched decode step is computed by the very code of
+// its lone step.
 template <bool F16, int HD, bool ROPE>
-__global__ void __launch_bounds__(kDecThreads) attn_dec_kernel(const MmaArgs a, const RopeIn rp) {
+__device__ __forceinline__ void dec_body(const MmaArgs& a, const RopeIn& rp) {
   using E = typename std::conditional<F16, __half, float>::type;
   using L = DecLay<HD>;
   constexpr int kNvW = HD / 8 / kDecWarps;  // output n-tiles per warp
@@ -224,6 +231,32 @@ __global__ void __launch_bounds__(kDecThreads) attn_dec_kernel(const MmaArgs a, 
   }
 }
 
+template <bool F16, int HD, bool ROPE>
+__global__ void __launch_bounds__(kDecThreads) attn_dec_kernel(const MmaArgs a, const RopeIn rp) {
+  dec_body<F16, HD, ROPE>(a, rp);
+}
+
+// Row blockIdx.x of p: p.a and p.r with that row's fields (DecRowsArgs), then dec_body.
+template <bool F16, int HD>
+__global__ void __launch_bounds__(kDecThreads) attn_dec_rows_kernel(const DecRowsArgs p) {
+  const int32_t x = static_cast<int32_t>(blockIdx.x);
+  const DecRow& w = p.row[x];
+  MmaArgs a = p.a;
+  RopeIn r = p.r;
+  r.q += x * p.a.q_stride;
+  r.k += x * p.k_stride;
+  r.v += x * p.v_stride;
+  r.k_dst = w.k_dst;
+  r.v_dst = w.v_dst;
+  r.pos0 = w.pos0;
+  a.q = r.q;
+  a.out += x * p.a.out_stride;
+  a.pos0 = w.pos0;
+  a.k.lo = a.k.hi = w.k;
+  a.v.lo = a.v.hi = w.v;
+  dec_body<F16, HD, true>(a, r);
+}
+
 template <bool F16, int HD>
 cudaError_t set_smem() {
   const int bytes = static_cast<int>(DecLay<HD>::template bytes<F16>());
@@ -231,6 +264,10 @@ cudaError_t set_smem() {
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (e == cudaSuccess) {
     e = cudaFuncSetAttribute(attn_dec_kernel<F16, HD, true>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  }
+  if (e == cudaSuccess) {
+    e = cudaFuncSetAttribute(attn_dec_rows_kernel<F16, HD>,
                              cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   }
   return e;
@@ -246,6 +283,15 @@ cudaError_t launch(cudaStream_t s, MmaArgs a, unsigned n_head_kv, const RopeIn* 
     return launch_pdl(attn_dec_kernel<F16, HD, true>, grid, dim3(kDecThreads), smem, s, a, *r);
   }
   return launch_pdl(attn_dec_kernel<F16, HD, false>, grid, dim3(kDecThreads), smem, s, a, RopeIn{});
+}
+
+template <bool F16, int HD>
+cudaError_t launch_rows(cudaStream_t s, DecRowsArgs p, unsigned n_head_kv) {
+  p.a.nq = p.a.group;
+  p.a.qt = kDecRows / p.a.nq;
+  const dim3 grid(static_cast<unsigned>(p.n), n_head_kv, 1);
+  return launch_pdl(attn_dec_rows_kernel<F16, HD>, grid, dim3(kDecThreads),
+                    DecLay<HD>::template bytes<F16>(), s, p);
 }
 
 }  // namespace
@@ -271,6 +317,22 @@ cudaError_t attn_dec_launch(cudaStream_t s, const MmaArgs& a, bool f16, int hd, 
   return hd == 64    ? launch<false, 64>(s, a, n_head_kv, r)
          : hd == 128 ? launch<false, 128>(s, a, n_head_kv, r)
                      : launch<false, 256>(s, a, n_head_kv, r);
+}
+
+cudaError_t attn_dec_rows_launch(cudaStream_t s, const DecRowsArgs& p, bool f16, int hd,
+                                 unsigned n_head_kv) {
+  if (p.n < 1 || p.n > kDecRowsPerLaunch || p.a.n_tok != 1 || p.a.group < 1 ||
+      p.a.group > kDecRows) {
+    return cudaErrorInvalidValue;
+  }
+  if (f16) {
+    return hd == 64    ? launch_rows<true, 64>(s, p, n_head_kv)
+           : hd == 128 ? launch_rows<true, 128>(s, p, n_head_kv)
+                       : launch_rows<true, 256>(s, p, n_head_kv);
+  }
+  return hd == 64    ? launch_rows<false, 64>(s, p, n_head_kv)
+         : hd == 128 ? launch_rows<false, 128>(s, p, n_head_kv)
+                     : launch_rows<false, 256>(s, p, n_head_kv);
 }
 
 }  // namespace geist::cuda::attn
