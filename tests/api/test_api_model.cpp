@@ -38,7 +38,9 @@ TEST(ApiBasics, StatusStringsNameEveryCode) {
     EXPECT_EQ(s.rfind(std::string(name) + ":", 0), 0u) << s;
   }
   // 15 is inside the enum's C++ value range (0..15) but names no code.
-  EXPECT_EQ(std::string(geist_status_string(static_cast<geist_status>(15))).rfind("GEIST_E_UNKNOWN:", 0), 0u);
+  EXPECT_EQ(
+      std::string(geist_status_string(static_cast<geist_status>(15))).rfind("GEIST_E_UNKNOWN:", 0),
+      0u);
 }
 
 // The version declared in the top-level CMakeLists.txt's project() call.
