@@ -28,13 +28,8 @@ done
 command -v jq >/dev/null || { echo "compare.sh: needs jq" >&2; exit 1; }
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-geist=${GEIST:-}
-if [[ -z $geist ]]; then
-  for cand in "$root"/build/bin/geist "$root"/build*/bin/geist "$root"/build/*/bin/geist; do
-    if [[ -x $cand ]]; then geist=$cand; break; fi
-  done
-fi
-[[ -n $geist && -x $geist ]] || { echo "compare.sh: geist binary not found; set GEIST" >&2; exit 1; }
+# shellcheck source=bench/find_geist.sh
+source "$root/bench/find_geist.sh" "$root" compare.sh
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(nproc) cores;" \
   "threads $t; model $(basename "$model"); $r runs per test"

@@ -33,13 +33,8 @@ done
 [[ -n ${LLAMA_CPP_DIR:-} && -x $LLAMA_CPP_DIR/bin/llama-quantize ]] ||
   { echo "types_compare.sh: set LLAMA_CPP_DIR to a llama.cpp build with bin/llama-quantize" >&2; exit 1; }
 root=$(cd "$(dirname "$0")/.." && pwd)
-geist=${GEIST:-}
-if [[ -z $geist ]]; then
-  for cand in "$root"/build/bin/geist "$root"/build*/bin/geist "$root"/build/*/bin/geist; do
-    if [[ -x $cand ]]; then geist=$cand; break; fi
-  done
-fi
-[[ -n $geist && -x $geist ]] || { echo "types_compare.sh: geist binary not found; set GEIST" >&2; exit 1; }
+# shellcheck source=bench/find_geist.sh
+source "$root/bench/find_geist.sh" "$root" types_compare.sh
 export GEIST=$geist
 mkdir -p "$out"
 
