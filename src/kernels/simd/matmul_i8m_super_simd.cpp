@@ -19,7 +19,9 @@
 #include "kernels/simd/matmul_i8m_vnni.h"
 
 #pragma GCC diagnostic push
+#if !defined(__clang__)  // a GCC-only group; clang (no Highway header here to silence it) errs
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace geist::simd::i8m_packed {
