@@ -8,9 +8,22 @@
 #include <vector>
 
 #include "geist/geist.h"
+#include "geist/geist_snapshot.h"
 #include "support/fixtures.h"
 
 namespace geist::test {
+
+// The session's snapshot image (the size call, then the snapshot itself), failures reported.
+inline std::vector<uint8_t> snapshot_of(geist_session* s) {
+  size_t n = 0;
+  EXPECT_EQ(geist_session_snapshot_size(s, &n), GEIST_OK) << geist_session_last_error(s);
+  std::vector<uint8_t> img(n);
+  size_t written = 0;
+  EXPECT_EQ(geist_session_snapshot(s, img.data(), img.size(), &written), GEIST_OK)
+      << geist_session_last_error(s);
+  img.resize(written);
+  return img;
+}
 
 // The integer array stored under "key" in a flat JSON object (enough for the fixtures'
 // prompt1.json; not a general JSON parser).

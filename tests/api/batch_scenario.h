@@ -39,16 +39,6 @@ struct Sess {
   int steps = 0;  // decode steps done
 };
 
-inline std::vector<uint8_t> snapshot_of(geist_session* s) {
-  size_t n = 0;
-  EXPECT_EQ(geist_session_snapshot_size(s, &n), GEIST_OK);
-  std::vector<uint8_t> img(n);
-  size_t w = 0;
-  EXPECT_EQ(geist_session_snapshot(s, img.data(), img.size(), &w), GEIST_OK);
-  img.resize(w);
-  return img;
-}
-
 // Pending logits of a and b are memcmp-equal (paying b's owed forward alone; a's was paid by
 // the batch, so its call runs no forward).
 inline void expect_same_logits(geist_session* a, geist_session* b, const std::string& what) {

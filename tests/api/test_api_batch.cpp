@@ -19,7 +19,6 @@ namespace {
 
 using batch::check_model;
 using batch::expect_same_logits;
-using batch::snapshot_of;
 
 TEST(ApiBatch, Stories260KSessionsEqualLoneRuns) {
   GEIST_REQUIRE_FIXTURES();

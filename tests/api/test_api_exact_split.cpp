@@ -28,17 +28,6 @@
 namespace geist::test {
 namespace {
 
-std::vector<uint8_t> snapshot_of(geist_session* s) {
-  size_t n = 0;
-  EXPECT_EQ(geist_session_snapshot_size(s, &n), GEIST_OK) << geist_session_last_error(s);
-  std::vector<uint8_t> img(n);
-  size_t written = 0;
-  EXPECT_EQ(geist_session_snapshot(s, img.data(), img.size(), &written), GEIST_OK)
-      << geist_session_last_error(s);
-  img.resize(written);
-  return img;
-}
-
 void create(geist_model* m, int32_t kv_mode, int32_t max_seq_len, geist_session** out) {
   geist_session_params p;
   geist_session_params_default(&p);
