@@ -1,10 +1,11 @@
 // Benchmark of geist serve against llama-server (docs/BENCHMARKS.md; a benchmark, not a test):
-// the same GGUF, the same threads, 4 sequences each (--parallel 4 / -np 4); workload: N chat
-// requests sharing a long system prompt with distinct short questions, a fixed number of
-// generated tokens each, at concurrency 1 and 4. Prints mean / p99 TTFT, aggregate tok/s and
+// the same GGUF, the same threads, P sequences each (--parallel P / -np P, default 4); workload:
+// N chat requests sharing a long system prompt with distinct short questions, a fixed number of
+// generated tokens each, at each concurrency. Prints mean / p50 / p99 TTFT, aggregate tok/s and
 // the cached tokens each server reports, and the ratios.
 //   node bench/server_bench.mjs -m FILE [-t 2] [--requests 64] [--system-tokens 2048]
-//        [--gen 64] [--concurrency 1,4]
+//        [--gen 64] [--concurrency 1,4] [--parallel 4]
+//        [--geist-args '--backend cuda'] [--llama-args '-ngl 99']   (extra server arguments)
 // llama-server: $LLAMA_CPP_DIR/bin/llama-server (or $LLAMA_SERVER), only when it exists; the
 // script never fetches or builds it. Node 20, no npm packages needed.
 import { spawn } from 'node:child_process';
@@ -20,6 +21,13 @@ const nReq = Number(arg('--requests', 64));
 const sysTokens = Number(arg('--system-tokens', 2048));
 const gen = Number(arg('--gen', 64));
 const concs = arg('--concurrency', '1,4').split(',').map(Number);
+const parallel = Number(arg('--parallel', 4));
+const words = (v) => (v ? v.split(' ').filter((w) => w) : []);
+const geistArgs = words(arg('--geist-args', ''));
+const llamaArgs = words(arg('--llama-args', ''));
+for (const [k, v] of [['--requests', nReq], ['--system-tokens', sysTokens], ['--gen', gen], ['--parallel', parallel], ...concs.map((c) => ['--concurrency', c])]) {
+  if (!Number.isInteger(v) || v < 1 || v > 100000) { console.error(`${k}: expected a positive integer, got ${v}`); process.exit(2); }
+}
 const geistBin = process.env.GEIST_BIN || path.resolve(import.meta.dirname, '../build/dev/bin/geist');
 const llamaBin = process.env.LLAMA_SERVER ||
   (process.env.LLAMA_CPP_DIR ? path.join(process.env.LLAMA_CPP_DIR, 'bin/llama-server') : '/tmp/llama.cpp/build/bin/llama-server');
@@ -91,6 +99,7 @@ async function workload(base) {
     const wall = (performance.now() - t0) / 1000;
     const tt = res.map((r) => r.ttft).sort((a, b) => a - b);
     rows.push({ concurrency: c, mean_ttft_ms: tt.reduce((a, b) => a + b, 0) / tt.length,
+                p50_ttft_ms: tt[Math.floor(0.5 * (tt.length - 1))],
                 p99_ttft_ms: tt[Math.min(tt.length - 1, Math.floor(0.99 * tt.length))],
                 tok_s: res.reduce((a, r) => a + r.tokens, 0) / wall,
                 cached_tokens: res.reduce((a, r) => a + r.cached, 0) });
@@ -101,23 +110,23 @@ async function workload(base) {
 const out = {};
 {
   const port = await freePort();
-  const s = await start(geistBin, ['serve', '-m', model, '--port', String(port), '-t', threads, '--parallel', '4', '--ctx', String(sysTokens + 512)], port);
+  const s = await start(geistBin, ['serve', '-m', model, '--port', String(port), '-t', threads, '--parallel', String(parallel), '--ctx', String(sysTokens + 512), ...geistArgs], port);
   out.geist = await workload(s.base);
   await s.stop();
 }
 if (existsSync(llamaBin)) {
   const port = await freePort();
-  const s = await start(llamaBin, ['-m', model, '--port', String(port), '-t', threads, '-np', '4', '-c', String(4 * (sysTokens + 512)), '--no-webui'], port);
+  const s = await start(llamaBin, ['-m', model, '--port', String(port), '-t', threads, '-np', String(parallel), '-c', String(parallel * (sysTokens + 512)), '--no-webui', ...llamaArgs], port);
   out['llama-server'] = await workload(s.base);
   await s.stop();
 } else {
   console.error(`llama-server not found at ${llamaBin} (set LLAMA_CPP_DIR): geist only`);
 }
-console.log(`model ${model}, ${threads} threads, ${nReq} requests, system prompt ~${sysTokens} tokens, ${gen} generated`);
-console.log('server        conc  mean TTFT ms  p99 TTFT ms   tok/s  cached tokens');
+console.log(`model ${model}, ${threads} threads, ${parallel} sequences, ${nReq} requests, system prompt ~${sysTokens} tokens, ${gen} generated`);
+console.log('server        conc  mean TTFT ms  p50 TTFT ms  p99 TTFT ms   tok/s  cached tokens');
 for (const [name, rows] of Object.entries(out)) {
   for (const r of rows) {
-    console.log(`${name.padEnd(13)} ${String(r.concurrency).padStart(4)}  ${r.mean_ttft_ms.toFixed(1).padStart(12)}  ${r.p99_ttft_ms.toFixed(1).padStart(11)}  ${r.tok_s.toFixed(1).padStart(6)}  ${String(r.cached_tokens).padStart(13)}`);
+    console.log(`${name.padEnd(13)} ${String(r.concurrency).padStart(4)}  ${r.mean_ttft_ms.toFixed(1).padStart(12)}  ${r.p50_ttft_ms.toFixed(1).padStart(11)}  ${r.p99_ttft_ms.toFixed(1).padStart(11)}  ${r.tok_s.toFixed(1).padStart(6)}  ${String(r.cached_tokens).padStart(13)}`);
   }
 }
 if (out['llama-server']) {
