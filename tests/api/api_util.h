@@ -10,6 +10,7 @@
 #include "geist/geist.h"
 #include "geist/geist_snapshot.h"
 #include "support/fixtures.h"
+#include "support/json_fields.h"
 
 namespace geist::test {
 
@@ -23,27 +24,6 @@ inline std::vector<uint8_t> snapshot_of(geist_session* s) {
       << geist_session_last_error(s);
   img.resize(written);
   return img;
-}
-
-// The integer array stored under "key" in a flat JSON object (enough for the fixtures'
-// prompt1.json; not a general JSON parser).
-inline std::vector<int32_t> json_int_array(const std::string& json, const std::string& key) {
-  std::vector<int32_t> out;
-  const size_t k = json.find("\"" + key + "\"");
-  if (k == std::string::npos) {
-    ADD_FAILURE() << "key " << key << " not in JSON";
-    return out;
-  }
-  size_t i = json.find('[', k);
-  const size_t end = json.find(']', i);
-  for (++i; i < end;) {
-    const size_t next = json.find_first_of("-0123456789", i);
-    if (next == std::string::npos || next >= end) break;
-    size_t used = 0;
-    out.push_back(static_cast<int32_t>(std::stol(json.substr(next), &used)));
-    i = next + used;
-  }
-  return out;
 }
 
 // The string stored under "key" (no escapes other than none: the fixture prompts are plain).

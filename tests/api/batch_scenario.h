@@ -23,6 +23,7 @@
 #include "geist/geist_batch.h"
 #include "geist/geist_snapshot.h"
 #include "geist/geist_util.h"
+#include "support/sanitized.h"
 
 namespace geist::test::batch {
 
@@ -160,13 +161,16 @@ inline void check_model(const char* file, uint32_t seed0, int32_t backend) {
   mp.backend = backend;
   ASSERT_EQ(geist_model_load(path.c_str(), &mp, &model.m, err, sizeof err), GEIST_OK) << err;
   int compared = 0;
-  // Every KV mode; the session counts cover 1 and 16 and values between.
+  // Every KV mode (three in the sanitizer stage: kv_modes_for_run); the session counts cover 1
+  // and 16 and values between (16, 2 and 6 in the sanitizer stage).
   const int counts[6] = {16, 1, 4, 2, 3, 6};
-  for (int32_t kv = GEIST_KV_F32; kv <= GEIST_KV_KIVI2; ++kv) {
+  const std::vector<int32_t> modes = kv_modes_for_run(std::string("batch scenario ") + file +
+                                                      ", backend " + std::to_string(backend));
+  for (const int32_t kv : modes) {
     compared += run_scenario(model.m, kv, seed0 + static_cast<uint32_t>(kv), counts[kv]);
   }
-  std::printf("[ %s, backend %d ] %d session-steps memcmp-equal to lone runs (6 KV modes)\n", file,
-              backend, compared);
+  std::printf("[ %s, backend %d ] %d session-steps memcmp-equal to lone runs (%zu KV modes)\n",
+              file, backend, compared, modes.size());
 }
 
 }  // namespace geist::test::batch

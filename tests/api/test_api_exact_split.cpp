@@ -24,11 +24,13 @@
 #include "geist/geist.h"
 #include "geist/geist_snapshot.h"
 #include "geist/geist_util.h"
+#include "support/sanitized.h"
 
 namespace geist::test {
 namespace {
 
-void create(geist_model* m, int32_t kv_mode, int32_t max_seq_len, geist_session** out) {
+void create_split_session(geist_model* m, int32_t kv_mode, int32_t max_seq_len,
+                          geist_session** out) {
   geist_session_params p;
   geist_session_params_default(&p);
   p.kv_mode = kv_mode;
@@ -75,9 +77,9 @@ void check_exact_splits(const char* label, geist_model* model, const std::vector
   const int32_t n = static_cast<int32_t>(toks.size());
   const size_t nv = static_cast<size_t>(geist_model_n_vocab(model));
   const int32_t cap = n + 8;
-  for (int32_t kv = GEIST_KV_F32; kv <= GEIST_KV_KIVI2; ++kv) {
+  for (const int32_t kv : kv_modes_for_run(std::string("ApiExactSplit ") + label)) {
     SessionHandle whole;
-    ASSERT_NO_FATAL_FAILURE(create(model, kv, cap, &whole.s));
+    ASSERT_NO_FATAL_FAILURE(create_split_session(model, kv, cap, &whole.s));
     ASSERT_EQ(geist_session_prefill_grid(whole.s), 1) << label << " kv " << kv;
     std::vector<float> want(static_cast<size_t>(n) * nv);
     ASSERT_EQ(geist_session_prefill_all_logits(whole.s, toks.data(), toks.size(), want.data(),
@@ -98,7 +100,7 @@ void check_exact_splits(const char* label, geist_model* model, const std::vector
       const bool pieces = i % 2 == 1;        // the prefix in random pieces, or one call
       const bool same_session = i % 3 == 2;  // restore into the session that took it
       SessionHandle a, b;
-      ASSERT_NO_FATAL_FAILURE(create(model, kv, cap, &a.s));
+      ASSERT_NO_FATAL_FAILURE(create_split_session(model, kv, cap, &a.s));
       if (pieces) {
         ASSERT_NO_FATAL_FAILURE(prefill_pieces(a.s, toks, 0, k, &g));
       } else {
@@ -115,7 +117,7 @@ void check_exact_splits(const char* label, geist_model* model, const std::vector
       const std::vector<uint8_t> img = snapshot_of(a.s);
       geist_session* into = a.s;
       if (!same_session) {
-        ASSERT_NO_FATAL_FAILURE(create(model, kv, cap, &b.s));
+        ASSERT_NO_FATAL_FAILURE(create_split_session(model, kv, cap, &b.s));
         into = b.s;
       } else {  // moved on past k first: the restore replaces all of it
         const int32_t other[5] = {toks[1], toks[1], toks[2], toks[3], toks[1]};

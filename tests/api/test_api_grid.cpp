@@ -14,13 +14,14 @@
 #include "geist/geist.h"
 #include "geist/geist_snapshot.h"
 #include "geist/geist_util.h"
+#include "support/sanitized.h"
 
 namespace geist::test {
 namespace {
 
 constexpr int32_t kGrid = 64;
 
-void create(geist_model* m, int32_t kv_mode, geist_session** out) {
+void create_grid_session(geist_model* m, int32_t kv_mode, geist_session** out) {
   geist_session_params p;
   geist_session_params_default(&p);
   p.kv_mode = kv_mode;
@@ -41,9 +42,9 @@ void check_grid(const char* model_file, const char* ref_dir) {
   const int32_t n = 200;
   const size_t nv = static_cast<size_t>(geist_model_n_vocab(model.m));
   int checked = 0;
-  for (int32_t kv = GEIST_KV_F32; kv <= GEIST_KV_KIVI2; ++kv) {
+  for (const int32_t kv : kv_modes_for_run(std::string("ApiGrid ") + model_file)) {
     SessionHandle whole;
-    create(model.m, kv, &whole.s);
+    create_grid_session(model.m, kv, &whole.s);
     std::vector<float> want(static_cast<size_t>(n) * nv);
     ASSERT_EQ(geist_session_prefill_all_logits(whole.s, toks.data(), toks.size(), want.data(),
                                                want.size()),
@@ -57,8 +58,8 @@ void check_grid(const char* model_file, const char* ref_dir) {
     for (int32_t k = 1; k * grid < n; ++k) {
       const int32_t cut = k * grid;
       SessionHandle a, b;
-      create(model.m, kv, &a.s);
-      create(model.m, kv, &b.s);
+      create_grid_session(model.m, kv, &a.s);
+      create_grid_session(model.m, kv, &b.s);
       ASSERT_EQ(geist_session_prefill(a.s, toks.data(), static_cast<size_t>(cut)), GEIST_OK);
       const std::vector<uint8_t> img = snapshot_of(a.s);
       ASSERT_EQ(geist_session_restore(b.s, img.data(), img.size()), GEIST_OK)
@@ -84,7 +85,7 @@ void check_grid(const char* model_file, const char* ref_dir) {
       int differ = 0, off = 0;
       for (int32_t cut : {1, 17, 37, 100, 150}) {
         SessionHandle a;
-        create(model.m, kv, &a.s);
+        create_grid_session(model.m, kv, &a.s);
         ASSERT_EQ(geist_session_prefill(a.s, toks.data(), static_cast<size_t>(cut)), GEIST_OK);
         std::vector<float> got(static_cast<size_t>(n - cut) * nv);
         ASSERT_EQ(geist_session_prefill_all_logits(
@@ -114,7 +115,7 @@ void check_grid_after_decode(const char* model_file) {
   std::vector<int32_t> toks(200);
   for (size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<int32_t>(1 + (i * 31) % (nv - 1));
   auto start = [&](geist_session** s) {
-    create(model.m, GEIST_KV_F16, s);
+    create_grid_session(model.m, GEIST_KV_F16, s);
     ASSERT_EQ(geist_session_prefill(*s, toks.data(), 37), GEIST_OK);
     for (int i = 0; i < 5; ++i) {
       geist_token t = 0;
@@ -134,7 +135,7 @@ void check_grid_after_decode(const char* model_file) {
   for (int32_t grid : {64, 128}) {
     SessionHandle x, y;
     start(&x.s);
-    create(model.m, GEIST_KV_F16, &y.s);
+    create_grid_session(model.m, GEIST_KV_F16, &y.s);
     const size_t first = static_cast<size_t>(grid - 42);
     ASSERT_EQ(geist_session_prefill(x.s, toks.data() + 50, first), GEIST_OK);
     const std::vector<uint8_t> img = snapshot_of(x.s);

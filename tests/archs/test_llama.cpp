@@ -20,27 +20,8 @@ namespace {
 
 constexpr float kRefTol = 1e-3f;  // the task's bound vs llama.cpp; its F16 KV moves ~2e-3
 
-// Reads the integer array stored under "key" in the fixture JSON (flat arrays of ints only).
-std::vector<int32_t> json_int_array(const std::string& json, const std::string& key) {
-  std::vector<int32_t> out;
-  const size_t k = json.find("\"" + key + "\"");
-  EXPECT_NE(k, std::string::npos) << key;
-  if (k == std::string::npos) return out;
-  size_t i = json.find('[', k);
-  const size_t end = json.find(']', i);
-  while (i != std::string::npos && i < end) {
-    i = json.find_first_of("-0123456789", i);
-    if (i == std::string::npos || i > end) break;
-    size_t used = 0;
-    out.push_back(std::stoi(json.substr(i), &used));
-    i += used;
-  }
-  return out;
-}
-
-int32_t argmax(const float* v, int32_t n) {
-  return static_cast<int32_t>(std::max_element(v, v + n) - v);
-}
+using qwen35_test::argmax;
+using test::json_int_array;
 
 struct Stories {
   std::unique_ptr<GgufFile> file;

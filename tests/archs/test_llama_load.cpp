@@ -13,17 +13,14 @@
 #include "archs/arch.h"
 #include "base/thread_pool.h"
 #include "formats/gguf.h"
+#include "support/bytes.h"
 
 namespace geist {
 namespace {
 
 constexpr int kEmbd = 32, kHead = 4, kHeadKv = 2, kFf = 48, kLayer = 2, kVocab = 16;
 
-std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
-  std::vector<uint8_t> b(v.size() * sizeof(float));
-  std::memcpy(b.data(), v.data(), b.size());
-  return b;
-}
+using test::f32_bytes;
 
 struct Spec {
   std::string arch = "llama";

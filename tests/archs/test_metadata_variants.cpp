@@ -19,6 +19,7 @@
 #include "base/thread_pool.h"
 #include "formats/gguf.h"
 #include "kernels/quant.h"
+#include "support/bytes.h"
 #include "support/fixtures.h"
 
 namespace geist {
@@ -295,11 +296,7 @@ std::vector<double> llama_one_layer_f64(const GgufFile& f, const std::vector<int
   return logits;
 }
 
-std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
-  std::vector<uint8_t> out(v.size() * sizeof(float));
-  std::memcpy(out.data(), v.data(), out.size());
-  return out;
-}
+using test::f32_bytes;
 
 TEST_F(Variants, LlamaBiasesAreApplied) {
   GEIST_REQUIRE_FIXTURES();

@@ -16,26 +16,11 @@
 #include "base/thread_pool.h"
 #include "formats/gguf.h"
 #include "support/fixtures.h"
+#include "support/json_fields.h"
 
 namespace geist::qwen35_test {
 
-// The integer array under a top-level key of the fixtures' JSON files ("key": [1, 2, ...]).
-inline std::vector<int32_t> json_int_array(const std::string& json, const std::string& key) {
-  std::vector<int32_t> out;
-  const size_t k = json.find("\"" + key + "\"");
-  if (k == std::string::npos) return out;
-  size_t i = json.find('[', k);
-  const size_t end = json.find(']', i);
-  if (i == std::string::npos || end == std::string::npos) return out;
-  for (;;) {
-    i = json.find_first_of("-0123456789", i);
-    if (i == std::string::npos || i > end) break;
-    size_t used = 0;
-    out.push_back(std::stoi(json.substr(i), &used));
-    i += used;
-  }
-  return out;
-}
+using test::json_int_array;
 
 // The backend the fixture model tests run on: GEIST_TEST_BACKEND=cpu (default), cuda or
 // cpu-devlocal, so the same reference checks run on a device backend where one exists.

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <thread>
 
+#include "cache/cache_test_util.h"
 #include "cache/disk_tier.h"
 
 namespace {
@@ -31,7 +32,7 @@ struct TempDir {
 };
 
 Image obj(size_t n, uint8_t fill) { return std::make_shared<const std::vector<uint8_t>>(n, fill); }
-Deadline later() { return std::chrono::steady_clock::now() + std::chrono::seconds(5); }
+using geist_test::later;
 
 std::unique_ptr<DiskTier> open_tier(const std::string& dir, size_t budget, int retry_ms = 5000) {
   DiskTierConfig c;

@@ -6,19 +6,15 @@
 #include <numeric>
 #include <vector>
 
+#include "cache/cache_test_util.h"
 #include "cache/prefix_cache.h"
 
 namespace {
 
 using geist_cache::PrefixCache;
 
-std::vector<geist_token> seq(size_t n, int start = 1) {
-  std::vector<geist_token> t(n);
-  std::iota(t.begin(), t.end(), start);
-  return t;
-}
-
-std::vector<uint8_t> img(size_t bytes, uint8_t fill) { return std::vector<uint8_t>(bytes, fill); }
+using geist_test::img;
+using geist_test::seq;
 
 TEST(PrefixCache, DeepestUsablePrefix) {
   PrefixCache c(1 << 20);

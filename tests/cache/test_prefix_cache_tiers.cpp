@@ -9,6 +9,7 @@
 #include <map>
 #include <numeric>
 
+#include "cache/cache_test_util.h"
 #include "cache/disk_tier.h"
 #include "cache/entry_codec.h"
 #include "cache/mem_tier.h"
@@ -19,25 +20,16 @@ namespace {
 using namespace geist_cache;
 using geist_test::MemTier;
 
-std::vector<geist_token> seq(size_t n) {
-  std::vector<geist_token> t(n);
-  std::iota(t.begin(), t.end(), 1);
-  return t;
-}
-std::vector<uint8_t> img(size_t n, uint8_t fill) { return std::vector<uint8_t>(n, fill); }
-Deadline later() { return std::chrono::steady_clock::now() + std::chrono::seconds(5); }
+using geist_test::img;
+using geist_test::later;
+using geist_test::one;
+using geist_test::seq;
 
 PrefixCache::Hit fetch_wait(PrefixCache& c, const std::string& ns,
                             const std::vector<geist_token>& t, int32_t deeper_than = 0) {
   auto f = c.fetch(ns, t, 64, deeper_than, later());
   while (!f->done.load()) std::this_thread::yield();
   return f->hit;
-}
-
-std::vector<std::unique_ptr<Tier>> one(std::unique_ptr<Tier> t) {
-  std::vector<std::unique_ptr<Tier>> v;
-  v.push_back(std::move(t));
-  return v;
 }
 
 TEST(PrefixCacheTiers, WriteThroughAndDeepestPrefixInOneBatch) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/cache_test_util.h"
 #include "cache/disk_tier.h"
 #include "cache/entry_codec.h"
 #include "cache/le_bytes.h"
@@ -28,13 +29,9 @@ using namespace geist_cache;
 using geist::test::RedisServer;
 using geist_test::MemTier;
 
-std::vector<geist_token> seq(size_t n) {
-  std::vector<geist_token> t(n);
-  std::iota(t.begin(), t.end(), 1);
-  return t;
-}
-Deadline later() { return std::chrono::steady_clock::now() + std::chrono::seconds(5); }
-std::vector<uint8_t> bytes(const std::string& s) {
+using geist_test::later;
+using geist_test::seq;
+std::vector<uint8_t> text_bytes(const std::string& s) {
   return std::vector<uint8_t>(s.begin(), s.end());
 }
 
@@ -96,12 +93,12 @@ TEST(RecordTiers, NewerRecordInTheSharedTierBeatsAStaleLocalShadow) {
   const auto t1 = seq(10), t2 = seq(30);
   const std::string key = entry_key(kName, nullptr, 0);
 
-  b.put_record(kName, t1, bytes("turn 1 on B"));  // B parks: its disk and the shared tier
+  b.put_record(kName, t1, text_bytes("turn 1 on B"));  // B parks: its disk and the shared tier
   b.flush_to_tiers();
   Got g = get(a, kName);  // A takes the session over from the shared tier ...
   ASSERT_TRUE(g.found);
   EXPECT_EQ(g.payload, "turn 1 on B");
-  a.put_record(kName, t2, bytes("turn 2 on A"));  // ... continues it and parks it again
+  a.put_record(kName, t2, text_bytes("turn 2 on A"));  // ... continues it and parks it again
   a.flush_to_tiers();
   EXPECT_EQ(payload_in(db->objects[key]), "turn 1 on B");  // B's disk: the stale shadow
   EXPECT_EQ(payload_in(shared.objects[key]), "turn 2 on A");
@@ -123,10 +120,10 @@ TEST(RecordTiers, NewerLocalCopyBeatsAnOlderSharedOneAndRepairsIt) {
   MemTier* d = disk.get();
   PrefixCache c(1 << 20, chain(std::move(disk), std::make_unique<SharedTier>(&shared)));
   const std::string key = entry_key(kName, nullptr, 0);
-  c.put_record(kName, seq(5), bytes("old"));
+  c.put_record(kName, seq(5), text_bytes("old"));
   c.flush_to_tiers();
   const Image old_shared = shared.objects[key];
-  c.put_record(kName, seq(6), bytes("new"));
+  c.put_record(kName, seq(6), text_bytes("new"));
   c.flush_to_tiers();
   shared.objects[key] = old_shared;  // the second write never reached it
   EXPECT_EQ(payload_in(d->objects[key]), "new");
@@ -157,7 +154,7 @@ TEST(RecordTiers, AWriteAfterAReadOutranksTheReadCopyWhateverTheClock) {
   m->objects[key] = std::make_shared<const std::vector<uint8_t>>(
       encode_entry(kName, toks.data(), toks.size(), body.data(), body.size()));
   ASSERT_EQ(get(c, kName).payload, "future");
-  c.put_record(kName, seq(8), bytes("after"));
+  c.put_record(kName, seq(8), text_bytes("after"));
   c.flush_to_tiers();
   EXPECT_EQ(get(c, kName).payload, "after");
 }
@@ -176,7 +173,7 @@ TEST(RecordTiers, ARecordWithoutAGenerationReadsAsGenerationZero) {
       encode_entry(kName, toks.data(), toks.size(), reinterpret_cast<const uint8_t*>(legacy.data()),
                    legacy.size()));
   EXPECT_EQ(get(c, kName).payload, legacy);
-  c.put_record(kName, seq(7), bytes("{\"messages\":[1]}"));
+  c.put_record(kName, seq(7), text_bytes("{\"messages\":[1]}"));
   c.flush_to_tiers();
   d->objects[key] = std::make_shared<const std::vector<uint8_t>>(
       encode_entry(kName, toks.data(), toks.size(), reinterpret_cast<const uint8_t*>(legacy.data()),
@@ -226,13 +223,13 @@ TEST(RecordTiers, TwoReplicasWithOwnDisksAndOneRedis) {
   const auto t1 = seq(12), t2 = seq(40);
   const std::string key = entry_key(kName, nullptr, 0);
 
-  b.cache->put_record(kName, t1, bytes("parked on B"));
+  b.cache->put_record(kName, t1, text_bytes("parked on B"));
   b.flush();
   ASSERT_TRUE(std::filesystem::exists(b.disk->path_of(key))) << "B's disk shadow";
   Got g = get(*a.cache, kName);
   ASSERT_TRUE(g.found);
   EXPECT_EQ(g.payload, "parked on B");
-  a.cache->put_record(kName, t2, bytes("continued on A"));
+  a.cache->put_record(kName, t2, text_bytes("continued on A"));
   a.flush();
   // B's own disk still holds the old record: B reading its disk first used to return it.
   EXPECT_EQ(payload_in(b.disk->get(key, later())), "parked on B");

@@ -53,14 +53,14 @@ TEST(RedisUrl, Refusals) {
   }
 }
 
-std::vector<uint8_t> bytes(size_t n) {
+std::vector<uint8_t> pattern_bytes(size_t n) {
   std::vector<uint8_t> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 131 + 7);
   return v;
 }
 
 TEST(RedisObject, ManifestRefusesEveryFlippedByteAndOtherKeys) {
-  const auto data = bytes(1000);
+  const auto data = pattern_bytes(1000);
   const ro::Manifest m = ro::plan("k", data.data(), data.size(), 42, 300);
   ASSERT_EQ(m.parts.size(), 5u);  // 244 payload bytes per 300-byte value
   const auto enc = ro::encode_manifest(m);
@@ -78,7 +78,7 @@ TEST(RedisObject, ManifestRefusesEveryFlippedByteAndOtherKeys) {
 }
 
 TEST(RedisObject, PartsAssembleOnlyInTheirPlace) {
-  const auto data = bytes(1000);
+  const auto data = pattern_bytes(1000);
   const ro::Manifest m = ro::plan("k", data.data(), data.size(), 42, 300);
   std::vector<std::vector<uint8_t>> parts;
   for (uint32_t i = 0; i < m.parts.size(); ++i) parts.push_back(ro::encode_part(m, i, data.data()));

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 
+#include "cache/cache_test_util.h"
 #include "cache/entry_codec.h"
 #include "cache/mem_tier.h"
 #include "serving/scheduler.h"
@@ -50,11 +51,7 @@ Outcome generate(Scheduler& s, const std::vector<geist_token>& prompt) {
   return out;
 }
 
-std::vector<std::unique_ptr<geist_cache::Tier>> one(std::unique_ptr<geist_cache::Tier> t) {
-  std::vector<std::unique_ptr<geist_cache::Tier>> v;
-  v.push_back(std::move(t));
-  return v;
-}
+using geist_test::one;
 
 TEST(SchedulerTiers, RefusedImageIsAMissAndAGoodOneAHit) {
   GEIST_REQUIRE_FIXTURES();

@@ -107,25 +107,6 @@ void append_utf8(std::string* s, unsigned cp) {
 
 }  // namespace
 
-std::vector<int> json_int_array(const std::string& json, const std::string& key) {
-  size_t i = find_value(json, key);
-  std::vector<int> v;
-  if (i == std::string::npos || json[i] != '[') {
-    ADD_FAILURE() << "JSON has no array '" << key << "'";
-    return v;
-  }
-  const size_t end = json.find(']', i);
-  if (end == std::string::npos) {
-    ADD_FAILURE() << "JSON array '" << key << "' is not closed";
-    return v;
-  }
-  std::string body = json.substr(i + 1, end - i - 1);
-  for (char& c : body) {
-    if (c == ',') c = ' ';
-  }
-  return parse_ids(body);
-}
-
 std::string json_string(const std::string& json, const std::string& key) {
   size_t i = find_value(json, key);
   std::string s;

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "support/json_fields.h"
+
 namespace geist::test {
 
 struct CliResult {
@@ -35,9 +37,6 @@ class TempDir {
   std::string path_;
 };
 
-// The integer array stored under "key" in a JSON text (the first occurrence). Fails the
-// current test when it is missing or malformed.
-std::vector<int> json_int_array(const std::string& json, const std::string& key);
 // The string stored under "key" (\", \\, \n, \t and \uXXXX below U+0800 decoded).
 std::string json_string(const std::string& json, const std::string& key);
 

@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 
+#include "cli/cli_gguf.h"
 #include "cli/cli_util.h"
 #include "engine/mkmodel.h"
 #include "formats/gguf.h"
@@ -36,13 +37,6 @@ constexpr TypeCase kTypes[] = {{"f32", GgmlType::F32, 0},
                                {"bf16", GgmlType::BF16, 32},
                                {"q8_0", GgmlType::Q8_0, 7},
                                {"q4_0", GgmlType::Q4_0, 2}};
-
-std::unique_ptr<GgufFile> open_gguf(const std::string& path) {
-  std::unique_ptr<GgufFile> f;
-  const Status st = GgufFile::open(path, &f);
-  EXPECT_TRUE(st.is_ok()) << st.message();
-  return f;
-}
 
 uint32_t u32(const GgufFile& f, const char* key) {
   uint32_t v = 0;

@@ -14,6 +14,7 @@
 #include <iterator>
 #include <set>
 
+#include "cli/cli_gguf.h"
 #include "cli/cli_util.h"
 #include "formats/gguf.h"
 #include "geist/geist_util.h"
@@ -22,14 +23,7 @@
 namespace geist::test {
 namespace {
 
-constexpr int kVocab = 512;  // every fixture model's vocabulary
-
-std::unique_ptr<GgufFile> open_gguf(const std::string& path) {
-  std::unique_ptr<GgufFile> f;
-  const Status st = GgufFile::open(path, &f);
-  EXPECT_TRUE(st.is_ok()) << path << ": " << st.message();
-  return f;
-}
+constexpr int kFixtureVocab = 512;  // every fixture model's vocabulary
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -234,7 +228,7 @@ LogitStats compare_logits(const std::vector<float>& got, const std::vector<float
   LogitStats s;
   EXPECT_EQ(got.size(), ref.size());
   if (got.size() != ref.size() || ref.empty()) return s;
-  s.rows = static_cast<int>(ref.size() / kVocab);
+  s.rows = static_cast<int>(ref.size() / kFixtureVocab);
   double sum = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
     const double d = std::fabs(static_cast<double>(got[i]) - ref[i]);
@@ -243,9 +237,10 @@ LogitStats compare_logits(const std::vector<float>& got, const std::vector<float
   }
   s.mean_abs = sum / static_cast<double>(ref.size());
   for (int r = 0; r < s.rows; ++r) {
-    const auto g = got.begin() + static_cast<ptrdiff_t>(r) * kVocab;
-    const auto f = ref.begin() + static_cast<ptrdiff_t>(r) * kVocab;
-    s.argmax_equal += std::max_element(g, g + kVocab) - g == std::max_element(f, f + kVocab) - f;
+    const auto g = got.begin() + static_cast<ptrdiff_t>(r) * kFixtureVocab;
+    const auto f = ref.begin() + static_cast<ptrdiff_t>(r) * kFixtureVocab;
+    s.argmax_equal +=
+        std::max_element(g, g + kFixtureVocab) - g == std::max_element(f, f + kFixtureVocab) - f;
   }
   return s;
 }

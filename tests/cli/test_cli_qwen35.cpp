@@ -13,6 +13,7 @@
 #include <cmath>
 #include <map>
 
+#include "cli/cli_gguf.h"
 #include "cli/cli_util.h"
 #include "engine/mkmodel.h"
 #include "formats/gguf.h"
@@ -30,18 +31,11 @@ struct QShape {
 // fixtures/README.md and reference/tiny-qwen35/hf_reference.json.
 constexpr QShape kFixture = {512, 128, 256, 8, 4, 2, 32, 4, 2, 4, 32, 32, 4};
 // The tiny-qwen35 preset as documented in mkmodel.cpp.
-constexpr QShape kTiny = {4096, 128, 384, 8, 4, 2, 64, 4, 2, 4, 32, 32, 4};
+constexpr QShape kTinyQwen35 = {4096, 128, 384, 8, 4, 2, 64, 4, 2, 4, 32, 32, 4};
 // Qwen/Qwen3.5-0.8B config.json text_config.
 constexpr QShape kQwen35_08b = {248320, 1024, 3584, 24, 8, 2, 256, 4, 16, 16, 128, 128, 4};
 
 const char* kFixtureF32 = "models/tiny-qwen35-f32.gguf";
-
-std::unique_ptr<GgufFile> open_gguf(const std::string& path) {
-  std::unique_ptr<GgufFile> f;
-  const Status st = GgufFile::open(path, &f);
-  EXPECT_TRUE(st.is_ok()) << st.message();
-  return f;
-}
 
 // "blk.5.attn_q.weight" -> "attn_q.weight".
 std::string role_of(std::string_view name) {
@@ -105,13 +99,13 @@ GgmlType converter_type(const GgufFile& fixture_of_type, std::string_view name,
   return t->type;
 }
 
-struct TypeCase {
+struct Qwen35TypeCase {
   const char* name;
   GgmlType type;
   const char* fixture;  // the converter's file whose per-tensor types apply
   uint32_t file_type;   // llama.cpp LlamaFileType
 };
-constexpr TypeCase kTypes[] = {
+constexpr Qwen35TypeCase kQwen35Types[] = {
     {"f32", GgmlType::F32, "models/tiny-qwen35-f32.gguf", 0},
     {"f16", GgmlType::F16, "models/tiny-qwen35-f16.gguf", 1},
     {"bf16", GgmlType::BF16, "models/tiny-qwen35-f16.gguf", 32},
@@ -121,7 +115,7 @@ constexpr TypeCase kTypes[] = {
 
 bool is_tokenizer_key(std::string_view k) { return k.substr(0, 10) == "tokenizer."; }
 
-std::string make_tiny(const TempDir& dir, const char* type) {
+std::string make_tiny_qwen35(const TempDir& dir, const char* type) {
   const std::string path = dir.file(std::string("tiny-qwen35-") + type + ".gguf");
   const CliResult r =
       run_geist({"mkmodel", "--preset", "tiny-qwen35", "--type", type, "-o", path, "--seed", "5"},
@@ -136,10 +130,10 @@ TEST(CliQwen35, TinyPresetHasTheConverterLayoutForEveryType) {
   ASSERT_NE(fixture, nullptr);
   check_shapes(*fixture, kFixture, "fixture");  // the definitions agree with the converter
   TempDir dir;
-  for (const TypeCase& tc : kTypes) {
+  for (const Qwen35TypeCase& tc : kQwen35Types) {
     SCOPED_TRACE(tc.name);
     auto typed = open_gguf(fixture_path(tc.fixture));
-    auto f = open_gguf(make_tiny(dir, tc.name));
+    auto f = open_gguf(make_tiny_qwen35(dir, tc.name));
     ASSERT_TRUE(typed && f);
 
     // Hyper-parameter keys: the converter's, in its order, with its value types.
@@ -177,13 +171,13 @@ TEST(CliQwen35, TinyPresetHasTheConverterLayoutForEveryType) {
       EXPECT_EQ(t.name, fixture->tensors()[i].name) << i;
       EXPECT_EQ(t.type, converter_type(*typed, t.name, tc.type)) << t.name;
     }
-    check_shapes(*f, kTiny, tc.name);
+    check_shapes(*f, kTinyQwen35, tc.name);
   }
 }
 
 TEST(CliQwen35, TinyPresetVocabularyHasQwenSpecialTokens) {
   TempDir dir;
-  const std::string path = make_tiny(dir, "q8_0");
+  const std::string path = make_tiny_qwen35(dir, "q8_0");
   auto f = open_gguf(path);
   ASSERT_NE(f, nullptr);
   std::string_view pre;
@@ -191,7 +185,7 @@ TEST(CliQwen35, TinyPresetVocabularyHasQwenSpecialTokens) {
   EXPECT_EQ(pre, "qwen35");
   const std::vector<std::string_view>* tokens = nullptr;
   ASSERT_TRUE(f->get_arr_str("tokenizer.ggml.tokens", &tokens).is_ok());
-  ASSERT_EQ(tokens->size(), static_cast<size_t>(kTiny.n_vocab));
+  ASSERT_EQ(tokens->size(), static_cast<size_t>(kTinyQwen35.n_vocab));
   uint32_t eos = 0, bos = 0;
   ASSERT_TRUE(f->get_u32("tokenizer.ggml.eos_token_id", &eos).is_ok());
   ASSERT_TRUE(f->get_u32("tokenizer.ggml.bos_token_id", &bos).is_ok());
@@ -218,8 +212,8 @@ std::string info_of(const std::string& model, const TempDir& dir) {
 TEST(CliQwen35, InfoShowsLayerPatternAndStateSizes) {
   GEIST_REQUIRE_FIXTURES();
   TempDir dir;
-  const QShape& s = kTiny;
-  std::string out = info_of(make_tiny(dir, "f16"), dir);
+  const QShape& s = kTinyQwen35;
+  std::string out = info_of(make_tiny_qwen35(dir, "f16"), dir);
   EXPECT_NE(out.find("architecture: qwen35"), std::string::npos) << out;
   EXPECT_NE(out.find("layers: 8 (DDDA DDDA; D = gated DeltaNet, A = gated attention)"),
             std::string::npos)
@@ -254,7 +248,7 @@ TEST(CliQwen35, InfoShowsLayerPatternAndStateSizes) {
 // softplus(ssm_dt.bias) = dt in [1e-3, 1e-1] (the recurrence then decays instead of growing).
 TEST(CliQwen35, TinyPresetDeltaNetParametersAreStable) {
   TempDir dir;
-  auto f = open_gguf(make_tiny(dir, "f32"));
+  auto f = open_gguf(make_tiny_qwen35(dir, "f32"));
   ASSERT_NE(f, nullptr);
   int n_checked = 0;
   for (const GgufTensorInfo& t : f->tensors()) {
@@ -272,7 +266,7 @@ TEST(CliQwen35, TinyPresetDeltaNetParametersAreStable) {
       ++n_checked;
     }
   }
-  EXPECT_EQ(n_checked, 2 * 6 * kTiny.n_v);
+  EXPECT_EQ(n_checked, 2 * 6 * kTinyQwen35.n_v);
 }
 
 bool all_finite(const std::vector<float>& v) {
@@ -286,14 +280,14 @@ TEST(CliQwen35, RunAndLogitsStayFiniteOnMkmodelFiles) {
   TempDir dir;
   for (const char* type : {"f32", "q8_0", "q4_0"}) {
     SCOPED_TRACE(type);
-    const std::string path = make_tiny(dir, type);
+    const std::string path = make_tiny_qwen35(dir, type);
     CliResult r = run_geist(
         {"run", "-m", path, "-p", "The little dog ran", "-n", "16", "--temp", "0", "--ids"},
         dir.path());
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const std::vector<int> ids = parse_ids(r.out);
     EXPECT_FALSE(ids.empty());
-    for (int id : ids) EXPECT_TRUE(id >= 0 && id < kTiny.n_vocab) << id;
+    for (int id : ids) EXPECT_TRUE(id >= 0 && id < kTinyQwen35.n_vocab) << id;
 
     // 64 positions: long enough for the DeltaNet decay and the attention to mix.
     std::string text;
@@ -303,7 +297,7 @@ TEST(CliQwen35, RunAndLogitsStayFiniteOnMkmodelFiles) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const std::vector<float> logits = read_f32_file(out);
     ASSERT_FALSE(logits.empty());
-    ASSERT_EQ(logits.size() % kTiny.n_vocab, 0u);
+    ASSERT_EQ(logits.size() % kTinyQwen35.n_vocab, 0u);
     EXPECT_TRUE(all_finite(logits));
     // Not collapsed: random weights of std 1/sqrt(fan_in) give logits of std about 1.
     double sum2 = 0;

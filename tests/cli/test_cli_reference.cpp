@@ -14,7 +14,7 @@ namespace {
 const char* kModel = "models/stories260K.gguf";
 const char* kPrompt1 = "reference/stories260K/prompt1.json";
 const char* kRandom200 = "reference/stories260K/random200.json";
-constexpr int kVocab = 512;  // stories260K's vocabulary
+constexpr int kStoriesVocab = 512;  // stories260K's vocabulary
 
 TEST(CliTokenize, Prompt1MatchesLlamaCpp) {
   GEIST_REQUIRE_FIXTURES();
@@ -57,7 +57,7 @@ void check_random200_logits(const std::vector<std::string>& extra) {
   const std::vector<int> tokens = json_int_array(json, "prompt_tokens");
   ASSERT_EQ(tokens.size(), 200u);
   const std::vector<float> ref = read_f32_file(fixture_path("reference/stories260K/random200.f32"));
-  ASSERT_EQ(ref.size(), 200u * kVocab);
+  ASSERT_EQ(ref.size(), 200u * kStoriesVocab);
   TempDir dir;
   std::vector<std::string> args = {"logits",
                                    "-m",

@@ -17,7 +17,7 @@
 namespace geist {
 namespace {
 
-std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
+std::vector<uint8_t> split_pattern(size_t n, uint8_t seed) {
   std::vector<uint8_t> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(seed + i * 13);
   return v;
@@ -42,11 +42,11 @@ void fill_writer(GgufWriter* w) {
   w->add_str("general.architecture", "llama");
   w->add_u32("llama.block_count", 2);
   w->add_arr_str("tokenizer.ggml.tokens", {"a", "b", "c"});
-  w->add_tensor("token_embd.weight", GgmlType::F32, {4, 3}, pattern(48, 1));
-  w->add_tensor("blk.0.attn_q.weight", GgmlType::Q8_0, {32, 2}, pattern(68, 2));
-  w->add_tensor("blk.0.attn_norm.weight", GgmlType::F32, {4}, pattern(16, 3));
-  w->add_tensor("blk.1.attn_q.weight", GgmlType::F16, {8, 2}, pattern(32, 4));
-  w->add_tensor("output.weight", GgmlType::F32, {4, 3}, pattern(48, 5));
+  w->add_tensor("token_embd.weight", GgmlType::F32, {4, 3}, split_pattern(48, 1));
+  w->add_tensor("blk.0.attn_q.weight", GgmlType::Q8_0, {32, 2}, split_pattern(68, 2));
+  w->add_tensor("blk.0.attn_norm.weight", GgmlType::F32, {4}, split_pattern(16, 3));
+  w->add_tensor("blk.1.attn_q.weight", GgmlType::F16, {8, 2}, split_pattern(32, 4));
+  w->add_tensor("output.weight", GgmlType::F32, {4, 3}, split_pattern(48, 5));
 }
 
 TEST(GgufSplit, PathsAsLlamaCpp) {
@@ -169,7 +169,7 @@ TEST(GgufSplit, BrokenSetsAreNamed) {
 
   // Not the first shard.
   expect_open_error(paths[1], GEIST_E_INVALID_ARG, "open the first shard (...-00001-of-00003");
-  // A first shard renamed away from the pattern: the others cannot be found.
+  // A first shard renamed away from the split_pattern: the others cannot be found.
   const std::string renamed = dir.prefix("renamed.gguf");
   std::filesystem::copy_file(paths[0], renamed);
   expect_open_error(renamed, GEIST_E_FORMAT, "does not end in -00001-of-00003.gguf");
@@ -200,7 +200,7 @@ TEST(GgufSplit, BrokenSetsAreNamed) {
     s.add_u16(kSplitNoKey, no);
     s.add_u16(kSplitCountKey, count);
     s.add_i32(kSplitTensorsCountKey, total);
-    s.add_tensor(tensor, GgmlType::F32, {4}, pattern(16, 9));
+    s.add_tensor(tensor, GgmlType::F32, {4}, split_pattern(16, 9));
     ASSERT_TRUE(s.write_file(path).is_ok());
   };
   const std::string d = dir.prefix("d");

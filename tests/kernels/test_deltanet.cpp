@@ -119,7 +119,7 @@ double max_abs_diff(const std::vector<float>& x, const std::vector<double>& y) {
 // Outputs are O(1) (unit keys, |v| ~ 1). The kernels accumulate in double and round the f32
 // state once per token (recurrent) or per chunk (chunked), so over <= 201 steps they stay
 // within a few f32 ulps of the double recurrence.
-constexpr double kTol = 1e-5;
+constexpr double kDeltaTol = 1e-5;
 
 TEST(DeltaNetKernels, RecurrentMatchesNaiveDouble) {
   for (int64_t n : {1, 2, 17, 130}) {
@@ -128,8 +128,8 @@ TEST(DeltaNetKernels, RecurrentMatchesNaiveDouble) {
     naive_delta_rule(p, &ref_out, &ref_state);
     std::vector<float> state = p.state0, out(ref_out.size());
     run_form(p, Form::kRecurrent, 1, 0, n, &state, &out);
-    EXPECT_LT(max_abs_diff(out, ref_out), kTol) << "n=" << n;
-    EXPECT_LT(max_abs_diff(state, ref_state), kTol) << "n=" << n;
+    EXPECT_LT(max_abs_diff(out, ref_out), kDeltaTol) << "n=" << n;
+    EXPECT_LT(max_abs_diff(state, ref_state), kDeltaTol) << "n=" << n;
   }
 }
 
@@ -152,12 +152,12 @@ TEST(DeltaNetKernels, ChunkedMatchesNaiveDoubleAndRecurrent) {
     run_form(p, Form::kChunked, cs.chunk, 0, cs.n, &st_c, &out_c);
     std::vector<float> st_r = p.state0, out_r(ref_out.size());
     run_form(p, Form::kRecurrent, 1, 0, cs.n, &st_r, &out_r);
-    EXPECT_LT(max_abs_diff(out_c, ref_out), kTol) << "n=" << cs.n << " chunk=" << cs.chunk;
-    EXPECT_LT(max_abs_diff(st_c, ref_state), kTol) << "n=" << cs.n << " chunk=" << cs.chunk;
+    EXPECT_LT(max_abs_diff(out_c, ref_out), kDeltaTol) << "n=" << cs.n << " chunk=" << cs.chunk;
+    EXPECT_LT(max_abs_diff(st_c, ref_state), kDeltaTol) << "n=" << cs.n << " chunk=" << cs.chunk;
     double m = 0.0;
     for (size_t i = 0; i < out_c.size(); ++i)
       m = std::max(m, double{std::fabs(out_c[i] - out_r[i])});
-    EXPECT_LT(m, kTol) << "chunked vs recurrent, n=" << cs.n << " chunk=" << cs.chunk;
+    EXPECT_LT(m, kDeltaTol) << "chunked vs recurrent, n=" << cs.n << " chunk=" << cs.chunk;
   }
 }
 
@@ -171,8 +171,8 @@ TEST(DeltaNetKernels, ChunkedStateCarriesAcrossCalls) {
   run_form(p, Form::kRecurrent, 1, 5, 6, &state, &out);
   run_form(p, Form::kChunked, 32, 6, 75, &state, &out);
   run_form(p, Form::kChunked, 32, 75, 133, &state, &out);
-  EXPECT_LT(max_abs_diff(out, ref_out), kTol);
-  EXPECT_LT(max_abs_diff(state, ref_state), kTol);
+  EXPECT_LT(max_abs_diff(out, ref_out), kDeltaTol);
+  EXPECT_LT(max_abs_diff(state, ref_state), kDeltaTol);
 }
 
 // The SIMD chunked rule against the scalar one on every compiled target the CPU runs, at
@@ -223,8 +223,8 @@ TEST(DeltaNetKernels, SimdChunkedMatchesScalarChunkedOnEveryTarget) {
         m_st = std::max(m_st, double{std::fabs(st[i] - st_ref[i])});
       EXPECT_LT(m_out, 1e-6) << "dk=" << cs.dk;
       EXPECT_LT(m_st, 1e-6) << "dk=" << cs.dk;
-      EXPECT_LT(max_abs_diff(out, ref_out), kTol) << "dk=" << cs.dk;
-      EXPECT_LT(max_abs_diff(st, ref_state), kTol) << "dk=" << cs.dk;
+      EXPECT_LT(max_abs_diff(out, ref_out), kDeltaTol) << "dk=" << cs.dk;
+      EXPECT_LT(max_abs_diff(st, ref_state), kDeltaTol) << "dk=" << cs.dk;
     }
     hwy::SetSupportedTargetsForTest(0);
   }
@@ -265,8 +265,8 @@ TEST(DeltaNetKernels, SimdRecurrentEqualsScalarRecurrentBitwiseOnEveryTarget) {
     a.state = st_ref.data();
     a.out = out_ref.data();
     gated_delta_rule_recurrent_reference(a, 0, cs.nv, scratch.data());
-    EXPECT_LT(max_abs_diff(out_ref, ref_out), kTol) << "dv=" << cs.dv;
-    EXPECT_LT(max_abs_diff(st_ref, ref_state), kTol) << "dv=" << cs.dv;
+    EXPECT_LT(max_abs_diff(out_ref, ref_out), kDeltaTol) << "dv=" << cs.dv;
+    EXPECT_LT(max_abs_diff(st_ref, ref_state), kDeltaTol) << "dv=" << cs.dv;
     for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
       hwy::SetSupportedTargetsForTest(target);
       SCOPED_TRACE(hwy::TargetName(target));

@@ -21,8 +21,8 @@ namespace {
 using test::for_each_target;
 
 // K-quant rows with shifted sub-blocks, so Q4_K's mins are not all zero.
-std::vector<uint8_t> random_rows(GgmlType type, int64_t n_in, int64_t n_out, std::mt19937* rng,
-                                 std::vector<float>* deq) {
+std::vector<uint8_t> shifted_rows(GgmlType type, int64_t n_in, int64_t n_out, std::mt19937* rng,
+                                  std::vector<float>* deq) {
   return test::random_rows(type, n_in, n_out, rng, deq, /*shifted=*/true);
 }
 
@@ -149,7 +149,7 @@ TEST(KqMatmul, KernelsEqualTheFormulaBitwise) {
         SCOPED_TRACE(::testing::Message() << ggml_type_name(type) << " n_in " << c.n_in << " rows "
                                           << c.count << " tokens " << c.n_tok);
         std::vector<float> deq;
-        const std::vector<uint8_t> bytes = random_rows(type, c.n_in, c.count, &rng, &deq);
+        const std::vector<uint8_t> bytes = shifted_rows(type, c.n_in, c.count, &rng, &deq);
         const size_t rb = ggml_row_size(type, c.n_in);
         std::normal_distribution<float> nd(0.0f, 1.0f);
         std::vector<float> x(static_cast<size_t>(c.n_tok * c.n_in));
@@ -211,7 +211,7 @@ TEST(KqMatmul, FormulaIsWithinTheActivationStepOfTheDoubleProduct) {
       SCOPED_TRACE(::testing::Message() << ggml_type_name(type) << " n_in " << n_in);
       const int n_out = 9, n_tok = 4;
       std::vector<float> deq;
-      const std::vector<uint8_t> bytes = random_rows(type, n_in, n_out, &rng, &deq);
+      const std::vector<uint8_t> bytes = shifted_rows(type, n_in, n_out, &rng, &deq);
       const size_t rb = ggml_row_size(type, n_in);
       std::normal_distribution<float> nd(0.0f, 1.0f);
       std::vector<float> x(static_cast<size_t>(n_tok * n_in));
@@ -257,7 +257,7 @@ TEST(KqMatmul, MatmulBitwiseIndependentOfBatchThreadsAndChunks) {
     SCOPED_TRACE(ggml_type_name(type));
     const int64_t n_in = 1024, n_out = 37, n_tok = 150;
     std::vector<float> deq;
-    const std::vector<uint8_t> bytes = random_rows(type, n_in, n_out, &rng, &deq);
+    const std::vector<uint8_t> bytes = shifted_rows(type, n_in, n_out, &rng, &deq);
     const WeightMatrix w{type, bytes.data(), n_in, n_out, ggml_row_size(type, n_in)};
     std::normal_distribution<float> nd(0.0f, 1.0f);
     std::vector<float> x(static_cast<size_t>(n_tok * n_in));
@@ -295,7 +295,7 @@ void groups16_same_bits_as_rows(GgmlType type, std::mt19937* prng) {
   std::mt19937& rng = *prng;
   const int64_t n_in = 768, n_out = 41, n_tok = 70;  // a partial last group
   std::vector<float> deq;
-  const std::vector<uint8_t> bytes = random_rows(type, n_in, n_out, &rng, &deq);
+  const std::vector<uint8_t> bytes = shifted_rows(type, n_in, n_out, &rng, &deq);
   const size_t rb = ggml_row_size(type, n_in);
   const WeightMatrix w{type, bytes.data(), n_in, n_out, rb};
   ASSERT_TRUE(weight_groups16_useful(w));

@@ -24,7 +24,7 @@ struct AttnData {
   std::vector<float> q, k, v;
 };
 
-AttnData make_data(const AttnCase& c, std::mt19937* rng) {
+AttnData make_attn_data(const AttnCase& c, std::mt19937* rng) {
   std::normal_distribution<float> nd(0.0f, 1.0f);
   AttnData d;
   d.q_stride = c.s.n_head * c.s.head_dim_k + 1;  // padding checks that strides are honoured
@@ -59,7 +59,7 @@ TEST(OpsAttention, MatchesNaiveDouble) {
       {{3, 3, 16, 16, 0.25f}, 1, 40},
   };
   for (const AttnCase& c : cases) {
-    const AttnData d = make_data(c, &rng);
+    const AttnData d = make_attn_data(c, &rng);
     const std::vector<float> out = run_attention(c, d, 2);
     const int32_t group = c.s.n_head / c.s.n_head_kv;
     for (int32_t t = 0; t < c.n_tok; ++t) {
@@ -97,7 +97,7 @@ TEST(OpsAttention, MatchesNaiveDouble) {
 TEST(OpsAttention, RowsBitwiseIndependentOfBatchAndThreads) {
   std::mt19937 rng(3);
   const AttnCase c{{4, 2, 16, 16, 0.25f}, 7, 3};
-  const AttnData d = make_data(c, &rng);
+  const AttnData d = make_attn_data(c, &rng);
   const std::vector<float> all = run_attention(c, d, 1);
   for (int threads : {2, 3}) {
     EXPECT_EQ(run_attention(c, d, threads), all) << threads;

@@ -102,7 +102,7 @@ TEST(SimdMatmul, Q16QuantizationIsWithinHalfAStep) {
   }
 }
 
-struct Shape {
+struct MatmulShape {
   GgmlType type;
   int64_t n_in, n_out, n_tok;
 };
@@ -112,7 +112,7 @@ struct Shape {
 // each activation times |w| (x is rounded to 1/(127 * 254) or 1/32767 of its block's max).
 TEST(SimdMatmul, MatchesDoubleReferenceOnAllTypesAndTargets) {
   std::mt19937 rng(2024);
-  const Shape shapes[] = {
+  const MatmulShape shapes[] = {
       {GgmlType::F32, 1, 1, 1},       {GgmlType::F32, 77, 19, 5},     {GgmlType::F32, 300, 9, 3},
       {GgmlType::F16, 53, 11, 4},     {GgmlType::F16, 512, 6, 2},     {GgmlType::BF16, 31, 7, 3},
       {GgmlType::BF16, 130, 5, 2},    {GgmlType::Q8_0, 32, 1, 1},     {GgmlType::Q8_0, 416, 13, 6},
@@ -126,7 +126,7 @@ TEST(SimdMatmul, MatchesDoubleReferenceOnAllTypesAndTargets) {
       {GgmlType::IQ4_XS, 1024, 7, 3},
   };
   for_each_target([&] {
-    for (const Shape& s : shapes) {
+    for (const MatmulShape& s : shapes) {
       SCOPED_TRACE(::testing::Message()
                    << ggml_type_name(s.type) << " " << s.n_in << "x" << s.n_out);
       std::vector<float> deq;

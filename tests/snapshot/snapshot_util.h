@@ -2,11 +2,13 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
 #include <cctype>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -124,6 +126,22 @@ inline std::string snapshot_param_name(const ::testing::TestParamInfo<SnapshotPa
   for (char c : m) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   return out + "_" + kv_mode_name(static_cast<KvMode>(std::get<1>(info.param))) +
          (std::get<2>(info.param) ? "_sampled" : "_greedy");
+}
+
+// BOS then pseudo-random ids below 503 (fixed seed): not aligned to KIVI's 32-position groups.
+inline std::vector<int32_t> prompt(uint32_t seed, int n) {
+  std::mt19937 g(seed);
+  std::vector<int32_t> t{1};
+  for (int i = 1; i < n; ++i) t.push_back(static_cast<int32_t>(3 + g() % 500));
+  return t;
+}
+
+// The format's checksum, from its definition (SNAPSHOT_FORMAT.md §2): XXH3-64 of the image with
+// bytes [24, 32) taken as zero.
+inline void reseal(std::vector<uint8_t>* img) {
+  std::memset(img->data() + 24, 0, 8);
+  const uint64_t h = XXH3_64bits(img->data(), img->size());
+  std::memcpy(img->data() + 24, &h, 8);
 }
 
 }  // namespace geist::test

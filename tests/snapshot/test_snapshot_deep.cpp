@@ -21,14 +21,14 @@ namespace {
 
 constexpr int32_t kDeepLayers = 126;  // Llama-3.1-405B's depth
 constexpr int kPrompt = 70;           // 2 full KIVI groups of 32 + a 6-position residual
-constexpr int kSteps = 40;            // crosses the next group boundary (position 96)
+constexpr int kDeepSteps = 40;        // crosses the next group boundary (position 96)
 constexpr int kCut = 20;
 // SNAPSHOT_FORMAT.md §1: header_size = 96 + 24 n_sections <= 65536; the old cap was 4096.
 constexpr uint32_t kMaxSections = 2726;
 constexpr uint32_t kOldMaxSections = 166;
 
 // BOS then pseudo-random ids below the deep model's 512-token vocabulary.
-std::vector<int32_t> prompt(uint32_t seed, int n) {
+std::vector<int32_t> deep_prompt(uint32_t seed, int n) {
   std::mt19937 g(seed);
   std::vector<int32_t> t{1};
   for (int i = 1; i < n; ++i) t.push_back(static_cast<int32_t>(3 + g() % 490));
@@ -39,13 +39,6 @@ uint32_t u32_at(const std::vector<uint8_t>& img, size_t off) {
   uint32_t v = 0;
   std::memcpy(&v, img.data() + off, 4);
   return v;
-}
-
-// The format's checksum, from its definition (SNAPSHOT_FORMAT.md §2).
-void reseal(std::vector<uint8_t>* img) {
-  std::memset(img->data() + 24, 0, 8);
-  const uint64_t h = XXH3_64bits(img->data(), img->size());
-  std::memcpy(img->data() + 24, &h, 8);
 }
 
 // KV sections per attention layer (SNAPSHOT_FORMAT.md §3.2) with kv_len past one full KIVI
@@ -103,11 +96,11 @@ class SnapshotDeep : public ::testing::TestWithParam<int32_t> {
     ASSERT_EQ(ModelHandle::load(*path_, &model_, &mp, &err), GEIST_OK) << err;
     nv_ = model_.n_vocab();
     ASSERT_EQ(nv_, 512);
-    prompt_ = prompt(5, kPrompt);
+    prompt_ = deep_prompt(5, kPrompt);
     SessionHandle r = session();
     ASSERT_EQ(r.prefill(prompt_), GEIST_OK) << r.last_error();
-    ref_ = run_steps(r, nv_, kSteps);
-    ASSERT_EQ(ref_.tokens.size(), static_cast<size_t>(kSteps));
+    ref_ = run_steps(r, nv_, kDeepSteps);
+    ASSERT_EQ(ref_.tokens.size(), static_cast<size_t>(kDeepSteps));
   }
 
   SessionHandle session() { return make_session(model_, mode_, false, 128); }
@@ -144,10 +137,10 @@ TEST_P(SnapshotDeep, RoundTripsPastTheOldSectionTable) {
 
   SessionHandle t = session();
   ASSERT_EQ(t.restore(a), GEIST_OK) << t.last_error();
-  EXPECT_TRUE(same_continuation(ref_, 0, run_steps(t, nv_, kSteps), nv_)) << "after prefill";
+  EXPECT_TRUE(same_continuation(ref_, 0, run_steps(t, nv_, kDeepSteps), nv_)) << "after prefill";
   SessionHandle u = session();
   ASSERT_EQ(u.restore(b), GEIST_OK) << u.last_error();
-  EXPECT_TRUE(same_continuation(ref_, kCut, run_steps(u, nv_, kSteps - kCut), nv_))
+  EXPECT_TRUE(same_continuation(ref_, kCut, run_steps(u, nv_, kDeepSteps - kCut), nv_))
       << "after " << kCut << " steps";
 }
 
@@ -164,9 +157,10 @@ TEST_P(SnapshotDeep, PinnedPrefixRoundTrips) {
   EXPECT_EQ(u32_at(img, 60), expected_sections() + 1);
   SessionHandle t = session();
   ASSERT_EQ(t.restore(img), GEIST_OK) << t.last_error();
-  EXPECT_TRUE(same_continuation(ref_, kCut, run_steps(t, nv_, kSteps - kCut), nv_)) << "restored";
+  EXPECT_TRUE(same_continuation(ref_, kCut, run_steps(t, nv_, kDeepSteps - kCut), nv_))
+      << "restored";
   ASSERT_EQ(t.reset_to_prefix(), GEIST_OK) << t.last_error();
-  EXPECT_TRUE(same_continuation(ref_, 0, run_steps(t, nv_, kSteps), nv_)) << "restored pin";
+  EXPECT_TRUE(same_continuation(ref_, 0, run_steps(t, nv_, kDeepSteps), nv_)) << "restored pin";
 }
 
 // The reader bounds n_sections at the documented cap before reading the table: one past it is

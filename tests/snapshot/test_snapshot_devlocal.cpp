@@ -21,14 +21,7 @@
 namespace geist::test {
 namespace {
 
-constexpr int kSteps = 40;
-
-std::vector<int32_t> prompt(uint32_t seed, int n) {
-  std::mt19937 g(seed);
-  std::vector<int32_t> t{1};
-  for (int i = 1; i < n; ++i) t.push_back(static_cast<int32_t>(3 + g() % 500));
-  return t;
-}
+constexpr int kDevLocalSteps = 40;
 
 TEST(DeviceLocalBackend, StateIsUnreachableOutsideTheBackend) {
   std::unique_ptr<Backend> b;
@@ -106,23 +99,23 @@ TEST_P(DeviceLocalSnapshot, ImagesAndContinuationsMatchTheCpuBackend) {
   ASSERT_EQ(ref.prefill(p), GEIST_OK) << ref.last_error();
   std::vector<uint8_t> cpu_img;
   ASSERT_EQ(ref.snapshot(&cpu_img), GEIST_OK) << ref.last_error();
-  const Trace ref_trace = run_steps(ref, nv_, kSteps);
+  const Trace ref_trace = run_steps(ref, nv_, kDevLocalSteps);
 
   SessionHandle d = session(dev_);
   ASSERT_EQ(d.prefill(p), GEIST_OK) << d.last_error();
   std::vector<uint8_t> dev_img;
   ASSERT_EQ(d.snapshot(&dev_img), GEIST_OK) << d.last_error();
   EXPECT_EQ(dev_img, cpu_img) << "the image depends on where the state lived";
-  EXPECT_TRUE(same_continuation(ref_trace, 0, run_steps(d, nv_, kSteps), nv_));
+  EXPECT_TRUE(same_continuation(ref_trace, 0, run_steps(d, nv_, kDevLocalSteps), nv_));
 
   // Device-local restore of the CPU image, into a used session, continues bitwise.
   ASSERT_EQ(d.restore(cpu_img), GEIST_OK) << d.last_error();
-  EXPECT_TRUE(same_continuation(ref_trace, 0, run_steps(d, nv_, kSteps), nv_));
+  EXPECT_TRUE(same_continuation(ref_trace, 0, run_steps(d, nv_, kDevLocalSteps), nv_));
 
   // And the reverse: the device-local image restores on the CPU backend.
   SessionHandle c = session(cpu_);
   ASSERT_EQ(c.restore(dev_img), GEIST_OK) << c.last_error();
-  EXPECT_TRUE(same_continuation(ref_trace, 0, run_steps(c, nv_, kSteps), nv_));
+  EXPECT_TRUE(same_continuation(ref_trace, 0, run_steps(c, nv_, kDevLocalSteps), nv_));
 }
 
 TEST_P(DeviceLocalSnapshot, FailedRestoreLeavesTheSessionUntouched) {
@@ -131,14 +124,14 @@ TEST_P(DeviceLocalSnapshot, FailedRestoreLeavesTheSessionUntouched) {
   ASSERT_EQ(ref.prefill(p), GEIST_OK);
   std::vector<uint8_t> img;
   ASSERT_EQ(ref.snapshot(&img), GEIST_OK);
-  const Trace ref_trace = run_steps(ref, nv_, kSteps);
+  const Trace ref_trace = run_steps(ref, nv_, kDevLocalSteps);
 
   SessionHandle d = session(dev_);
   ASSERT_EQ(d.prefill(p), GEIST_OK);
   std::vector<uint8_t> bad = img;
   bad[bad.size() / 2] ^= 0x20;  // inside the state bytes: the checksum must refuse it
   EXPECT_EQ(d.restore(bad), GEIST_E_FORMAT);
-  EXPECT_TRUE(same_continuation(ref_trace, 0, run_steps(d, nv_, kSteps), nv_));
+  EXPECT_TRUE(same_continuation(ref_trace, 0, run_steps(d, nv_, kDevLocalSteps), nv_));
 }
 
 // Row layout, quantized rows and KIVI groups + residual; attention-only and hybrid models.
@@ -210,12 +203,12 @@ TEST_P(DeviceLocalFailure, AFailedDeviceIsReportedAndNeverSnapshotted) {
   // the CPU backend exactly as a session that never saw the failing device.
   SessionHandle ref = session(cpu_);
   ASSERT_EQ(ref.prefill(p), GEIST_OK);
-  const Trace ref_trace = run_steps(ref, nv_, kSteps);
+  const Trace ref_trace = run_steps(ref, nv_, kDevLocalSteps);
   ASSERT_EQ(c.restore(before), GEIST_OK) << c.last_error();
-  EXPECT_TRUE(same_continuation(ref_trace, 0, run_steps(c, nv_, kSteps), nv_));
+  EXPECT_TRUE(same_continuation(ref_trace, 0, run_steps(c, nv_, kDevLocalSteps), nv_));
   SessionHandle f = session(cpu_);
   ASSERT_EQ(f.load_file(path), GEIST_OK) << f.last_error();
-  EXPECT_TRUE(same_continuation(ref_trace, 0, run_steps(f, nv_, kSteps), nv_));
+  EXPECT_TRUE(same_continuation(ref_trace, 0, run_steps(f, nv_, kDevLocalSteps), nv_));
   std::remove(path.c_str());
 }
 

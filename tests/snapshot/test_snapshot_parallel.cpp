@@ -19,7 +19,7 @@
 namespace geist::test {
 namespace {
 
-constexpr int kSteps = 16;
+constexpr int kParallelSteps = 16;
 constexpr int kThreads = 2;    // the machine CI runs on has two cores
 constexpr int kPrefix = 2100;  // f32 KV: over 2 MiB of state on both fixtures
 constexpr int kMaxSeq = 2200;
@@ -43,9 +43,9 @@ SessionHandle make(const ModelHandle& m, int32_t kv_mode, int n_threads) {
   return s;
 }
 
-using Param = std::tuple<const char*, int32_t>;
+using ParallelParam = std::tuple<const char*, int32_t>;
 
-class ParallelRestore : public ::testing::TestWithParam<Param> {};
+class ParallelRestore : public ::testing::TestWithParam<ParallelParam> {};
 
 TEST_P(ParallelRestore, SameBytesAndContinuationAsTheSerialCopy) {
   GEIST_REQUIRE_FIXTURES();
@@ -60,7 +60,7 @@ TEST_P(ParallelRestore, SameBytesAndContinuationAsTheSerialCopy) {
   ASSERT_EQ(src.prefill(p), GEIST_OK) << src.last_error();
   std::vector<uint8_t> img;
   ASSERT_EQ(src.snapshot(&img), GEIST_OK) << src.last_error();
-  const Trace ref = run_steps(src, nv, kSteps);
+  const Trace ref = run_steps(src, nv, kParallelSteps);
   if (mode == static_cast<int32_t>(KvMode::F32)) {
     // Large enough that the pool's every thread copies a range (else this tests nothing new):
     // the state sections alone, without the tokens, the logits and the header.
@@ -87,16 +87,17 @@ TEST_P(ParallelRestore, SameBytesAndContinuationAsTheSerialCopy) {
     EXPECT_EQ(std::memcmp(again_par.data(), img.data(), img.size()), 0);
     ASSERT_EQ(again_ser.size(), img.size());
     EXPECT_EQ(std::memcmp(again_ser.data(), img.data(), img.size()), 0);
-    EXPECT_TRUE(same_continuation(ref, 0, run_steps(par, nv, kSteps), nv));
+    EXPECT_TRUE(same_continuation(ref, 0, run_steps(par, nv, kParallelSteps), nv));
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Fixtures, ParallelRestore,
-    ::testing::Values(Param{"models/stories260K.gguf", static_cast<int32_t>(KvMode::F32)},
-                      Param{"models/stories260K.gguf", static_cast<int32_t>(KvMode::Q4)},
-                      Param{"models/stories-qwen35-f32.gguf", static_cast<int32_t>(KvMode::F32)}),
-    [](const ::testing::TestParamInfo<Param>& info) {
+    ::testing::Values(ParallelParam{"models/stories260K.gguf", static_cast<int32_t>(KvMode::F32)},
+                      ParallelParam{"models/stories260K.gguf", static_cast<int32_t>(KvMode::Q4)},
+                      ParallelParam{"models/stories-qwen35-f32.gguf",
+                                    static_cast<int32_t>(KvMode::F32)}),
+    [](const ::testing::TestParamInfo<ParallelParam>& info) {
       std::string m = std::get<0>(info.param);
       m = m.substr(m.find('/') + 1);
       m = m.substr(0, m.find('.'));

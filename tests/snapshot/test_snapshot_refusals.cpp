@@ -15,15 +15,7 @@
 namespace geist::test {
 namespace {
 
-constexpr int kSteps = 64;
-
-// The format's checksum, from its definition (SNAPSHOT_FORMAT.md §2): XXH3-64 of the image with
-// bytes [24, 32) taken as zero.
-void reseal(std::vector<uint8_t>* img) {
-  std::memset(img->data() + 24, 0, 8);
-  const uint64_t h = XXH3_64bits(img->data(), img->size());
-  std::memcpy(img->data() + 24, &h, 8);
-}
+constexpr int kRefusalSteps = 64;
 
 template <class T>
 void poke(std::vector<uint8_t>* img, size_t off, T v) {
@@ -42,7 +34,7 @@ class SnapshotRefusal : public ::testing::Test {
     ASSERT_EQ(victim_.prefill({1, 400, 57, 90, 200}), GEIST_OK);
     SessionHandle ref = make_session(model_, 0, true);
     ASSERT_EQ(ref.prefill({1, 400, 57, 90, 200}), GEIST_OK);
-    ref_ = run_steps(ref, nv_, kSteps);
+    ref_ = run_steps(ref, nv_, kRefusalSteps);
     // A small image: two tokens.
     SessionHandle src = make_session(model_, 0, true);
     EXPECT_EQ(src.prefill({1, 300}), GEIST_OK);
@@ -50,7 +42,7 @@ class SnapshotRefusal : public ::testing::Test {
   }
   void TearDown() override {
     if (victim_) {
-      EXPECT_TRUE(same_continuation(ref_, 0, run_steps(victim_, nv_, kSteps), nv_))
+      EXPECT_TRUE(same_continuation(ref_, 0, run_steps(victim_, nv_, kRefusalSteps), nv_))
           << "a refused restore changed the session";
     }
   }
@@ -199,7 +191,8 @@ TEST_F(SnapshotRefusal, TrustedRestoreSkipsOnlyTheChecksum) {
   SessionHandle a = make_session(model_, 0, true), b = make_session(model_, 0, true);
   ASSERT_EQ(a.restore(small_), GEIST_OK);
   ASSERT_EQ(b.restore_trusted(bad_sum.data(), bad_sum.size()), GEIST_OK) << b.last_error();
-  EXPECT_TRUE(same_continuation(run_steps(a, nv_, kSteps), 0, run_steps(b, nv_, kSteps), nv_));
+  EXPECT_TRUE(same_continuation(run_steps(a, nv_, kRefusalSteps), 0,
+                                run_steps(b, nv_, kRefusalSteps), nv_));
 }
 
 TEST_F(SnapshotRefusal, OtherModelOtherModeTooSmallTarget) {

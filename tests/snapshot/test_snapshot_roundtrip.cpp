@@ -11,19 +11,12 @@
 
 #include "kv/kv_cache.h"
 #include "snapshot/snapshot_util.h"
+#include "support/sanitized.h"
 
 namespace geist::test {
 namespace {
 
-constexpr int kSteps = 64;
-
-// BOS then pseudo-random ids (fixed seed): not aligned to KIVI's 32-position groups.
-std::vector<int32_t> prompt(uint32_t seed, int n) {
-  std::mt19937 g(seed);
-  std::vector<int32_t> t{1};
-  for (int i = 1; i < n; ++i) t.push_back(static_cast<int32_t>(3 + g() % 500));
-  return t;
-}
+constexpr int kRoundTripSteps = 64;
 
 using Param = SnapshotParam;
 
@@ -31,15 +24,12 @@ class SnapshotRoundTrip : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
     GEIST_REQUIRE_FIXTURES();
-    // The sanitizer pass (scripts/test.sh sets GEIST_SANITIZED=1) keeps CI under 20 minutes by
-    // covering three representative KV layouts (plain rows, quantized rows, KIVI groups +
-    // residual); the release pass runs the whole matrix.
+    // The sanitizer stage covers three representative KV layouts (plain rows, quantized rows,
+    // KIVI groups + residual: kv_mode_in_run); the release stage runs the whole matrix.
     const int32_t m = std::get<1>(GetParam());
-    const char* san = std::getenv("GEIST_SANITIZED");
-    if (san && std::string(san) == "1" && m != static_cast<int32_t>(KvMode::F32) &&
-        m != static_cast<int32_t>(KvMode::Q4) && m != static_cast<int32_t>(KvMode::KIVI2)) {
-      GTEST_SKIP() << "sanitizer pass: KV mode " << kv_mode_name(static_cast<KvMode>(m))
-                   << " runs in the release pass only";
+    if (!kv_mode_in_run(m)) {
+      GTEST_SKIP() << "sanitizer stage: KV mode " << kv_mode_name(static_cast<KvMode>(m))
+                   << " runs in the release stage only";
     }
     model_ = load_model(std::get<0>(GetParam()));
     ASSERT_TRUE(model_);
@@ -51,10 +41,10 @@ class SnapshotRoundTrip : public ::testing::TestWithParam<Param> {
     // Uninterrupted references.
     SessionHandle r = session();
     ASSERT_EQ(r.prefill(pa_), GEIST_OK) << r.last_error();
-    ref_a_ = run_steps(r, nv_, kSteps);
+    ref_a_ = run_steps(r, nv_, kRoundTripSteps);
     SessionHandle rb = session();
     ASSERT_EQ(rb.prefill(pb_), GEIST_OK);
-    ref_b_ = run_steps(rb, nv_, kSteps);
+    ref_b_ = run_steps(rb, nv_, kRoundTripSteps);
   }
   SessionHandle session(int32_t max_seq_len = 256) {
     return make_session(model_, mode_, sampled_, max_seq_len);
@@ -85,12 +75,13 @@ TEST_P(SnapshotRoundTrip, SameSessionOtherSessionAndTwice) {
   EXPECT_EQ(size, img.size());
   run_steps(s, nv_, 9);  // move away from the snapshot point
   ASSERT_EQ(s.restore(img), GEIST_OK) << s.last_error();
-  EXPECT_TRUE(same_continuation(ref_a_, 0, run_steps(s, nv_, kSteps), nv_)) << "same session";
+  EXPECT_TRUE(same_continuation(ref_a_, 0, run_steps(s, nv_, kRoundTripSteps), nv_))
+      << "same session";
 
   SessionHandle other = session(400);  // a larger target capacity is fine
   ASSERT_EQ(other.restore(img), GEIST_OK) << other.last_error();
   ASSERT_EQ(other.restore(img), GEIST_OK) << "restoring the same image twice";
-  EXPECT_TRUE(same_continuation(ref_a_, 0, run_steps(other, nv_, kSteps), nv_)) << "other";
+  EXPECT_TRUE(same_continuation(ref_a_, 0, run_steps(other, nv_, kRoundTripSteps), nv_)) << "other";
 }
 
 // The restore the server uses for images it verified already (no checksum pass): the same
@@ -100,10 +91,10 @@ TEST_P(SnapshotRoundTrip, TrustedRestoreContinuesTheSame) {
   SessionHandle s = session();
   ASSERT_EQ(s.prefill(pb_), GEIST_OK);  // some other state first
   ASSERT_EQ(s.restore_trusted(img.data(), img.size()), GEIST_OK) << s.last_error();
-  EXPECT_TRUE(same_continuation(ref_a_, 0, run_steps(s, nv_, kSteps), nv_));
+  EXPECT_TRUE(same_continuation(ref_a_, 0, run_steps(s, nv_, kRoundTripSteps), nv_));
   SessionHandle other = session(400);
   ASSERT_EQ(other.restore_trusted(img.data(), img.size()), GEIST_OK) << other.last_error();
-  EXPECT_TRUE(same_continuation(ref_a_, 0, run_steps(other, nv_, kSteps), nv_));
+  EXPECT_TRUE(same_continuation(ref_a_, 0, run_steps(other, nv_, kRoundTripSteps), nv_));
 }
 
 TEST_P(SnapshotRoundTrip, MidDecodeWithForwardOwed) {
@@ -125,7 +116,7 @@ TEST_P(SnapshotRoundTrip, MidDecodeWithForwardOwed) {
   Trace got;
   got.tokens.push_back(ref_a_.tokens[k - 1]);
   got.logits.assign(lg, lg + nv);
-  Trace rest = run_steps(t, nv_, kSteps - k);
+  Trace rest = run_steps(t, nv_, kRoundTripSteps - k);
   got.tokens.insert(got.tokens.end(), rest.tokens.begin(), rest.tokens.end());
   got.logits.insert(got.logits.end(), rest.logits.begin(), rest.logits.end());
   EXPECT_TRUE(same_continuation(ref_a_, k - 1, got, nv_));
@@ -137,13 +128,13 @@ TEST_P(SnapshotRoundTrip, SecondTurnAfterRestore) {
   ASSERT_EQ(r.prefill(pa_), GEIST_OK);
   run_steps(r, nv_, 20);
   ASSERT_EQ(r.prefill(turn2), GEIST_OK);
-  const Trace ref = run_steps(r, nv_, kSteps);
+  const Trace ref = run_steps(r, nv_, kRoundTripSteps);
 
   SessionHandle s = session();
   ASSERT_EQ(s.restore(image_after_prefill(pa_)), GEIST_OK) << s.last_error();
   EXPECT_TRUE(same_continuation(ref_a_, 0, run_steps(s, nv_, 20), nv_));
   ASSERT_EQ(s.prefill(turn2), GEIST_OK) << s.last_error();
-  EXPECT_TRUE(same_continuation(ref, 0, run_steps(s, nv_, kSteps), nv_));
+  EXPECT_TRUE(same_continuation(ref, 0, run_steps(s, nv_, kRoundTripSteps), nv_));
 }
 
 TEST_P(SnapshotRoundTrip, InterleavedPrefixesABA) {
@@ -151,11 +142,11 @@ TEST_P(SnapshotRoundTrip, InterleavedPrefixesABA) {
   const std::vector<uint8_t> b = image_after_prefill(pb_);
   SessionHandle s = session();
   ASSERT_EQ(s.restore(a), GEIST_OK);
-  EXPECT_TRUE(same_continuation(ref_a_, 0, run_steps(s, nv_, kSteps), nv_)) << "A";
+  EXPECT_TRUE(same_continuation(ref_a_, 0, run_steps(s, nv_, kRoundTripSteps), nv_)) << "A";
   ASSERT_EQ(s.restore(b), GEIST_OK);
-  EXPECT_TRUE(same_continuation(ref_b_, 0, run_steps(s, nv_, kSteps), nv_)) << "B";
+  EXPECT_TRUE(same_continuation(ref_b_, 0, run_steps(s, nv_, kRoundTripSteps), nv_)) << "B";
   ASSERT_EQ(s.restore(a), GEIST_OK);
-  EXPECT_TRUE(same_continuation(ref_a_, 0, run_steps(s, nv_, kSteps), nv_)) << "A again";
+  EXPECT_TRUE(same_continuation(ref_a_, 0, run_steps(s, nv_, kRoundTripSteps), nv_)) << "A again";
 }
 
 TEST_P(SnapshotRoundTrip, EmptyImageIsAFreshSession) {
@@ -168,7 +159,7 @@ TEST_P(SnapshotRoundTrip, EmptyImageIsAFreshSession) {
   ASSERT_EQ(s.restore(empty), GEIST_OK) << s.last_error();
   EXPECT_EQ(s.position(), 0);
   ASSERT_EQ(s.prefill(pa_), GEIST_OK);
-  EXPECT_TRUE(same_continuation(ref_a_, 0, run_steps(s, nv_, kSteps), nv_));
+  EXPECT_TRUE(same_continuation(ref_a_, 0, run_steps(s, nv_, kRoundTripSteps), nv_));
 }
 
 TEST_P(SnapshotRoundTrip, PinnedPrefixCarriedByImage) {
@@ -182,16 +173,19 @@ TEST_P(SnapshotRoundTrip, PinnedPrefixCarriedByImage) {
   std::vector<uint8_t> img;
   ASSERT_EQ(s.snapshot(&img), GEIST_OK);
   ASSERT_EQ(s.reset_to_prefix(), GEIST_OK) << s.last_error();
-  EXPECT_TRUE(same_continuation(ref_a_, 0, run_steps(s, nv_, kSteps), nv_)) << "reset";
+  EXPECT_TRUE(same_continuation(ref_a_, 0, run_steps(s, nv_, kRoundTripSteps), nv_)) << "reset";
   ASSERT_EQ(s.reset_to_prefix(), GEIST_OK);
-  EXPECT_TRUE(same_continuation(ref_a_, 0, run_steps(s, nv_, kSteps), nv_)) << "reset twice";
+  EXPECT_TRUE(same_continuation(ref_a_, 0, run_steps(s, nv_, kRoundTripSteps), nv_))
+      << "reset twice";
 
   SessionHandle t = session();
   ASSERT_EQ(t.restore(img), GEIST_OK) << t.last_error();
   EXPECT_EQ(t.pin_len(), static_cast<int32_t>(pa_.size()));
-  EXPECT_TRUE(same_continuation(ref_a_, 40, run_steps(t, nv_, kSteps - 40), nv_)) << "restored";
+  EXPECT_TRUE(same_continuation(ref_a_, 40, run_steps(t, nv_, kRoundTripSteps - 40), nv_))
+      << "restored";
   ASSERT_EQ(t.reset_to_prefix(), GEIST_OK) << t.last_error();
-  EXPECT_TRUE(same_continuation(ref_a_, 0, run_steps(t, nv_, kSteps), nv_)) << "restored pin";
+  EXPECT_TRUE(same_continuation(ref_a_, 0, run_steps(t, nv_, kRoundTripSteps), nv_))
+      << "restored pin";
 }
 
 // Property: a snapshot at a random step (forward owed or paid) restores into a fresh session
@@ -199,7 +193,7 @@ TEST_P(SnapshotRoundTrip, PinnedPrefixCarriedByImage) {
 TEST_P(SnapshotRoundTrip, RandomCutPoints) {
   std::mt19937 g(1234u + static_cast<uint32_t>(mode_));
   for (int trial = 0; trial < 4; ++trial) {
-    const int cut = static_cast<int>(g() % kSteps);
+    const int cut = static_cast<int>(g() % kRoundTripSteps);
     const bool owed = cut > 0 && (g() & 1) != 0;
     SessionHandle s = session();
     ASSERT_EQ(s.prefill(pa_), GEIST_OK);
@@ -220,7 +214,7 @@ TEST_P(SnapshotRoundTrip, RandomCutPoints) {
       got.tokens.push_back(ref_a_.tokens[static_cast<size_t>(cut - 1)]);
       got.logits.assign(lg, lg + nv);
     }
-    const Trace rest = run_steps(t, nv_, kSteps - cut);
+    const Trace rest = run_steps(t, nv_, kRoundTripSteps - cut);
     got.tokens.insert(got.tokens.end(), rest.tokens.begin(), rest.tokens.end());
     got.logits.insert(got.logits.end(), rest.logits.begin(), rest.logits.end());
     EXPECT_TRUE(same_continuation(ref_a_, static_cast<size_t>(owed ? cut - 1 : cut), got, nv_))

@@ -26,7 +26,7 @@ std::unique_ptr<Tokenizer> make(const std::vector<std::string>& extra,
   return tok;
 }
 
-std::vector<int32_t> enc(const Tokenizer& t, const std::string& s) {
+std::vector<int32_t> bpe_encode(const Tokenizer& t, const std::string& s) {
   std::vector<int32_t> ids;
   EXPECT_TRUE(t.encode(s, false, false, &ids).is_ok());
   return ids;
@@ -35,17 +35,17 @@ std::vector<int32_t> enc(const Tokenizer& t, const std::string& s) {
 TEST(BpeMerges, LowerRankMergesFirst) {
   // "abc": with "a b" ranked first the pair (a,b) merges, leaving c; with "b c" first, (b,c).
   const auto t1 = make({"ab", "bc"}, {"a b", "b c"}, "gpt-2");
-  EXPECT_EQ(enc(*t1, "abc"), (std::vector<int32_t>{256, 'c'}));
+  EXPECT_EQ(bpe_encode(*t1, "abc"), (std::vector<int32_t>{256, 'c'}));
   const auto t2 = make({"ab", "bc"}, {"b c", "a b"}, "gpt-2");
-  EXPECT_EQ(enc(*t2, "abc"), (std::vector<int32_t>{'a', 257}));
+  EXPECT_EQ(bpe_encode(*t2, "abc"), (std::vector<int32_t>{'a', 257}));
 }
 
 TEST(BpeMerges, TiesGoLeftmostAndMergesChain) {
   // "aaa" with only "a a": the leftmost pair merges first -> "aa" + "a".
   const auto t = make({"aa", "aaaa"}, {"a a", "aa aa"}, "gpt-2");
-  EXPECT_EQ(enc(*t, "aaa"), (std::vector<int32_t>{256, 'a'}));
+  EXPECT_EQ(bpe_encode(*t, "aaa"), (std::vector<int32_t>{256, 'a'}));
   // "aaaa": a a -> (aa)(a)(a) -> (aa)(aa) -> aaaa.
-  EXPECT_EQ(enc(*t, "aaaa"), (std::vector<int32_t>{257}));
+  EXPECT_EQ(bpe_encode(*t, "aaaa"), (std::vector<int32_t>{257}));
 }
 
 TEST(BpeMerges, SpaceIsByteEncodedAndPiecesDoNotMergeAcrossWords) {
@@ -53,43 +53,43 @@ TEST(BpeMerges, SpaceIsByteEncodedAndPiecesDoNotMergeAcrossWords) {
   // the second, and nothing merges across the split.
   const std::string g = unicode::utf8_encode(0x120);
   const auto t = make({g + "a", "aa"}, {g + " a", "a a"}, "gpt-2");
-  EXPECT_EQ(enc(*t, "a a"), (std::vector<int32_t>{'a', 256}));
-  EXPECT_EQ(enc(*t, "aa"), (std::vector<int32_t>{257}));
+  EXPECT_EQ(bpe_encode(*t, "a a"), (std::vector<int32_t>{'a', 256}));
+  EXPECT_EQ(bpe_encode(*t, "aa"), (std::vector<int32_t>{257}));
 }
 
 TEST(BpeMerges, IgnoreMergesTakesWholeWordTokens) {
   // "abc" is a token but no merge path leads to it: Llama 3 style (llama-bpe) takes it whole,
   // plain GPT-2 style falls back to the bytes.
   const auto llama3 = make({"abc"}, {}, "llama-bpe");
-  EXPECT_EQ(enc(*llama3, "abc"), (std::vector<int32_t>{256}));
+  EXPECT_EQ(bpe_encode(*llama3, "abc"), (std::vector<int32_t>{256}));
   const auto gpt2 = make({"abc"}, {}, "gpt-2");
-  EXPECT_EQ(enc(*gpt2, "abc"), (std::vector<int32_t>{'a', 'b', 'c'}));
+  EXPECT_EQ(bpe_encode(*gpt2, "abc"), (std::vector<int32_t>{'a', 'b', 'c'}));
 }
 
 TEST(BpeMerges, FirstOfRepeatedRulesKeepsItsRank) {
   // "a b" is listed at ranks 0 and 2; rank 0 must stay, so (a,b) beats "b c" (rank 1).
   const auto t = make({"ab", "bc"}, {"a b", "b c", "a b"}, "gpt-2");
-  EXPECT_EQ(enc(*t, "abc"), (std::vector<int32_t>{256, 'c'}));
+  EXPECT_EQ(bpe_encode(*t, "abc"), (std::vector<int32_t>{256, 'c'}));
 }
 
 TEST(BpeMerges, RulesThroughTextsThatAreNotTokens) {
   // Inconsistent files: "bc" is no token, yet "b c" makes it and "a bc" joins it to "abc",
   // which is, exactly as the rules' texts say.
   const auto t = make({"abc"}, {"b c", "a bc"}, "gpt-2");
-  EXPECT_EQ(enc(*t, "abc"), (std::vector<int32_t>{256}));
+  EXPECT_EQ(bpe_encode(*t, "abc"), (std::vector<int32_t>{256}));
   // A merge result that is no token and merges no further falls back to its characters.
   const auto u = make({}, {"b c"}, "gpt-2");
-  EXPECT_EQ(enc(*u, "abc"), (std::vector<int32_t>{'a', 'b', 'c'}));
+  EXPECT_EQ(bpe_encode(*u, "abc"), (std::vector<int32_t>{'a', 'b', 'c'}));
   // A rule naming texts no word contains changes nothing and is no error.
   const auto v = make({"ab"}, {"zz q", "a b"}, "gpt-2");
-  EXPECT_EQ(enc(*v, "abc"), (std::vector<int32_t>{256, 'c'}));
+  EXPECT_EQ(bpe_encode(*v, "abc"), (std::vector<int32_t>{256, 'c'}));
 }
 
 TEST(BpeMerges, RuleWithTwoSpacesNeverApplies) {
   // A rule is "left right" split at its first space; a right half with a space can never be
   // a symbol of a byte-encoded word, whose spaces are U+0120.
   const auto t = make({"ab", "abc"}, {"a b c", "ab c"}, "gpt-2");
-  EXPECT_EQ(enc(*t, "abc"), (std::vector<int32_t>{'a', 'b', 'c'}));
+  EXPECT_EQ(bpe_encode(*t, "abc"), (std::vector<int32_t>{'a', 'b', 'c'}));
 }
 
 TEST(BpeMerges, MalformedMergesAreFormatErrors) {

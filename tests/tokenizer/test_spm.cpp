@@ -60,7 +60,7 @@ bool json_string(const std::string& doc, const std::string& key, std::string* ou
   return p < doc.size();
 }
 
-bool json_int_array(const std::string& doc, const std::string& key, std::vector<int32_t>* out) {
+bool read_int_array(const std::string& doc, const std::string& key, std::vector<int32_t>* out) {
   size_t p = doc.find("\"" + key + "\"");
   if (p == std::string::npos) return false;
   const size_t open = doc.find('[', p), close = doc.find(']', p);
@@ -93,7 +93,7 @@ TEST(Spm, Stories260KPrompt1) {
   std::string prompt;
   std::vector<int32_t> expected;
   ASSERT_TRUE(json_string(doc, "prompt", &prompt));
-  ASSERT_TRUE(json_int_array(doc, "prompt_tokens", &expected));
+  ASSERT_TRUE(read_int_array(doc, "prompt_tokens", &expected));
   ASSERT_EQ(expected.size(), 32u);
   auto tok = load_fixture_tokenizer("models/stories260K.gguf");
   ASSERT_NE(tok, nullptr);
