@@ -57,20 +57,22 @@ inline Prompt1 load_prompt1() {
   return p;
 }
 
-struct ModelHandle {
+// C API handles freed at scope exit (named apart from geist.hpp's ModelHandle and
+// SessionHandle: test_cuda compiles both in one unit).
+struct ApiModel {
   geist_model* m = nullptr;
-  ModelHandle() = default;
-  ModelHandle(const ModelHandle&) = delete;
-  ModelHandle& operator=(const ModelHandle&) = delete;
-  ~ModelHandle() { geist_model_free(m); }
+  ApiModel() = default;
+  ApiModel(const ApiModel&) = delete;
+  ApiModel& operator=(const ApiModel&) = delete;
+  ~ApiModel() { geist_model_free(m); }
 };
 
-struct SessionHandle {
+struct ApiSession {
   geist_session* s = nullptr;
-  SessionHandle() = default;
-  SessionHandle(const SessionHandle&) = delete;
-  SessionHandle& operator=(const SessionHandle&) = delete;
-  ~SessionHandle() { geist_session_destroy(s); }
+  ApiSession() = default;
+  ApiSession(const ApiSession&) = delete;
+  ApiSession& operator=(const ApiSession&) = delete;
+  ~ApiSession() { geist_session_destroy(s); }
 };
 
 inline std::string stories260k_path() { return fixture_path("models/stories260K.gguf"); }

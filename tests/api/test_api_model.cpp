@@ -187,7 +187,7 @@ TEST(ApiModel, ProgressAndLogCallbacks) {
   p.progress_user = &log;
   p.log_fn = on_log;
   p.log_user = &log;
-  ModelHandle m;
+  ApiModel m;
   ASSERT_EQ(geist_model_load(stories260k_path().c_str(), &p, &m.m, nullptr, 0), GEIST_OK);
   ASSERT_GE(log.progress.size(), 2u);
   EXPECT_EQ(log.progress.front(), 0.0f);
@@ -219,7 +219,7 @@ class ApiStories : public testing::Test {
         << err;
     ref_ = load_prompt1();
   }
-  ModelHandle model_;
+  ApiModel model_;
   Prompt1 ref_;
 };
 

@@ -139,6 +139,16 @@ std::vector<T> from_device(const T* dev, size_t n) {
   return host;
 }
 
+// n uniform floats in [lo, hi) from a fixed seed.
+inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f,
+                                        float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
 }  // namespace geist::test
 
 // Skips the current test (counted for the loud line) when there is no CUDA device; fails it

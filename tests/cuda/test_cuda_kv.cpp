@@ -36,13 +36,7 @@ using test::DeviceVec;
 constexpr KvMode kAllModes[] = {KvMode::F32, KvMode::F16,   KvMode::Q8,
                                 KvMode::Q4,  KvMode::KIVI4, KvMode::KIVI2};
 
-std::vector<float> random_floats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using test::random_floats;
 
 float attn_tol(KvMode m) { return m == KvMode::F32 || m == KvMode::F16 ? 2e-5f : 1e-4f; }
 

@@ -25,13 +25,7 @@ namespace {
 
 using test::DeviceVec;
 
-std::vector<float> random_floats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using test::random_floats;
 
 class CudaMatmulPrefill : public test::CudaStreamTest {
  protected:

@@ -310,7 +310,7 @@ TEST_P(CudaSnapshot, RestoreIsBitIdenticalWithinCuda) {
 // as against fp64). With f16 KV the two sides may round a K/V element to neighbouring halves
 // (2^-11 relative), which moves stories260K's logits (magnitude ~15) by up to ~1e-2 over 32
 // steps (measured 8.2e-3 on the H200; the CPU's own f16-vs-f32 KV shift is ~2e-3 per row).
-void expect_close(const Trace& a, const Trace& b, int32_t kv_mode) {
+void expect_traces_close(const Trace& a, const Trace& b, int32_t kv_mode) {
   ASSERT_EQ(a.tokens.size(), b.tokens.size());
   EXPECT_EQ(a.tokens, b.tokens);
   double worst = 0;
@@ -343,14 +343,14 @@ TEST_P(CudaSnapshot, ImagesMoveBetweenCudaAndCpu) {
   ASSERT_EQ(g.snapshot(&gpu_img), GEIST_OK);
   const Trace gpu_run = run_steps(g, nv_, 32);
   EXPECT_EQ(gpu_img.size(), cpu_img.size());
-  expect_close(cpu_run, gpu_run, std::get<1>(GetParam()));
+  expect_traces_close(cpu_run, gpu_run, std::get<1>(GetParam()));
 
   SessionHandle g2 = session(cuda_);  // CPU -> GPU
   ASSERT_EQ(g2.restore(cpu_img), GEIST_OK) << g2.last_error();
-  expect_close(cpu_run, run_steps(g2, nv_, 32), std::get<1>(GetParam()));
+  expect_traces_close(cpu_run, run_steps(g2, nv_, 32), std::get<1>(GetParam()));
   SessionHandle c2 = session(cpu_);  // GPU -> CPU
   ASSERT_EQ(c2.restore(gpu_img), GEIST_OK) << c2.last_error();
-  expect_close(cpu_run, run_steps(c2, nv_, 32), std::get<1>(GetParam()));
+  expect_traces_close(cpu_run, run_steps(c2, nv_, 32), std::get<1>(GetParam()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaSnapshot,

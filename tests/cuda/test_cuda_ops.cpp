@@ -41,13 +41,7 @@ namespace {
 
 using test::DeviceVec;
 
-std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using test::random_floats;
 
 // A random n_out x n_in matrix quantized to type t on the host (the CPU quantizers).
 struct HostWeight {

@@ -203,13 +203,13 @@ TEST(CudaRopeAttendRows, OtherRowsAreDeclined) {
 // different prompt lengths (their stores made on the stream), then batched decode steps of
 // rope_attend_rows, plain, captured and replayed; their rows, turned q / k and KV images must
 // match bitwise, and a fused stream of plain caches must have replayed graphs.
-struct StreamRun {
+struct RowsStreamRun {
   std::vector<float> out, qk;
   std::vector<uint8_t> image;
   cuda::CudaStepStats stats;
 };
 
-void run_batch(bool fuse, const std::vector<KvMode>& modes, StreamRun* r) {
+void run_batch(bool fuse, const std::vector<KvMode>& modes, RowsStreamRun* r) {
   if (fuse) {
     unsetenv("GEIST_CUDA_FUSE");
   } else {
@@ -299,7 +299,7 @@ TEST(CudaRopeAttendRows, StreamBatchedStepsBitwiseEqualUnfusedStream) {
                                      KvMode::F16};
   for (const std::vector<KvMode>* modes : {&f16, &f32, &mixed}) {
     SCOPED_TRACE(kv_mode_name((*modes)[2]));
-    StreamRun fused, plain;
+    RowsStreamRun fused, plain;
     run_batch(true, *modes, &fused);
     run_batch(false, *modes, &plain);
     if (HasFatalFailure()) return;
