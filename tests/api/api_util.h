@@ -59,20 +59,20 @@ inline Prompt1 load_prompt1() {
 
 // C API handles freed at scope exit (named apart from geist.hpp's ModelHandle and
 // SessionHandle: test_cuda compiles both in one unit).
-struct ApiModel {
+struct OwnedModel {
   geist_model* m = nullptr;
-  ApiModel() = default;
-  ApiModel(const ApiModel&) = delete;
-  ApiModel& operator=(const ApiModel&) = delete;
-  ~ApiModel() { geist_model_free(m); }
+  OwnedModel() = default;
+  OwnedModel(const OwnedModel&) = delete;
+  OwnedModel& operator=(const OwnedModel&) = delete;
+  ~OwnedModel() { geist_model_free(m); }
 };
 
-struct ApiSession {
+struct OwnedSession {
   geist_session* s = nullptr;
-  ApiSession() = default;
-  ApiSession(const ApiSession&) = delete;
-  ApiSession& operator=(const ApiSession&) = delete;
-  ~ApiSession() { geist_session_destroy(s); }
+  OwnedSession() = default;
+  OwnedSession(const OwnedSession&) = delete;
+  OwnedSession& operator=(const OwnedSession&) = delete;
+  ~OwnedSession() { geist_session_destroy(s); }
 };
 
 inline std::string stories260k_path() { return fixture_path("models/stories260K.gguf"); }
