@@ -99,8 +99,8 @@ void check_grid(const char* model_file, const char* ref_dir) {
                   model_file, differ, off);
     }
   }
-  std::printf("[ %s ] %d grid splits memcmp-equal to the whole prefill (6 KV modes)\n", model_file,
-              checked);
+  std::printf("[ %s ] %d grid splits memcmp-equal to the whole prefill (each KV mode run)\n",
+              model_file, checked);
 }
 
 // A prefill that starts off the grid (after decode steps, as a chat's next turn does) is cut
