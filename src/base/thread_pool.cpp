@@ -18,11 +18,11 @@ inline void cpu_relax(int spin) {
   if (spin % kYieldEvery == kYieldEvery - 1) std::this_thread::yield();
 }
 
-// Pause loops before sleeping (a pause is ~30 ns on the 2-core VM: 600 / 300 us). The caller waits
-// for the workers' part of one op (they usually finish within microseconds of it); a worker waits
-// through the caller's serial work between two ops of a forward (norms, a batched step's
-// per-session bookkeeping), and a futex wake costs tens of microseconds in a VM, so it spins longer
-// before it sleeps.
+// Pause loops before sleeping (a pause is ~30 ns on the 2-core VM: ~600 / ~60 us). The caller
+// waits for the workers' part of one op, which usually ends within microseconds of its own, and a
+// futex wake costs tens of microseconds in a VM. A worker waits through the caller's serial work
+// between ops and between steps; longer worker spins (~300 us) lost up to 2x at B = 8 decode on
+// the loaded 2-core machine (docs/BENCHMARKS.md, branch b8), so it sleeps sooner.
 constexpr int kCallerSpins = 20000;
 constexpr int kWorkerSpins = 2000;
 
