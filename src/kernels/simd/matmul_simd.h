@@ -100,12 +100,10 @@ constexpr int32_t kQ8Fine = 254;  // fine steps per coarse step
 //   would be.
 bool q8_path_supported(GgmlType t);  // Q8_0, Q4_0, Q4_K, Q6_K
 
-// Activation planes the Q8 path uses for weights of type t: 2 for Q8_0 (and Q5_0 / IQ4_NL in
-// GROUPS16, computed as Q8_0: matmul_q8_packed.h), 1 for the 4-bit and 6-bit types (their own
-// steps are 16x / 4x coarser than q1's).
-inline int q8_planes(GgmlType t) {
-  return t == GgmlType::Q8_0 || t == GgmlType::Q5_0 || t == GgmlType::IQ4_NL ? 2 : 1;
-}
+// Activation planes the Q8 path uses for weights of type t: 2 for Q8_0, 1 for the 4-bit, 5-bit
+// and 6-bit types (their own steps are 16x / 8x / 4x coarser than q1's; Q5_0 / IQ4_NL in
+// GROUPS16 take Q4_0's one-plane formula on their values: matmul_q8_packed.h).
+inline int q8_planes(GgmlType t) { return t == GgmlType::Q8_0 ? 2 : 1; }
 
 // Q6_K's activation extras, after quantize_row_q8 / _panel with one plane: the sums of q1 over
 // each 16-element half of every 32-block.
