@@ -45,9 +45,8 @@ void q8p_generic(GgmlType t, bool panel, const uint8_t* src, size_t row_bytes, i
         const float dw = f16_to_f32(q8p_block(t, grp, r % kGroup, b, w));
         int32_t isum = 0;
         for (int i = 0; i < 32; ++i) {
-          const int32_t a =
-              panel ? q[p * nb * 1024 + ((b * 8 + i / 4) * 16 + lane) * 4 + i % 4]
-                    : q[tk * 2 * n_in + b * 32 + i];
+          const int32_t a = panel ? q[p * nb * 1024 + ((b * 8 + i / 4) * 16 + lane) * 4 + i % 4]
+                                  : q[tk * 2 * n_in + b * 32 + i];
           isum += int32_t{w[i]} * a;
         }
         const float d = panel ? dx[(p * nb + b) * 16 + lane] : dx[tk * nb + b];
