@@ -70,9 +70,10 @@ size_t weight_groups16_bytes(const WeightMatrix& w);
 void weight_to_groups16(const WeightMatrix& w, uint8_t* dst, WeightMatrix* out);
 
 // For backends without kernels of their own for a type: the type whose GGUF rows hold every
-// value of a type-t row exactly (Q8_0 for Q5_0 and IQ4_NL, Q6_K for Q3_K), or t itself. weight_to_exact_rows writes w (ROWS, whole blocks) in
-// that type into dst (ggml_row_size(weight_exact_rows_type(w.type), n_in) * n_out bytes) and sets
-// *out to the view of dst; its rows dequantize to w's bits.
+// value of a type-t row exactly (Q8_0 for Q5_0 and IQ4_NL, Q6_K for Q3_K), or t itself.
+// weight_to_exact_rows writes w (ROWS, whole blocks) in that type into dst
+// (ggml_row_size(weight_exact_rows_type(w.type), n_in) * n_out bytes) and sets *out to the view
+// of dst; its rows dequantize to w's bits.
 GgmlType weight_exact_rows_type(GgmlType t);
 void weight_to_exact_rows(const WeightMatrix& w, uint8_t* dst, WeightMatrix* out);
 

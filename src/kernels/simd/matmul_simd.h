@@ -74,7 +74,8 @@ void dot_packed_rows(GgmlType t, const uint8_t* src, size_t row_bytes, int count
 // (q1 alone measurably worsened the q8_0 fixture logits). Q4_0 weights take q1 alone: their own
 // step (max / 8) is 16x coarser than q1's, so a finer activation changes the product's error
 // by well under a percent while costing twice the multiply-adds (q8_planes; measured in
-// docs/BENCHMARKS.md); so do Q5_0 and IQ4_NL in GROUPS16 (matmul_q8_packed.h). Every output is, bitwise, on every target and for any batch:
+// docs/BENCHMARKS.md); so do Q5_0 and IQ4_NL in GROUPS16 (matmul_q8_packed.h). Every output
+// is, bitwise, on every target and for any batch:
 //   acc = 0; for b in blocks: acc = fma(float(isum_b), dw_b * dx_b, acc); y = acc
 // with isum_b = kQ8Fine * dot(w, q1) + dot(w, q2) (two planes) or dot(w, q1) (one plane, and
 // then dx_b = d_b), exact in int32, w the block's signed weight codes, dw_b its f16 scale. sx is
