@@ -438,9 +438,9 @@ class CpuBackend : public Backend {
   }
   // Q8_0 / Q4_0 / Q4_K / Q6_K matrices are repacked into the GROUPS16 layout (kernels/matmul.h),
   // which the 8-bit kernels read about twice as fast at decode, with the same bits; Q5_0 and
-  // IQ4_NL too, computed as Q8_0 of the same values, and Q4_1 / Q5_1 / Q5_K / Q2_K / Q3_K / IQ4_XS
-  // in the I8M form (the 8-bit kernels instead of the int16 / f32 paths, codes kept packed); other
-  // weights stay in the file mapping.
+  // IQ4_NL too (codes packed, Q4_0's one-plane formula on their values), and Q4_1 / Q5_1 / Q5_K /
+  // Q2_K / Q3_K / IQ4_XS in the I8M form (the 8-bit kernels instead of the int16 / f32 paths,
+  // codes kept packed); other weights stay in the file mapping.
   Status upload_weight(const WeightMatrix& host, WeightMatrix* dev) override {
     if (!weight_groups16_useful(host)) {
       *dev = host;
