@@ -11,12 +11,21 @@
 #          every session memcmp-equal to its lone run), then `geist bench --parallel 1,4,16,64
 #          --backend cuda` (prompt 512, 128 generated each) next to llama-batched-bench -ngl 99
 #          (LLAMA_CPP_DIR);
+#   types: each weight type of the real-files issue on the qwen35-0.8b shape (an f16 mkmodel file
+#          written by llama-quantize --pure, token_embd / output at q8_0, as bench/types_compare.sh
+#          does; needs LLAMA_CPP_DIR with bin/llama-quantize): geist bench --backend cuda next to
+#          llama-bench -ngl 99, pp2048 and tg128 (TYPES, default the eight new types and q8_0);
+#   server: bench/server_bench.mjs on the GPU (node), geist serve --backend cuda next to
+#          llama-server -ngl 99 (LLAMA_CPP_DIR) with 64 sequences, 128 requests at 1, 8, 32 and 64
+#          clients (SERVER_CONCURRENCY);
 #   sanitize: compute-sanitizer memcheck, racecheck, initcheck and synccheck over test_cuda's
-#          kernel tests (SANITIZE_FILTER, a gtest filter, default every test).
-# Usage: scripts/cuda_evidence.sh [tests] [bench] [batched] [sanitize]  (tests bench if none)
+#          kernel tests (SANITIZE_FILTER, a gtest filter, default the kernel suites; the model-level
+#          suites take far longer under the tools), each tool bounded by SANITIZE_SECONDS (600).
+# Usage: scripts/cuda_evidence.sh [tests] [bench] [batched] [types] [server] [sanitize]
+#        (tests bench if none)
 # Environment: GEIST_FIXTURES (default ../shared/fixtures), BUILD (default build/cuda-evidence),
 # MODELS (where the mkmodel files are made, default $BUILD/models), REPS (default 3),
-# LLAMA_CPP_DIR (never fetched or built by this script).
+# LLAMA_CPP_DIR (a llama.cpp CUDA build directory; never fetched or built by this script).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${BUILD:-$root/build/cuda-evidence}"
@@ -119,17 +128,79 @@ run_batched() {
   done
 }
 
+# The suites of test_cuda that exercise kernels directly (the model-level ones, CudaModels,
+# CudaBatch, CudaGraphs, CudaSnapshot, CudaQuantFixtures, run whole models and take many
+# minutes under the tools).
+kernel_suites='CudaOps.*:CudaKv.*:DeltaNetCuda.*:CudaMatmulPrefill.*:CudaMatmulQ8.*:CudaRopeAttendRows.*:CudaRopeAttend.*:CudaSwigluFfn.*:CudaDecodeFusion.*:CudaTransfer.*'
+
 run_sanitize() {
-  local cs failed=0
+  local cs failed=0 rc
   cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   for tool in memcheck racecheck initcheck synccheck; do
     echo "== compute-sanitizer --tool $tool ($(date +%T))"
-    if ! "$cs" --tool "$tool" --error-exitcode 1 "$build/tests/test_cuda" --gtest_brief=1 \
-      --gtest_filter="${SANITIZE_FILTER:-*}" 2>&1 | tail -4; then
-      failed=1
-    fi
+    rc=0
+    timeout "${SANITIZE_SECONDS:-600}" "$cs" --tool "$tool" --error-exitcode 9 \
+      "$build/tests/test_cuda" --gtest_brief=1 --gtest_filter="${SANITIZE_FILTER:-$kernel_suites}" \
+      >"$build/sanitize-$tool.log" 2>&1 || rc=$?
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|tests from|FAILED" "$build/sanitize-$tool.log" | tail -6
+    case $rc in
+      0) ;;
+      124) echo "cuda_evidence: $tool did not finish in ${SANITIZE_SECONDS:-600} s" >&2; failed=1 ;;
+      9) echo "cuda_evidence: $tool found errors ($build/sanitize-$tool.log)" >&2; failed=1 ;;
+      *) echo "cuda_evidence: $tool: a test failed under the tool, rc $rc ($build/sanitize-$tool.log)" >&2; failed=1 ;;
+    esac
   done
   return $failed
+}
+
+run_types() {
+  local q="${LLAMA_CPP_DIR:-}/bin/llama-quantize" f16 ty f gj lj gp gd lp ld
+  if [ ! -x "$q" ] || [ ! -x "$LLAMA_CPP_DIR/bin/llama-bench" ]; then
+    echo "cuda_evidence: types needs LLAMA_CPP_DIR with bin/llama-quantize and bin/llama-bench" >&2
+    return 1
+  fi
+  mkdir -p "$models"
+  f16="$models/qwen35-0.8b-f16.gguf"
+  [ -f "$f16" ] || "$geist" mkmodel --preset qwen35-0.8b --type f16 -o "$f16" >/dev/null
+  printf "%-7s %12s %12s %6s %11s %11s %6s\n" type "geist pp2048" "llama pp2048" ratio \
+    "geist tg128" "llama tg128" ratio
+  for ty in ${TYPES:-q4_1 q5_0 q5_1 iq4_nl q2_k q3_k q5_k iq4_xs q8_0}; do
+    f="$models/qwen35-0.8b-llama-$ty.gguf"
+    if [ ! -f "$f" ] && ! "$q" --pure --token-embedding-type q8_0 --output-tensor-type q8_0 \
+      "$f16" "$f" "${ty^^}" "$(nproc)" >"$models/quantize-$ty.log" 2>&1; then
+      rm -f "$f"
+      echo "$ty: llama-quantize failed ($models/quantize-$ty.log)"
+      continue
+    fi
+    gj=$("$geist" bench -m "$f" --backend cuda -p 2048 -n 128 -r "$reps" --json) || {
+      echo "$ty: geist bench failed"
+      continue
+    }
+    lj=$("$LLAMA_CPP_DIR/bin/llama-bench" -m "$f" -ngl 99 -p 2048 -n 128 -r "$reps" -o json 2>/dev/null)
+    gp=$(jq -r .prefill_tps <<<"$gj")
+    gd=$(jq -r .decode_tps <<<"$gj")
+    lp=$(jq -r '.[] | select(.n_prompt == 2048) | .avg_ts' <<<"$lj")
+    ld=$(jq -r '.[] | select(.n_gen == 128) | .avg_ts' <<<"$lj")
+    printf "%-7s %12.0f %12.0f %6s %11.1f %11.1f %6s\n" "$ty" "$gp" "$lp" \
+      "$(jq -n "$gp / $lp * 100 | round / 100")" "$gd" "$ld" "$(jq -n "$gd / $ld * 100 | round / 100")"
+  done
+}
+
+run_server() {
+  local node ls=""
+  node=$(command -v node || true)
+  if [ -z "$node" ]; then
+    echo "cuda_evidence: server needs node (Node 20) on PATH" >&2
+    return 1
+  fi
+  [ -n "${LLAMA_CPP_DIR:-}" ] && ls="$LLAMA_CPP_DIR/bin/llama-server"
+  for preset in qwen35-0.8b llama-1b; do
+    echo "== server $preset ($(date +%T))"
+    GEIST_BIN="$geist" LLAMA_SERVER="${ls:-/none}" "$node" "$root/bench/server_bench.mjs" \
+      -m "$(model_file "$preset")" -t 8 --parallel 64 --requests 128 \
+      --concurrency "${SERVER_CONCURRENCY:-1,8,32,64}" --geist-args "--backend cuda" \
+      --llama-args "-ngl 99" | grep -v '^{'
+  done
 }
 
 status=0
@@ -138,9 +209,11 @@ for step in "${steps[@]}"; do
     tests) run_tests || status=1 ;;
     bench) run_bench ;;
     batched) run_batched ;;
+    types) run_types || status=1 ;;
+    server) run_server || status=1 ;;
     sanitize) run_sanitize || status=1 ;;
     *)
-      echo "cuda_evidence: unknown step '$step' (tests, bench, batched, sanitize)" >&2
+      echo "cuda_evidence: unknown step '$step' (tests, bench, batched, types, server, sanitize)" >&2
       exit 2
       ;;
   esac

@@ -51,8 +51,9 @@ geist_status geist_session_tokens(const geist_session* session, const geist_toke
 geist_status geist_model_describe(geist_model* model, char* out, size_t cap, size_t* n_out);
 
 /* EXPERIMENTAL. Names everything about the loaded model that decides the bits of its states
- * and outputs: the file's snapshot_id, the backend (with the device for GPUs) and the SIMD
- * target of the CPU kernels, e.g. "snapshot_id=0123456789abcdef;backend=cpu;cpu_kernels=AVX2".
+ * and outputs: the file's snapshot_id, the backend (with the device for GPUs), the SIMD
+ * target of the CPU kernels and the revision of geist's numerics (raised by every change to
+ * any result's bits), e.g. "snapshot_id=0123456789abcdef;backend=cpu;cpu_kernels=AVX2;numerics=2".
  * Snapshot images are bit-exact only between models of the same identity: caches shared
  * between processes (docs/SERVER.md "Tiers") put it in their namespace. Buffer rules as in
  * geist_detokenize. GEIST_E_INVALID_ARG, GEIST_E_INVALID_STATE for a model loaded vocab-only. */

@@ -12,6 +12,7 @@
 #include "backends/backend.h"
 #include "geist/geist.h"
 #include "geist/geist_util.h"
+#include "kernels/numerics.h"
 #include "kernels/simd/matmul_simd.h"
 
 using geist::Status;
@@ -261,7 +262,8 @@ geist_status geist_model_identity(geist_model* model, char* out, size_t cap, siz
                                     ? be.description()
                                     : geist::backend_kind_name(be.kind());
     const std::string s = std::string("snapshot_id=") + id + ";backend=" + backend +
-                          ";cpu_kernels=" + geist::simd::target_name();
+                          ";cpu_kernels=" + geist::simd::target_name() +
+                          ";numerics=" + std::to_string(geist::kNumericsRevision);
     return geist::api::write_string(s, out, cap, n_out);
   });
 }

@@ -65,6 +65,22 @@ class CpuKvStore : public KvStore {
   }
   void download_region(const KvRegion& r, int32_t n_pos, uint8_t* host_dst) const override;
   void upload_region(const KvRegion& r, int32_t n_pos, const uint8_t* host_src) override;
+  // What attend() does for one token at pos before its attention: the token's K and V rows
+  // written; then *c is the attention_kv call attend() would make for it (a batched decode
+  // step's row, CpuStream::rope_attend_rows).
+  void write_one(int32_t il, int32_t pos, const float* q, const float* k, const float* v,
+                 float* out, AttentionKvCall* c) {
+    GEIST_CHECK(kv_attend_piece_end(cache_->mode(), pos, pos + 1) == pos + 1,
+                "a one-token attend is one piece");
+    cache_->write(il, pos, 1, k, 0, v, 0);
+    cache_->view(il, pos + 1, &c->k, &c->v);
+    c->q = q;
+    c->q_stride = 0;
+    c->n_tok = 1;
+    c->pos0 = pos;
+    c->out = out;
+    c->out_stride = 0;
+  }
 
  private:
   CpuStream* stream_;
@@ -197,6 +213,41 @@ class CpuStream : public Stream {
         for (int64_t d = 0; d < n; ++d) o[d] *= sigmoid_f32(g[d]);
       }
     });
+  }
+
+  // A batched decode step's attention in one parallel region (was one per session): every
+  // row's rope and KV write, then all rows' tiles dealt over the threads together. Each row
+  // runs what its own KvStore::attend would (write_one, attention_kv_many), so its bits are
+  // those of the default's calls. Rows that share a KV cache take the default.
+  void rope_attend_rows(int32_t il, const AttentionShape& s, const RopeParams& p,
+                        KvStore* const* kv, const int32_t* pos, int32_t n_rows, float* q,
+                        int64_t q_stride, float* k, int64_t k_stride, const float* v,
+                        int64_t v_stride, float* out, int64_t out_stride) override {
+    constexpr int32_t kMaxRows = 64;  // attention_kv_many's calls
+    bool distinct = n_rows >= 2 && n_rows <= kMaxRows;
+    for (int32_t r = 0; distinct && r < n_rows; ++r) {
+      distinct = dynamic_cast<CpuKvStore*>(kv[r]) != nullptr;
+      for (int32_t o = 0; distinct && o < r; ++o) distinct = kv[o] != kv[r];
+    }
+    if (!distinct) {
+      Stream::rope_attend_rows(il, s, p, kv, pos, n_rows, q, q_stride, k, k_stride, v, v_stride,
+                               out, out_stride);
+      return;
+    }
+    AttentionKvCall calls[kMaxRows];
+    int32_t max_len = 0;
+    for (int32_t r = 0; r < n_rows; ++r) {
+      float* qr = q + r * q_stride;
+      float* kr = k + r * k_stride;
+      rope(qr, q_stride, 1, s.n_head, s.head_dim_k, pos[r], p);
+      rope(kr, k_stride, 1, s.n_head_kv, s.head_dim_k, pos[r], p);
+      static_cast<CpuKvStore*>(kv[r])->write_one(il, pos[r], qr, kr, v + r * v_stride,
+                                                 out + r * out_stride, &calls[r]);
+      max_len = std::max(max_len, kv[r]->max_seq_len());
+    }
+    float* scratch =
+        grow(attn_scratch_, attention_kv_scratch_floats(s, max_len, pool_->n_threads()));
+    attention_kv_many(s, calls, n_rows, scratch, *pool_);
   }
 
   void deltanet_gates(float* beta, float* g, int32_t n_tok, int32_t n_heads, const float* a,
@@ -336,6 +387,7 @@ class CpuStream : public Stream {
   std::shared_ptr<DeviceFault> fault_;  // the backend's (nullptr: plain CPU)
   std::vector<float> mm_scratch_;       // matmul_scratch_floats(n_in, n_threads)
   std::vector<double> delta_scratch_;   // [n_threads][gated_delta_rule_scratch_doubles]
+  std::vector<float> attn_scratch_;     // attention_kv_scratch_floats of rope_attend_rows
   bool deferring_ = false;              // between begin_uploads and end_uploads
   std::vector<CopyRange> deferred_;     // the batch's copies into state memory, in order
 };
@@ -386,9 +438,9 @@ class CpuBackend : public Backend {
   }
   // Q8_0 / Q4_0 / Q4_K / Q6_K matrices are repacked into the GROUPS16 layout (kernels/matmul.h),
   // which the 8-bit kernels read about twice as fast at decode, with the same bits; Q5_0 and
-  // IQ4_NL too, computed as Q8_0 of the same values, and Q4_1 / Q5_1 / Q5_K / Q2_K / Q3_K / IQ4_XS
-  // in the I8M form (the 8-bit kernels instead of the int16 / f32 paths, codes kept packed); other
-  // weights stay in the file mapping.
+  // IQ4_NL too (codes packed, Q4_0's one-plane formula on their values), and Q4_1 / Q5_1 / Q5_K /
+  // Q2_K / Q3_K / IQ4_XS in the I8M form (the 8-bit kernels instead of the int16 / f32 paths,
+  // codes kept packed); other weights stay in the file mapping.
   Status upload_weight(const WeightMatrix& host, WeightMatrix* dev) override {
     if (!weight_groups16_useful(host)) {
       *dev = host;

@@ -1,5 +1,6 @@
 // A persistent fork-join pool. The calling thread takes part as thread 0, so a pool of one
-// thread runs everything inline. run() does not allocate.
+// thread runs everything inline. run() does not allocate and, while the workers are awake
+// (back-to-back ops of a forward), takes no lock and makes no system call.
 #pragma once
 
 #include <atomic>
@@ -47,17 +48,23 @@ class ThreadPool {
 
   int n_threads_;
   std::vector<std::thread> workers_;
+  // Dispatch is lock-free while the workers spin: run_raw() writes fn_ / ctx_, then bumps
+  // generation_; a spinning worker sees the new generation and reads them (nobody writes them
+  // again before every worker has finished the run, pending_). A worker that spun too long
+  // sleeps on cv_start_ and counts itself in sleepers_; run_raw() takes the lock and notifies
+  // only when someone sleeps. Both sides pair a seq_cst store with a seq_cst load of the
+  // other's variable (generation_ / sleepers_, pending_ / caller_waits_), so a wake-up is
+  // never lost.
+  RawFn fn_ = nullptr;
+  void* ctx_ = nullptr;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};            // workers still running the current generation
+  std::atomic<int> sleepers_{0};           // workers asleep on cv_start_ (or about to be)
+  std::atomic<bool> caller_waits_{false};  // run_raw() asleep on cv_done_ (or about to be)
+  std::atomic<bool> stop_{false};
   std::mutex mu_;
   std::condition_variable cv_start_;
   std::condition_variable cv_done_;
-  RawFn fn_ = nullptr;
-  void* ctx_ = nullptr;
-  uint64_t generation_ = 0;  // guarded by mu_
-  // Workers still running the current generation. Decremented without the lock so the caller
-  // can spin on it; the last worker then notifies under mu_ (no lost wake-up).
-  std::atomic<int> pending_{0};
-  bool stop_ = false;                   // guarded by mu_
-  std::atomic<uint64_t> published_{0};  // lock-free copy of generation_ for spinning workers
 };
 
 }  // namespace geist

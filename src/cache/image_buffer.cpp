@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <new>
 #include <utility>
 
@@ -23,10 +24,12 @@ void advise_huge_pages(void* p, size_t n) {
 #endif
 }
 
-void fresh_buffer(std::vector<uint8_t>* v, size_t n) {
+void fresh_buffer(std::vector<uint8_t>* v, size_t n) { fresh_buffer(v, n, n); }
+
+void fresh_buffer(std::vector<uint8_t>* v, size_t n, size_t capacity) {
   std::vector<uint8_t> fresh;
-  fresh.reserve(n);  // allocated, not yet touched (a large one is a fresh mapping)
-  advise_huge_pages(fresh.data(), n);
+  fresh.reserve(std::max(n, capacity));  // allocated, not yet touched (a fresh mapping)
+  advise_huge_pages(fresh.data(), fresh.capacity());
   fresh.resize(n);  // the first touch: 2 MiB at a time where granted
   v->swap(fresh);
 }
@@ -56,7 +59,8 @@ std::vector<uint8_t> BufferPool::take(size_t n) {
   if (v.capacity() >= n) {
     v.resize(n);  // within its capacity: no allocation, the pages are resident
   } else {
-    fresh_buffer(&v, n);
+    const size_t cap = n >= 2 * kHugePage ? (n + kHugePage - 1) / kHugePage * kHugePage : n;
+    fresh_buffer(&v, n, cap);
   }
   return v;
 }

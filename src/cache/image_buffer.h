@@ -19,23 +19,30 @@ namespace geist_cache {
 // freed), faulted in as transparent huge pages where the kernel allows them. Throws
 // std::bad_alloc like vector::resize.
 void fresh_buffer(std::vector<uint8_t>* v, size_t n);
+// The same with a capacity of at least `capacity` (>= n): the bytes past n are allocated but
+// not touched.
+void fresh_buffer(std::vector<uint8_t>* v, size_t n, size_t capacity);
 
 // Asks for transparent huge pages over the whole 2 MiB pages inside [p, p + n) (best effort;
 // nothing for less than 4 MiB). Call before the memory is first touched.
 void advise_huge_pages(void* p, size_t n);
 
-// Warm buffers for what the tiers read: a tier hit's object and the image decoded from it
-// are tens to hundreds of MiB, and a fresh buffer's first touch costs more than the read into
-// it. Buffers handed out through share() come back when their last holder lets go (a hit the
-// RAM cache did not keep: at once; one it kept: when it is evicted), and the next read of as
-// many bytes reuses one whose pages are resident. At most max_buffers of at most max_bytes in
-// all are kept: the memory a pool holds beyond what the cache accounts for. Thread-safe; made
-// by create() (buffers it handed out may outlive it: they are freed then).
+// Warm buffers for snapshot images and what the tiers read: a checkpoint's image, a tier
+// hit's object and the image decoded from it are tens to hundreds of MiB, and a fresh
+// buffer's first touch costs more than the snapshot or the read into it. Buffers handed out
+// through share() come back when their last holder lets go (an image the RAM cache did not
+// keep: at once; one it kept: when it is evicted), and the next image of as many bytes reuses
+// one whose pages are resident. A fresh buffer of 4 MiB or more gets a capacity rounded up to
+// a multiple of 2 MiB (at most 2 MiB past its size, never touched: the huge page its end falls
+// in), so that the images of one model, which grow by a few KiB per token, fit in one another's
+// buffers. At most max_buffers of at most max_bytes in all are kept: the memory a pool holds
+// beyond what the cache accounts for. Thread-safe; made by create() (buffers it handed out may
+// outlive it: they are freed then).
 class BufferPool : public std::enable_shared_from_this<BufferPool> {
  public:
   static std::shared_ptr<BufferPool> create(size_t max_buffers, size_t max_bytes);
   // A buffer of n bytes, its contents unspecified: the smallest spare one that holds n, else a
-  // fresh_buffer. Throws std::bad_alloc like vector::resize.
+  // fresh_buffer (its capacity rounded up as above). Throws std::bad_alloc like vector::resize.
   std::vector<uint8_t> take(size_t n);
   // An Image of v whose buffer comes back here when the Image's last copy is dropped.
   Image share(std::vector<uint8_t> v);

@@ -165,9 +165,13 @@ void PrefixCache::insert(const std::string& ns, const geist_token* tokens, size_
   Image img;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (find_locked(ns, tokens, n) != nullptr) return;
-    img = insert_locked(ns, tokens, n,
-                        std::make_shared<const std::vector<uint8_t>>(std::move(image)));
+    if (find_locked(ns, tokens, n) == nullptr) {
+      img = insert_locked(ns, tokens, n, image_buffers_->share(std::move(image)));
+    }
+  }
+  if (!img) {  // held already: the buffer serves the next one (recycled outside the lock)
+    image_buffers_->recycle(std::move(image));
+    return;
   }
   if (!tiers_.empty()) {
     enqueue_spill(Spill{ns, std::vector<geist_token>(tokens, tokens + n), img, all_tiers()});

@@ -77,6 +77,12 @@ class PrefixCache {
   // RAM. Written through to the tiers either way.
   void insert(const std::string& ns, const geist_token* tokens, size_t n,
               std::vector<uint8_t> image);
+  // A buffer of n bytes (contents unspecified) to take a snapshot into for insert(): a spare
+  // one whose pages are resident when an image the cache let go of holds n (an evicted entry's
+  // buffer comes back for the next checkpoint), else a fresh one. A fresh buffer's first touch
+  // costs more than the snapshot written into it (a page fault per 4 KiB or 2 MiB page:
+  // cache/image_buffer.h). Thread-safe; throws std::bad_alloc like vector::resize.
+  std::vector<uint8_t> take_buffer(size_t n) { return image_buffers_->take(n); }
   CacheStats stats() const;
 
   // ---- tiers ----
@@ -170,8 +176,9 @@ class PrefixCache {
 
   std::vector<std::unique_ptr<Tier>> tiers_;
   std::vector<std::atomic<int64_t>> rejected_;  // per tier
-  // What a tier hit's image is decoded into: a hit RAM does not keep (or evicts later) gives
-  // its buffer back for the next one (at most 2 spare buffers, 1 GiB in all).
+  // Every image RAM holds is a buffer of this pool (an inserted one, a tier hit's decoded
+  // one): one RAM does not keep, or evicts later, gives its buffer back for the next
+  // take_buffer() or tier read (at most 2 spare buffers, 1 GiB in all).
   std::shared_ptr<BufferPool> image_buffers_;
   std::mutex q_mu_;
   std::condition_variable spill_cv_, fetch_cv_, idle_cv_;

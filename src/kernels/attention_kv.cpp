@@ -345,89 +345,145 @@ void attention_kv_reference(const AttentionShape& s, const float* q, int64_t q_s
 
 namespace geist {
 
-void attention_kv(const AttentionShape& s, const float* q, int64_t q_stride, int32_t n_tok,
-                  int32_t pos0, const KvSource& k, const KvSource& v, float* out,
-                  int64_t out_stride, float* scratch, ThreadPool& pool) {
+namespace {
+
+// One attention_kv call cut into its work items (tiles).
+struct KvJob {
+  const AttentionKvCall* c;
+  int32_t group, n_chunks, kv_len;
+  Tiling tl;
+  int64_t per_tile, n_items;
+};
+
+KvJob kv_job(const AttentionShape& s, const AttentionKvCall& c) {
   GEIST_CHECK(s.n_head > 0 && s.n_head_kv > 0 && s.n_head % s.n_head_kv == 0,
               "attention: n_head must be a positive multiple of n_head_kv");
   // acc_rot holds one block structure: two rotated segments must share it.
-  GEIST_CHECK(!is_rotated(v.lo.enc) || !is_rotated(v.hi.enc) || v.lo.block == v.hi.block,
+  GEIST_CHECK(!is_rotated(c.v.lo.enc) || !is_rotated(c.v.hi.enc) || c.v.lo.block == c.v.hi.block,
               "attention_kv: rotated V segments with different blocks");
-  const int32_t group = s.n_head / s.n_head_kv;
-  const Tiling tl = tiling_of(s, n_tok);
-  const int32_t n_chunks = (group + tl.hq - 1) / tl.hq;
-  const int32_t n_tiles = (n_tok + tl.tt - 1) / tl.tt;
-  const int32_t kv_len = pos0 + n_tok;
+  KvJob j;
+  j.c = &c;
+  j.group = s.n_head / s.n_head_kv;
+  j.tl = tiling_of(s, c.n_tok);
+  j.n_chunks = (j.group + j.tl.hq - 1) / j.tl.hq;
+  const int32_t n_tiles = (c.n_tok + j.tl.tt - 1) / j.tl.tt;
+  j.kv_len = c.pos0 + c.n_tok;
+  j.per_tile = int64_t{s.n_head_kv} * j.n_chunks;
+  j.n_items = n_tiles * j.per_tile;
+  return j;
+}
+
+// Work item `item` of job j on one thread's scratch (tile_scratch_floats(s, j.kv_len) floats
+// at base). What an item computes depends only on the call and the item.
+void kv_item(const AttentionShape& s, const KvJob& j, int64_t item, float* base) {
+  const AttentionKvCall& c = *j.c;
+  const KvSource& k = c.k;
+  const KvSource& v = c.v;
+  const int32_t kv_len = j.kv_len;
   const int32_t width = cover_width(s);
   const int32_t nk = s.head_dim_k, nv = s.head_dim_v;
-  const size_t per_thread = tile_scratch_floats(s, kv_len);
-  const int64_t per_tile = int64_t{s.n_head_kv} * n_chunks;
-  const int64_t n_items = n_tiles * per_tile;
+  const Tiling tl = j.tl;
+  Tile it;
+  it.scores = base;  // [kTileQ][kv_len]
+  it.kv_len = kv_len;
+  float* qt = it.scores + int64_t{kTileQ} * kv_len;  // [kTileQ][nk]
+  it.qrot = qt + kTileQ * nk;                        // [kTileQ][width]
+  float* acc_rot = it.qrot + kTileQ * width;         // [kTileQ][width]
+  float* acc = acc_rot + kTileQ * width;             // [kTileQ][nv]
+  float* uw = acc + kTileQ * nv;                     // [kTileQ][n_rot <= nk] (RefDots)
+  it.dots = uw + kTileQ * nk;                        // [kTileQ]
+  it.w = it.dots + kTileQ;                           // [kTileQ]
+  float* cst = it.w + kTileQ;                        // [kTileQ]
+  float* cd = cst + kTileQ;                          // [kTileQ]
+  it.gsc = cd + kTileQ;                              // [kTileQ][kKvBlock]
+  it.buf = it.gsc + kTileQ * kKvBlock;               // [width]
+  it.width = width;
+  it.q = qt;
+  const int32_t t0 = static_cast<int32_t>(item / j.per_tile) * tl.tt;
+  const int32_t g = static_cast<int32_t>(item % j.per_tile / j.n_chunks);
+  const int32_t chunk = static_cast<int32_t>(item % j.n_chunks);
+  const int32_t h0 = g * j.group + chunk * tl.hq;
+  const int32_t n_t = std::min(tl.tt, c.n_tok - t0);
+  it.hq = std::min(tl.hq, j.group - chunk * tl.hq);
+  it.nq = n_t * it.hq;
+  it.p_full = c.pos0 + t0 + 1;  // causal: token t0 + i sees keys [0, pos0 + t0 + i]
+  it.n_pos = it.p_full + n_t - 1;
+  for (int32_t i = 0; i < n_t; ++i) {
+    std::memcpy(qt + int64_t{i} * it.hq * nk,
+                c.q + (t0 + i) * c.q_stride + static_cast<int64_t>(h0) * nk,
+                static_cast<size_t>(it.hq) * nk * sizeof(float));
+  }
+  const int32_t koff = g * nk, voff = g * nv;
+  RefDots rd;
+  if (k.ref.c != nullptr) ref_prepare(k.ref, koff, nk, it, uw, cst, cd, &rd);
+  for (int hi = 0; hi < 2; ++hi) {
+    int32_t pa, pb;
+    seg_range(k, hi != 0, it.n_pos, &pa, &pb);
+    segment_scores(k, hi ? k.hi : k.lo, pa, pb, koff, nk, s.scale, it,
+                   !hi && k.ref.c != nullptr ? &rd : nullptr);
+  }
+  for (int q = 0; q < it.nq; ++q) simd::attn_softmax(it.scores + q * kv_len, it.n_pos_of(q));
+  std::fill(acc, acc + static_cast<int64_t>(it.nq) * nv, 0.0f);
+  std::fill(acc_rot, acc_rot + static_cast<int64_t>(it.nq) * width, 0.0f);
+  bool any_rot = false;
+  for (int hi = 0; hi < 2; ++hi) {
+    int32_t pa, pb;
+    seg_range(v, hi != 0, it.n_pos, &pa, &pb);
+    any_rot |= segment_values(v, hi ? v.hi : v.lo, pa, pb, voff, nv, it, acc, acc_rot);
+  }
+  const KvSegment& rs = is_rotated(v.lo.enc) ? v.lo : v.hi;
+  const Cover cv = any_rot ? cover_of(voff, nv, rs.block) : Cover{0, 0, 0};
+  for (int q = 0; q < it.nq; ++q) {
+    float* a = acc + q * nv;  // [nv] query q's output, copied to out once complete
+    if (any_rot) {
+      float* ar = acc_rot + q * width;
+      for (int32_t b = 0; b < cv.nb * rs.block; b += rs.block) fwht(ar + b, rs.block);
+      for (int32_t d = 0; d < nv; ++d) a[d] += ar[cv.skip + d];
+    }
+    float* oh = c.out + (t0 + q / it.hq) * c.out_stride + static_cast<int64_t>(h0 + q % it.hq) * nv;
+    std::memcpy(oh, a, static_cast<size_t>(nv) * sizeof(float));
+  }
+}
+
+}  // namespace
+
+void attention_kv(const AttentionShape& s, const float* q, int64_t q_stride, int32_t n_tok,
+                  int32_t pos0, const KvSource& k, const KvSource& v, float* out,
+                  int64_t out_stride, float* scratch, ThreadPool& pool) {
+  AttentionKvCall c;
+  c.q = q;
+  c.q_stride = q_stride;
+  c.n_tok = n_tok;
+  c.pos0 = pos0;
+  c.k = k;
+  c.v = v;
+  c.out = out;
+  c.out_stride = out_stride;
+  attention_kv_many(s, &c, 1, scratch, pool);
+}
+
+void attention_kv_many(const AttentionShape& s, const AttentionKvCall* calls, int32_t n_calls,
+                       float* scratch, ThreadPool& pool) {
+  constexpr int32_t kMaxCalls = 64;  // a batched decode step's sessions (at most a micro-batch)
+  GEIST_CHECK(n_calls > 0 && n_calls <= kMaxCalls, "attention_kv_many: 1 to 64 calls");
+  KvJob jobs[kMaxCalls];
+  int64_t n_items = 0;
+  int32_t kv_max = 0;
+  for (int32_t i = 0; i < n_calls; ++i) {
+    jobs[i] = kv_job(s, calls[i]);
+    n_items += jobs[i].n_items;
+    kv_max = std::max(kv_max, jobs[i].kv_len);
+  }
+  const size_t per_thread = tile_scratch_floats(s, kv_max);
   pool.run([&](int ti, int nt) {
     float* base = scratch + static_cast<size_t>(ti) * per_thread;
-    Tile it;
-    it.scores = base;  // [kTileQ][kv_len]
-    it.kv_len = kv_len;
-    float* qt = it.scores + int64_t{kTileQ} * kv_len;  // [kTileQ][nk]
-    it.qrot = qt + kTileQ * nk;                        // [kTileQ][width]
-    float* acc_rot = it.qrot + kTileQ * width;         // [kTileQ][width]
-    float* acc = acc_rot + kTileQ * width;             // [kTileQ][nv]
-    float* uw = acc + kTileQ * nv;                     // [kTileQ][n_rot <= nk] (RefDots)
-    it.dots = uw + kTileQ * nk;                        // [kTileQ]
-    it.w = it.dots + kTileQ;                           // [kTileQ]
-    float* cst = it.w + kTileQ;                        // [kTileQ]
-    float* cd = cst + kTileQ;                          // [kTileQ]
-    it.gsc = cd + kTileQ;                              // [kTileQ][kKvBlock]
-    it.buf = it.gsc + kTileQ * kKvBlock;               // [width]
-    it.width = width;
-    it.q = qt;
-    // Items dealt round-robin: later tiles attend more positions, so contiguous ranges would
-    // leave the last thread the most work. The assignment never changes a result.
+    // Items dealt round-robin over all calls: later tiles attend more positions, so contiguous
+    // ranges would leave the last thread the most work. The assignment never changes a result.
+    int32_t ci = 0;
+    int64_t first = 0;  // global index of job ci's item 0
     for (int64_t item = ti; item < n_items; item += nt) {
-      const int32_t t0 = static_cast<int32_t>(item / per_tile) * tl.tt;
-      const int32_t g = static_cast<int32_t>(item % per_tile / n_chunks);
-      const int32_t chunk = static_cast<int32_t>(item % n_chunks);
-      const int32_t h0 = g * group + chunk * tl.hq;
-      const int32_t n_t = std::min(tl.tt, n_tok - t0);
-      it.hq = std::min(tl.hq, group - chunk * tl.hq);
-      it.nq = n_t * it.hq;
-      it.p_full = pos0 + t0 + 1;  // causal: token t0 + i sees keys [0, pos0 + t0 + i]
-      it.n_pos = it.p_full + n_t - 1;
-      for (int32_t i = 0; i < n_t; ++i) {
-        std::memcpy(qt + int64_t{i} * it.hq * nk,
-                    q + (t0 + i) * q_stride + static_cast<int64_t>(h0) * nk,
-                    static_cast<size_t>(it.hq) * nk * sizeof(float));
-      }
-      const int32_t koff = g * nk, voff = g * nv;
-      RefDots rd;
-      if (k.ref.c != nullptr) ref_prepare(k.ref, koff, nk, it, uw, cst, cd, &rd);
-      for (int hi = 0; hi < 2; ++hi) {
-        int32_t pa, pb;
-        seg_range(k, hi != 0, it.n_pos, &pa, &pb);
-        segment_scores(k, hi ? k.hi : k.lo, pa, pb, koff, nk, s.scale, it,
-                       !hi && k.ref.c != nullptr ? &rd : nullptr);
-      }
-      for (int j = 0; j < it.nq; ++j) simd::attn_softmax(it.scores + j * kv_len, it.n_pos_of(j));
-      std::fill(acc, acc + static_cast<int64_t>(it.nq) * nv, 0.0f);
-      std::fill(acc_rot, acc_rot + static_cast<int64_t>(it.nq) * width, 0.0f);
-      bool any_rot = false;
-      for (int hi = 0; hi < 2; ++hi) {
-        int32_t pa, pb;
-        seg_range(v, hi != 0, it.n_pos, &pa, &pb);
-        any_rot |= segment_values(v, hi ? v.hi : v.lo, pa, pb, voff, nv, it, acc, acc_rot);
-      }
-      const KvSegment& rs = is_rotated(v.lo.enc) ? v.lo : v.hi;
-      const Cover cv = any_rot ? cover_of(voff, nv, rs.block) : Cover{0, 0, 0};
-      for (int j = 0; j < it.nq; ++j) {
-        float* a = acc + j * nv;  // [nv] query j's output, copied to out once complete
-        if (any_rot) {
-          float* ar = acc_rot + j * width;
-          for (int32_t b = 0; b < cv.nb * rs.block; b += rs.block) fwht(ar + b, rs.block);
-          for (int32_t d = 0; d < nv; ++d) a[d] += ar[cv.skip + d];
-        }
-        float* oh = out + (t0 + j / it.hq) * out_stride + static_cast<int64_t>(h0 + j % it.hq) * nv;
-        std::memcpy(oh, a, static_cast<size_t>(nv) * sizeof(float));
-      }
+      while (item >= first + jobs[ci].n_items) first += jobs[ci++].n_items;
+      kv_item(s, jobs[ci], item - first, base);
     }
   });
 }

@@ -130,6 +130,24 @@ void attention_kv(const AttentionShape& s, const float* q, int64_t q_stride, int
                   int32_t pos0, const KvSource& k, const KvSource& v, float* out,
                   int64_t out_stride, float* scratch, ThreadPool& pool);
 
+// One call's arguments of attention_kv_many.
+struct AttentionKvCall {
+  const float* q = nullptr;
+  int64_t q_stride = 0;
+  int32_t n_tok = 0;
+  int32_t pos0 = 0;
+  KvSource k, v;
+  float* out = nullptr;
+  int64_t out_stride = 0;
+};
+// attention_kv() of n_calls (1 to 64) calls of one shape in one parallel region (a batched
+// decode step's sessions: one pool dispatch for all of them, their tiles dealt over the
+// threads together). Each call's results are bitwise its own attention_kv() call's (a tile's
+// result does not depend on which thread runs it or what else runs). No two calls may write
+// the same output. scratch: >= attention_kv_scratch_floats(s, the largest pos0 + n_tok,
+// pool.n_threads()) floats.
+void attention_kv_many(const AttentionShape& s, const AttentionKvCall* calls, int32_t n_calls,
+                       float* scratch, ThreadPool& pool);
 // The scalar version of attention_kv (one value dequantized at a time, work over (token, head)
 // pairs), kept as the test oracle for the SIMD one. Same arguments and scratch.
 void attention_kv_reference(const AttentionShape& s, const float* q, int64_t q_stride,

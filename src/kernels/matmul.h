@@ -13,7 +13,8 @@ namespace geist {
 // How a weight matrix's bytes are arranged.
 //   ROWS: as GGUF stores them, row o at data + o * row_bytes.
 //   GROUPS16 (Q8_0, Q4_0, Q4_K and Q6_K; Q5_0 / IQ4_NL, whose values are of Q8_0's form, an
-//     integer times an f16 scale, in the Q8P form computed as Q8_0; and the I8M types below;
+//     integer times an f16 scale, in the Q8P form computed by Q4_0's one-plane formula; and the
+//     I8M types below;
 //     made at load by weight_to_groups16): rows in
 //     groups of 16, the last group padded with zero rows. Group g starts at
 //     data + g * 16 * row_bytes.
@@ -54,8 +55,8 @@ struct WeightMatrix {
 // Whether matmul() has kernels for w in the GROUPS16 layout on this CPU (Q8_0 / Q4_0 / Q4_1 /
 // Q5_0 / Q5_1 / IQ4_NL rows with n_in % 32 == 0 or Q2_K / Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS rows
 // with n_in % 256 == 0, and the 8-bit multiply-add kernels present). They give the same bits as
-// the ROWS layout for Q8_0 / Q4_0 / Q4_K / Q6_K (Q5_0 / IQ4_NL: as Q8_0 rows of the same
-// values give; the I8M types: their own formula, for Q3_K the bits of Q6_K rows of its values; the
+// the ROWS layout for Q8_0 / Q4_0 / Q4_K / Q6_K (Q5_0 / IQ4_NL: the one-plane formula on their
+// values; the I8M types: their own formula, for Q3_K the bits of Q6_K rows of its values; the
 // ROWS layout of these types runs the int16 path) and read the weights about twice as fast at
 // decode.
 bool weight_groups16_useful(const WeightMatrix& w);
@@ -69,10 +70,10 @@ size_t weight_groups16_bytes(const WeightMatrix& w);
 void weight_to_groups16(const WeightMatrix& w, uint8_t* dst, WeightMatrix* out);
 
 // For backends without kernels of their own for a type: the type whose GGUF rows hold every
-// value of a type-t row exactly (Q8_0 for Q5_0 and IQ4_NL, Q6_K for Q3_K: the formulas their
-// GROUPS16 kernels compute), or t itself. weight_to_exact_rows writes w (ROWS, whole blocks) in
-// that type into dst (ggml_row_size(weight_exact_rows_type(w.type), n_in) * n_out bytes) and sets
-// *out to the view of dst; its rows dequantize to w's bits.
+// value of a type-t row exactly (Q8_0 for Q5_0 and IQ4_NL, Q6_K for Q3_K), or t itself.
+// weight_to_exact_rows writes w (ROWS, whole blocks) in that type into dst
+// (ggml_row_size(weight_exact_rows_type(w.type), n_in) * n_out bytes) and sets *out to the view
+// of dst; its rows dequantize to w's bits.
 GgmlType weight_exact_rows_type(GgmlType t);
 void weight_to_exact_rows(const WeightMatrix& w, uint8_t* dst, WeightMatrix* out);
 

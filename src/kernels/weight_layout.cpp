@@ -25,7 +25,8 @@ uint8_t to_group_byte(GgmlType t, uint8_t v) {
 
 // Q5_0 and IQ4_NL blocks are a signed 8-bit value times an f16 scale per element, which is
 // Q8_0's form: GROUPS16 keeps their codes packed (the Q8P form, kernels/simd/matmul_q8_packed.h)
-// and runs them through the Q8_0 formula; the exact rows for other backends are Q8_0 rows.
+// and runs them through Q4_0's one-plane formula; the exact rows for other backends are Q8_0
+// rows.
 bool as_q8_0(GgmlType t) { return simd::q8p_type(t); }
 
 // Q8P: the file's scale and qs bytes of each row and block, transposed over the group's rows in

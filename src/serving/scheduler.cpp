@@ -217,8 +217,9 @@ void Scheduler::chunk_done(Slot& s, int32_t end) {
       !cache_->contains(s.ns, prompt.data(), end)) {
     size_t size = 0, written = 0;
     if (geist_session_snapshot_size(s.sess, &size) == GEIST_OK) {
-      std::vector<uint8_t> img;
-      geist_cache::fresh_buffer(&img, size);  // on the scheduler's thread: 2 MiB faults
+      // A resident buffer where an evicted image gave one back (a fresh one costs a page
+      // fault per page on this thread, in front of the request's first token).
+      std::vector<uint8_t> img = cache_->take_buffer(size);
       if (geist_session_snapshot(s.sess, img.data(), img.size(), &written) == GEIST_OK) {
         img.resize(written);
         cache_->insert(s.ns, prompt.data(), end, std::move(img));

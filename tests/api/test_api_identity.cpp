@@ -45,8 +45,9 @@ TEST(ApiIdentity, NamesFileBackendAndKernels) {
   ASSERT_TRUE(a && a2 && b && dl);
   const std::string ia = identity_of(a);
   std::smatch m;
-  ASSERT_TRUE(std::regex_match(
-      ia, m, std::regex("snapshot_id=([0-9a-f]{16});backend=cpu;cpu_kernels=([A-Za-z0-9_]+)")))
+  ASSERT_TRUE(std::regex_match(ia, m,
+                               std::regex("snapshot_id=([0-9a-f]{16});backend=cpu;cpu_kernels=([A-"
+                                          "Za-z0-9_]+);numerics=[1-9][0-9]*")))
       << ia;
   EXPECT_EQ(ia, identity_of(a2));
   EXPECT_NE(ia, identity_of(b));

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "base/status.h"
@@ -32,6 +34,30 @@ TEST(ThreadPool, ParallelForCoversRangeWithoutOverlap) {
       for (int64_t i = b; i < e; ++i) seen[static_cast<size_t>(i)] += 1;
     });
     for (int64_t i = 0; i < n; ++i) EXPECT_EQ(seen[static_cast<size_t>(i)], 1) << "index " << i;
+  }
+}
+
+// Runs back to back (workers spinning), after pauses long enough for the workers to sleep, and
+// with a slow worker (the caller sleeping on its done condition): every run sees every index
+// once and returns only after all of them.
+TEST(ThreadPool, NoRunLostAcrossSpinningAndSleepingWorkers) {
+  for (int n : {2, 3}) {
+    ThreadPool pool(n);
+    int64_t total = 0;
+    for (int rep = 0; rep < 300; ++rep) {
+      if (rep % 50 == 7) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      pool.run([&](int i, int) {
+        if (i == n - 1 && rep % 50 == 13)
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        hits[static_cast<size_t>(i)].fetch_add(1);
+      });
+      for (int i = 0; i < n; ++i) {
+        ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "run " << rep << " thread " << i;
+        total += hits[static_cast<size_t>(i)].load();
+      }
+    }
+    EXPECT_EQ(total, 300 * n);
   }
 }
 

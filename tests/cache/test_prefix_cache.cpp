@@ -1,6 +1,6 @@
 // The prefix cache on its own: deepest-prefix lookup at the prompt length or grid points,
 // namespaces, byte-exact accounting, eviction by value, images held by a reader survive
-// eviction.
+// eviction, an evicted image's buffer serves the next checkpoint.
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -110,6 +110,40 @@ TEST(PrefixCache, AnImageInUseOutlivesItsEviction) {
   EXPECT_FALSE(c.contains("ns", t.data(), 64));
   ASSERT_EQ(held.image->size(), 400u);
   EXPECT_EQ((*held.image)[399], 7);
+}
+
+// The scheduler snapshots into take_buffer(): once an image is evicted and nobody holds it,
+// its (resident) buffer is what the next take_buffer() of as many bytes returns; one held by
+// a reader comes back only when the reader lets go.
+TEST(PrefixCache, AnEvictedImagesBufferServesTheNextCheckpoint) {
+  const size_t mib = size_t{1} << 20, n = 6 * mib + 1;
+  PrefixCache c(10 * mib);
+  const auto t = seq(256);
+  std::vector<uint8_t> a = c.take_buffer(n);
+  ASSERT_EQ(a.size(), n);
+  std::fill(a.begin(), a.end(), uint8_t{1});
+  const uint8_t* where_a = a.data();
+  c.insert("ns", t.data(), 64, std::move(a));
+  EXPECT_EQ(c.stats().bytes, static_cast<int64_t>(n));
+  std::vector<uint8_t> b = c.take_buffer(n);  // a is in the cache: a new buffer
+  EXPECT_NE(b.data(), where_a);
+  const uint8_t* where_b = b.data();
+  auto held = c.lookup("ns", t.data(), 64, 64);
+  c.insert("ns", t.data(), 128, std::move(b));  // evicts 64, which a reader still holds
+  EXPECT_FALSE(c.contains("ns", t.data(), 64));
+  EXPECT_NE(c.take_buffer(n).data(), where_a);
+  EXPECT_EQ((*held.image)[n - 1], 1);
+  held = {};  // now it comes back, and a slightly larger image fits in it too
+  std::vector<uint8_t> d = c.take_buffer(n + 4096);
+  EXPECT_EQ(d.data(), where_a);
+  EXPECT_EQ(d.size(), n + 4096);
+  // An insert of a prefix held already keeps the old image and gives the buffer back.
+  std::fill(d.begin(), d.end(), uint8_t{3});
+  c.insert("ns", t.data(), 128, std::move(d));
+  EXPECT_EQ((*c.lookup("ns", t.data(), 128, 64).image)[0], 0);
+  EXPECT_EQ(c.stats().bytes, static_cast<int64_t>(n));
+  EXPECT_EQ(c.take_buffer(5 * mib).data(), where_a);
+  EXPECT_NE(where_b, nullptr);
 }
 
 }  // namespace

@@ -304,5 +304,51 @@ TEST(AttentionSimd, PlainKernelMatchesScalarAndF32SourceBitwise) {
   }
 }
 
+// attention_kv_many (a batched decode step's sessions in one parallel region): each call's
+// output is bitwise that of its own attention_kv call, whatever the other calls (different
+// lengths and positions, a prefill piece among one-token rows) and the thread count, and no
+// call writes outside its own output rows.
+TEST(AttentionSimd, ManyCallsEqualTheirOwnCalls) {
+  const AttentionShape s{8, 2, 64, 64, 0.125f};
+  const Shape calls[] = {{s, 1, 30}, {s, 1, 61}, {s, 1, 0}, {s, 3, 12}, {s, 1, 95}, {s, 1, 7}};
+  constexpr int32_t kCalls = static_cast<int32_t>(sizeof(calls) / sizeof(calls[0]));
+  uint32_t seed = 300;
+  for (const Mode& m : kModes) {
+    std::vector<Data> data;
+    std::vector<std::vector<float>> alone;
+    int32_t kv_max = 0;
+    for (const Shape& c : calls) {
+      data.push_back(make_data(c, m, seed++));
+      alone.push_back(run_kv(attention_kv, c, data.back(), 1, c.n_tok));
+      kv_max = std::max(kv_max, c.pos0 + c.n_tok);
+    }
+    for (int n_threads : {2, 3}) {
+      ThreadPool pool(n_threads);
+      std::vector<float> scratch(attention_kv_scratch_floats(s, kv_max, n_threads));
+      std::vector<std::vector<float>> outs;
+      std::vector<AttentionKvCall> args(static_cast<size_t>(kCalls));
+      for (int32_t i = 0; i < kCalls; ++i) {
+        const Data& d = data[static_cast<size_t>(i)];
+        outs.emplace_back(static_cast<size_t>(calls[i].n_tok * d.o_stride), -7.0f);
+        AttentionKvCall& a = args[static_cast<size_t>(i)];
+        a.q = d.q.data();
+        a.q_stride = d.q_stride;
+        a.n_tok = calls[i].n_tok;
+        a.pos0 = calls[i].pos0;
+        a.k = d.ks;
+        a.v = d.vs;
+        a.out = outs.back().data();
+        a.out_stride = d.o_stride;
+      }
+      attention_kv_many(s, args.data(), kCalls, scratch.data(), pool);
+      for (int32_t i = 0; i < kCalls; ++i) {
+        const std::vector<float>& want = alone[static_cast<size_t>(i)];
+        ASSERT_EQ(std::memcmp(outs[static_cast<size_t>(i)].data(), want.data(), want.size() * 4), 0)
+            << m.name << " call " << i << " threads " << n_threads;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace geist

@@ -1,10 +1,13 @@
-// Q5_0 and IQ4_NL weights in the GROUPS16 layout keep their codes packed and are computed as
-// Q8_0 of the same values (kernels/matmul.h): the view keeps the type and the file's bytes, its
-// rows dequantize to the file's bits, and matmul on it equals, bit for bit, matmul on Q8_0 rows
-// written directly from those values (in either layout). Q3_K keeps
-// its bytes there and equals, bit for bit, matmul on Q6_K rows of its values.
+// Q5_0 and IQ4_NL weights in the GROUPS16 layout keep their codes packed (the Q8P form,
+// kernels/matmul.h): the view keeps the type and the file's bytes, its rows dequantize to the
+// file's bits, and the kernels equal, bit for bit on every SIMD target, the one-plane formula of
+// matmul_simd.h (Q4_0's) written out below from the file's block bytes (ggml's layouts, not
+// through our decoders), decode and prefill; matmul on the view is batch-independent and within
+// the 8-bit activations' step of the double product. Q3_K keeps its bytes there and equals, bit
+// for bit, matmul on Q6_K rows of its values.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -21,13 +24,44 @@
 namespace geist {
 namespace {
 
-TEST(Groups16Q8, Q5_0AndIq4NlRunAsQ8_0OfTheSameValues) {
+constexpr int8_t kIq4[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                             1,    13,   25,  38,  53,  69,  89,  113};
+
+// Block b of a Q5_0 (d, qh[4], qs[16]: ((nibble | high << 4) - 16) * d) or IQ4_NL (d, qs[16]:
+// kvalues[nibble] * d) row: its signed codes w and its scale d. ggml-common.h's layouts.
+float block_terms(GgmlType t, const uint8_t* row, int64_t b, int w[32]) {
+  const bool q5 = t == GgmlType::Q5_0;
+  const uint8_t* blk = row + b * (q5 ? 22 : 18);
+  uint32_t qh = 0;
+  if (q5) std::memcpy(&qh, blk + 2, 4);
+  const uint8_t* qs = blk + (q5 ? 6 : 2);
+  for (int j = 0; j < 32; ++j) {
+    const int nib = j < 16 ? qs[j] & 15 : qs[j - 16] >> 4;
+    w[j] = q5 ? (nib | static_cast<int>((qh >> j) & 1) << 4) - 16 : kIq4[nib];
+  }
+  return fp16_to_fp32(static_cast<uint16_t>(blk[0] | blk[1] << 8));
+}
+
+// The one-plane formula for one row and one token (q1 codes, steps dx per block).
+float formula(GgmlType t, const uint8_t* row, const int8_t* q1, const float* dx, int64_t n_in) {
+  float acc = 0.0f;
+  int w[32];
+  for (int64_t b = 0; b < n_in / 32; ++b) {
+    const float d = block_terms(t, row, b, w);
+    int32_t isum = 0;
+    for (int i = 0; i < 32; ++i) isum += w[i] * q1[b * 32 + i];
+    acc = std::fma(static_cast<float>(isum), d * dx[b], acc);
+  }
+  return acc;
+}
+
+TEST(Groups16Q8, Q5_0AndIq4NlEqualTheOnePlaneFormula) {
   for (GgmlType type : {GgmlType::Q5_0, GgmlType::IQ4_NL}) {
     SCOPED_TRACE(ggml_type_name(type));
     std::mt19937 rng(17);
     // Odd rows: a padded last group; 77 blocks: two pieces of the prefill kernel's unpacking (64
     // blocks each).
-    const int64_t n_in = 32 * 77, n_out = 37, n_tok = 70;
+    const int64_t n_in = 32 * 77, n_out = 37, n_tok = 70, nb = n_in / 32;
     std::vector<float> deq;
     const std::vector<uint8_t> bytes = test::random_rows(type, n_in, n_out, &rng, &deq);
     const WeightMatrix w{type, bytes.data(), n_in, n_out, ggml_row_size(type, n_in)};
@@ -35,23 +69,17 @@ TEST(Groups16Q8, Q5_0AndIq4NlRunAsQ8_0OfTheSameValues) {
       ASSERT_FALSE(simd::q8_panels_fast());
       GTEST_SKIP() << "no 8-bit kernels on this CPU (GROUPS16 is not used)";
     }
-    // The same values as Q8_0 rows: each block's f16 scale and code = value / scale (exact:
-    // value is an integer times the scale).
-    const size_t rb8 = ggml_row_size(GgmlType::Q8_0, n_in);
-    std::vector<uint8_t> q8(rb8 * n_out);
+    ASSERT_EQ(simd::q8_planes(type), 1);
+    // The formula's terms are the file's values, exactly.
     for (int64_t o = 0; o < n_out; ++o) {
-      for (int64_t b = 0; b < n_in / 32; ++b) {
-        const uint8_t* src = bytes.data() + o * w.row_bytes + b * ggml_type_traits(type).type_size;
-        uint8_t* dst = q8.data() + o * rb8 + b * 34;
-        std::memcpy(dst, src, 2);
-        const float d = fp16_to_fp32(quant_detail::load_u16(src));
+      for (int64_t b = 0; b < nb; ++b) {
+        int c[32];
+        const float d = block_terms(type, bytes.data() + o * w.row_bytes, b, c);
         for (int i = 0; i < 32; ++i) {
-          const float v = deq[static_cast<size_t>(o * n_in + b * 32 + i)];
-          dst[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(d != 0.0f ? v / d : 0.0f));
+          ASSERT_EQ(double{d} * c[i], double{deq[static_cast<size_t>(o * n_in + b * 32 + i)]});
         }
       }
     }
-    const WeightMatrix w8{GgmlType::Q8_0, q8.data(), n_in, n_out, rb8};
     std::vector<uint8_t> g(weight_groups16_bytes(w));
     ASSERT_EQ(g.size(), 48 * w.row_bytes);  // the codes stay packed: the file's bytes per row
     WeightMatrix wg;
@@ -66,48 +94,76 @@ TEST(Groups16Q8, Q5_0AndIq4NlRunAsQ8_0OfTheSameValues) {
     std::normal_distribution<float> nd(0.0f, 1.0f);
     std::vector<float> x(static_cast<size_t>(n_tok * n_in));
     for (float& f : x) f = nd(rng);
-    ThreadPool pool(2);
-    std::vector<float> scratch(matmul_scratch_floats(n_in, 2));
-    std::vector<uint8_t> g8(weight_groups16_bytes(w8));
-    WeightMatrix wg8;
-    weight_to_groups16(w8, g8.data(), &wg8);
     // The kernels on every SIMD target (the portable loops where there is no VNNI), decode and
-    // prefill, against Q8_0's GROUPS16 kernels on the same activations.
+    // prefill (a full and a partial panel), against the formula.
     test::for_each_target([&] {
-      const int64_t nb = n_in / 32, nt = 19, np = 2;
+      const int64_t nt = 19, np = 2, ys = n_out + 3;
       std::vector<int8_t> q(2 * nt * n_in), pq(np * nb * 1024);
       std::vector<float> dx(nt * nb), pdx(np * nb * 16);
       std::vector<int32_t> sx(dx.size()), psx(pdx.size());
       for (int64_t t = 0; t < np * 16; ++t) {
         const float* xt = t < nt ? x.data() + t * n_in : nullptr;
         if (xt) {
-          simd::quantize_row_q8(xt, n_in, 2, q.data() + t * 2 * n_in, dx.data() + t * nb,
+          simd::quantize_row_q8(xt, n_in, 1, q.data() + t * 2 * n_in, dx.data() + t * nb,
                                 sx.data() + t * nb);
         }
-        simd::quantize_row_q8_panel(xt, n_in, 2, t % 16, pq.data() + t / 16 * nb * 1024,
+        simd::quantize_row_q8_panel(xt, n_in, 1, t % 16, pq.data() + t / 16 * nb * 1024,
                                     pdx.data() + t / 16 * nb * 16, psx.data() + t / 16 * nb * 16);
       }
-      for (bool panels : {false, true}) {
-        std::vector<float> a(nt * n_out, -1.0f), b(a);
-        for (const auto& [m, y] : {std::pair{&wg, &a}, std::pair{&wg8, &b}}) {
-          if (panels) {
-            simd::dot_q8_panels(m->type, true, m->data, m->row_bytes, n_out, n_in, pq.data(),
-                                pdx.data(), psx.data(), nt, y->data(), n_out);
-          } else {
-            simd::dot_q8_rows(m->type, true, m->data, m->row_bytes, n_out, n_in, q.data(),
-                              dx.data(), sx.data(), nt, y->data(), n_out);
-          }
+      std::vector<float> y_rows(nt * ys, -3.0f), y_pan(y_rows);
+      simd::dot_q8_rows(type, true, wg.data, wg.row_bytes, n_out, n_in, q.data(), dx.data(),
+                        sx.data(), nt, y_rows.data(), ys);
+      simd::dot_q8_panels(type, true, wg.data, wg.row_bytes, n_out, n_in, pq.data(), pdx.data(),
+                          psx.data(), nt, y_pan.data(), ys);
+      for (int64_t t = 0; t < nt; ++t) {
+        for (int64_t r = 0; r < n_out; ++r) {
+          const float ref = formula(type, bytes.data() + r * w.row_bytes, q.data() + t * 2 * n_in,
+                                    dx.data() + t * nb, n_in);
+          const size_t k = static_cast<size_t>(t * ys + r);
+          ASSERT_EQ(std::bit_cast<uint32_t>(y_rows[k]), std::bit_cast<uint32_t>(ref))
+              << "rows t=" << t << " r=" << r;
+          ASSERT_EQ(std::bit_cast<uint32_t>(y_pan[k]), std::bit_cast<uint32_t>(ref))
+              << "panels t=" << t << " r=" << r;
         }
-        ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << panels;
+        for (int64_t r = n_out; r < ys; ++r) {
+          ASSERT_EQ(y_rows[static_cast<size_t>(t * ys + r)], -3.0f);
+          ASSERT_EQ(y_pan[static_cast<size_t>(t * ys + r)], -3.0f);
+        }
       }
     });
-    for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{3}, n_tok}) {
-      std::vector<float> yg(m * n_out), y8(m * n_out), yg8(m * n_out);
-      matmul(wg, x.data(), n_in, m, yg.data(), n_out, scratch.data(), pool);
-      matmul(w8, x.data(), n_in, m, y8.data(), n_out, scratch.data(), pool);
-      matmul(wg8, x.data(), n_in, m, yg8.data(), n_out, scratch.data(), pool);
-      ASSERT_EQ(std::memcmp(yg.data(), y8.data(), yg.size() * sizeof(float)), 0) << m;
-      ASSERT_EQ(std::memcmp(yg.data(), yg8.data(), yg.size() * sizeof(float)), 0) << m;
+    // matmul: any batch and thread count gives the same bits, within the activation step of the
+    // double product of the file's values.
+    std::vector<float> all(n_tok * n_out);
+    {
+      ThreadPool pool(2);
+      std::vector<float> scratch(matmul_scratch_floats(n_in, 2));
+      matmul(wg, x.data(), n_in, n_tok, all.data(), n_out, scratch.data(), pool);
+      for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{17}}) {
+        std::vector<float> y(m * n_out);
+        matmul(wg, x.data(), n_in, m, y.data(), n_out, scratch.data(), pool);
+        ASSERT_EQ(std::memcmp(y.data(), all.data(), y.size() * sizeof(float)), 0) << m;
+      }
+    }
+    {
+      ThreadPool pool(1);
+      std::vector<float> scratch(matmul_scratch_floats(n_in, 1)), y(all.size());
+      matmul(wg, x.data(), n_in, n_tok, y.data(), n_out, scratch.data(), pool);
+      ASSERT_EQ(std::memcmp(y.data(), all.data(), y.size() * sizeof(float)), 0);
+    }
+    for (int64_t t = 0; t < n_tok; ++t) {
+      for (int64_t o = 0; o < n_out; ++o) {
+        double ref = 0, qerr = 0;
+        for (int64_t b = 0; b < nb; ++b) {
+          double amax = 0;
+          for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(x[t * n_in + b * 32 + i]));
+          for (int i = 0; i < 32; ++i) {
+            const double wv = deq[o * n_in + b * 32 + i];
+            ref += wv * x[t * n_in + b * 32 + i];
+            qerr += std::fabs(wv) * 0.5 * amax / 127.0;
+          }
+        }
+        ASSERT_NEAR(all[t * n_out + o], ref, 1e-5 + 1.01 * qerr) << t << " " << o;
+      }
     }
   }
 }

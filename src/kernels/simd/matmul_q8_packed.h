@@ -1,7 +1,10 @@
 // Q5_0 and IQ4_NL in the GROUPS16 layout with their codes kept packed (the "Q8P" form,
-// kernels/matmul.h): the Q8_0 formula of matmul_simd.h (two activation planes) on their values,
-// an 8-bit integer times the block's f16 scale, bit for bit what Q8_0 rows of the same values
-// give. src/kernels/simd/matmul_q8_packed_simd.cpp; private to src/kernels.
+// kernels/matmul.h): the one-plane formula of matmul_simd.h (Q4_0's; q8_planes) on their values,
+// an 8-bit integer times the block's f16 scale: per block isum = dot(w, q1), exact, then
+// acc = fma(float(isum), dw * dx_b, acc). Their steps (max / 16, IQ4_NL's non-linear grid) are
+// 8x coarser than q1's, so a second activation plane, which doubles the multiply-adds, changes
+// the product's error by under a percent (llama.cpp takes q8_0 activations for them too).
+// src/kernels/simd/matmul_q8_packed_simd.cpp; private to src/kernels.
 //
 // Layout: a group's block b (16 rows, q8p_group_block bytes at group + b * q8p_group_block)
 // holds the 16 rows' f16 scales (row r at 2r), then 4 nibble units, unit u of row r at
@@ -23,7 +26,7 @@ inline bool q8p_type(GgmlType t) { return t == GgmlType::Q5_0 || t == GgmlType::
 constexpr int64_t kQ8pHighAt = 288;
 inline int64_t q8p_group_block(GgmlType t) { return t == GgmlType::Q5_0 ? 352 : 288; }
 
-// dot_q8_rows / dot_q8_panels (groups == true) for Q8P weights; the activations with two planes.
+// dot_q8_rows / dot_q8_panels (groups == true) for Q8P weights; the activations with one plane.
 void dot_q8p_rows(GgmlType t, const uint8_t* src, size_t row_bytes, int count, int64_t n_in,
                   const int8_t* q, const float* dx, const int32_t* sx, int64_t n_tok, float* out,
                   int64_t out_stride);

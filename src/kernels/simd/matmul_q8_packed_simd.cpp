@@ -1,14 +1,13 @@
 // Kernels of the Q8P form (matmul_q8_packed.h): Q5_0 and IQ4_NL weights with their codes packed
-// (the file's bytes per block), computed as the Q8_0 formula of matmul_simd.h: per block
-// isum = kQ8Fine * dot(w, q1) + dot(w, q2), exact in int32, then acc = fma(float(isum), dw * dx_b,
-// acc) in block order. AVX-512 VNNI: decode with the 16 rows of a group in the lanes (IQ4_NL's
-// nibbles looked up to kIq4Values + 128 by vpshufb, Q5_0's joined with their high bits in
-// registers, the unsigned operand biased by 128 / 16, the bias times the activation sum taken
-// off the exact sum, as the Q8_0 kernels do); prefill with 16 tokens of a panel in the lanes,
-// from a 16-row group's blocks unpacked by the same vector code to Q8_0's biased 8-bit words once
-// for all its row quads and token tiles (what Q8_0's GROUPS16 prefill reads from memory).
-// Elsewhere the portable loops. The same integers and float operations in the same order
-// everywhere, so the bits are those of Q8_0 rows of the same values.
+// (the file's bytes per block), computed by the one-plane formula of matmul_simd.h (Q4_0's): per
+// block isum = dot(w, q1), exact in int32, then acc = fma(float(isum), dw * dx_b, acc) in block
+// order. AVX-512 VNNI: decode with the 16 rows of a group in the lanes (IQ4_NL's nibbles looked
+// up to kIq4Values + 128 by vpshufb, Q5_0's joined with their high bits in registers, the
+// unsigned operand biased by 128 / 16, the bias times the activation sum taken off the exact
+// sum, as the Q8_0 kernels do); prefill with 16 tokens of a panel in the lanes, from a 16-row
+// group's blocks unpacked by the same vector code to biased 8-bit words once for all its row
+// quads and token tiles. Elsewhere the portable loops. The same integers and float operations in
+// the same order everywhere, so the bits agree on every target.
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -44,22 +43,14 @@ void q8p_generic(GgmlType t, bool panel, const uint8_t* src, size_t row_bytes, i
       float acc = 0.0f;
       for (int64_t b = 0; b < nb; ++b) {
         const float dw = f16_to_f32(q8p_block(t, grp, r % kGroup, b, w));
-        int32_t i1 = 0, i2 = 0;
+        int32_t isum = 0;
         for (int i = 0; i < 32; ++i) {
-          int32_t a1, a2;
-          if (panel) {
-            const int64_t at = p * nb * 1024 + ((b * 8 + i / 4) * 16 + lane) * 4 + i % 4;
-            a1 = q[at];
-            a2 = q[at + nb * 512];
-          } else {
-            a1 = q[tk * 2 * n_in + b * 32 + i];
-            a2 = q[tk * 2 * n_in + n_in + b * 32 + i];
-          }
-          i1 += int32_t{w[i]} * a1;
-          i2 += int32_t{w[i]} * a2;
+          const int32_t a = panel ? q[p * nb * 1024 + ((b * 8 + i / 4) * 16 + lane) * 4 + i % 4]
+                                  : q[tk * 2 * n_in + b * 32 + i];
+          isum += int32_t{w[i]} * a;
         }
         const float d = panel ? dx[(p * nb + b) * 16 + lane] : dx[tk * nb + b];
-        acc = std::fma(static_cast<float>(kQ8Fine * i1 + i2), dw * d, acc);
+        acc = std::fma(static_cast<float>(isum), dw * d, acc);
       }
       out[tk * out_stride + r] = acc;
     }
@@ -91,6 +82,11 @@ GEIST_Q8P_ATTR inline __m512i bcast(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
+// a | (b & c) bitwise, one instruction (Q5_0's high bits into their codes).
+GEIST_Q8P_ATTR inline __m512i or_and(__m512i a, __m512i b, __m512i c) {
+  return _mm512_ternarylogic_epi32(a, b, c, 0xF8);
+}
+
 // Decode: T tokens against the 16 rows of the group at grp. kQ5: Q5_0 (operand the 5-bit code,
 // its value + 16), else IQ4_NL (operand kIq4Values + 128).
 template <bool kQ5, int T>
@@ -99,7 +95,6 @@ GEIST_Q8P_ATTR void group_tile(const uint8_t* grp, int64_t nb, int64_t n_in, con
   constexpr int64_t kBlock = kQ5 ? 352 : 288;
   const __m512i m4 = _mm512_set1_epi8(15), b4 = _mm512_set1_epi8(16);
   const __m512i table = kQ5 ? _mm512_setzero_si512() : iq4_table();
-  const __m512i fine = _mm512_set1_epi32(kQ8Fine);
   const __m512i offset = _mm512_set1_epi32(kQ5 ? 16 : 128);
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -107,8 +102,8 @@ GEIST_Q8P_ATTR void group_tile(const uint8_t* grp, int64_t nb, int64_t n_in, con
     for (int64_t l = 0; l < kBlock; l += 64) {
       _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetchBlocks * kBlock + l), _MM_HINT_T0);
     }
-    __m512i s1[T][2], s2[T][2];  // [token][low / high elements]: coarse and fine plane sums
-    for (int t = 0; t < T; ++t) s1[t][0] = s1[t][1] = s2[t][0] = s2[t][1] = _mm512_setzero_si512();
+    __m512i s[T][2];  // [token][low / high elements]
+    for (int t = 0; t < T; ++t) s[t][0] = s[t][1] = _mm512_setzero_si512();
     const __m512i high = kQ5 ? _mm512_loadu_si512(blk + kQ8pHighAt) : _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int u = 0; u < 4; ++u) {
@@ -116,29 +111,22 @@ GEIST_Q8P_ATTR void group_tile(const uint8_t* grp, int64_t nb, int64_t n_in, con
       __m512i lo = _mm512_and_si512(v, m4);
       __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
       if constexpr (kQ5) {
-        lo = _mm512_or_si512(
-            lo, _mm512_and_si512(_mm512_sll_epi32(high, _mm_cvtsi32_si128(4 - u)), b4));
-        hi =
-            _mm512_or_si512(hi, _mm512_and_si512(_mm512_srl_epi32(high, _mm_cvtsi32_si128(u)), b4));
+        lo = or_and(lo, _mm512_sll_epi32(high, _mm_cvtsi32_si128(4 - u)), b4);
+        hi = or_and(hi, _mm512_srl_epi32(high, _mm_cvtsi32_si128(u)), b4);
       } else {
         lo = _mm512_shuffle_epi8(table, lo);
         hi = _mm512_shuffle_epi8(table, hi);
       }
       for (int t = 0; t < T; ++t) {
-        s1[t][0] = _mm512_dpbusd_epi32(s1[t][0], lo, bcast(q + t * 2 * n_in + b * 32 + 4 * u));
-        s1[t][1] = _mm512_dpbusd_epi32(s1[t][1], hi, bcast(q + t * 2 * n_in + b * 32 + 16 + 4 * u));
-        s2[t][0] =
-            _mm512_dpbusd_epi32(s2[t][0], lo, bcast(q + t * 2 * n_in + n_in + b * 32 + 4 * u));
-        s2[t][1] =
-            _mm512_dpbusd_epi32(s2[t][1], hi, bcast(q + t * 2 * n_in + n_in + b * 32 + 16 + 4 * u));
+        s[t][0] = _mm512_dpbusd_epi32(s[t][0], lo, bcast(q + t * 2 * n_in + b * 32 + 4 * u));
+        s[t][1] = _mm512_dpbusd_epi32(s[t][1], hi, bcast(q + t * 2 * n_in + b * 32 + 16 + 4 * u));
       }
     }
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
     for (int t = 0; t < T; ++t) {
-      __m512i isum =
-          _mm512_add_epi32(_mm512_mullo_epi32(_mm512_add_epi32(s1[t][0], s1[t][1]), fine),
-                           _mm512_add_epi32(s2[t][0], s2[t][1]));
-      isum = _mm512_sub_epi32(isum, _mm512_mullo_epi32(_mm512_set1_epi32(sx[t * nb + b]), offset));
+      const __m512i isum =
+          _mm512_sub_epi32(_mm512_add_epi32(s[t][0], s[t][1]),
+                           _mm512_mullo_epi32(_mm512_set1_epi32(sx[t * nb + b]), offset));
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
                                _mm512_mul_ps(dw, _mm512_set1_ps(dx[t * nb + b])), acc[t]);
     }
@@ -167,9 +155,9 @@ GEIST_Q8P_ATTR void groups_vnni(const uint8_t* src, size_t row_bytes, int count,
   }
 }
 
-// A group's blocks [b0, b0 + n) as Q8_0's biased words (w + 128; unit g: elements 4g..4g+3) and
-// f32 scales, 16 rows in the lanes: the bytes Q8_0's GROUPS16 prefill reads, made once per group
-// for all its row quads and token tiles (a piece of 64 blocks: 36 KiB, about L1).
+// A group's blocks [b0, b0 + n) as biased words (w + 128; unit g: elements 4g..4g+3) and f32
+// scales, 16 rows in the lanes, made once per group for all its row quads and token tiles (a
+// piece of 64 blocks: 36 KiB, about L1).
 constexpr int64_t kPieceBlocks = 64;
 struct GroupPiece {
   uint32_t w[kPieceBlocks][8][kGroup];  // [block][unit][row]
@@ -195,10 +183,8 @@ GEIST_Q8P_ATTR void unpack_group(const uint8_t* grp, int64_t b0, int64_t n, Grou
       __m512i lo = _mm512_and_si512(v, m4);
       __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
       if constexpr (kQ5) {
-        lo = _mm512_or_si512(
-            lo, _mm512_and_si512(_mm512_sll_epi32(high, _mm_cvtsi32_si128(4 - u)), b4));
-        hi =
-            _mm512_or_si512(hi, _mm512_and_si512(_mm512_srl_epi32(high, _mm_cvtsi32_si128(u)), b4));
+        lo = or_and(lo, _mm512_sll_epi32(high, _mm_cvtsi32_si128(4 - u)), b4);
+        hi = or_and(hi, _mm512_srl_epi32(high, _mm_cvtsi32_si128(u)), b4);
         lo = _mm512_add_epi8(lo, bias);
         hi = _mm512_add_epi8(hi, bias);
       } else {
@@ -218,7 +204,6 @@ GEIST_Q8P_ATTR void quad_tile(const GroupPiece& gp, int lane0, int64_t nb, int64
                               const int8_t* pq, const float* pdx, const int32_t* psx, bool first,
                               float acc_io[4][P][16]) {
   const int64_t panel_q = nb * 1024;
-  const __m512i fine = _mm512_set1_epi32(kQ8Fine);
   __m512 acc[4][P];
   for (int r = 0; r < 4; ++r) {
     for (int p = 0; p < P; ++p) {
@@ -231,21 +216,14 @@ GEIST_Q8P_ATTR void quad_tile(const GroupPiece& gp, int lane0, int64_t nb, int64
     for (int r = 0; r < 4; ++r) {
       for (int p = 0; p < P; ++p) s[r][p] = _mm512_setzero_si512();
     }
-    for (int plane = 0; plane < 2; ++plane) {  // coarse, times kQ8Fine, then fine
-      const int8_t* a = pq + plane * nb * 512 + b * 512;
-      if (plane == 1) {
-        for (int r = 0; r < 4; ++r) {
-          for (int p = 0; p < P; ++p) s[r][p] = _mm512_mullo_epi32(s[r][p], fine);
-        }
-      }
+    const int8_t* a = pq + b * 512;
 #pragma GCC unroll 8
-      for (int g = 0; g < 8; ++g) {
-        __m512i x[P];
-        for (int p = 0; p < P; ++p) x[p] = _mm512_loadu_si512(a + p * panel_q + g * 64);
-        for (int r = 0; r < 4; ++r) {
-          const __m512i w = _mm512_set1_epi32(static_cast<int32_t>(gp.w[i][g][lane0 + r]));
-          for (int p = 0; p < P; ++p) s[r][p] = _mm512_dpbusd_epi32(s[r][p], w, x[p]);
-        }
+    for (int g = 0; g < 8; ++g) {
+      __m512i x[P];
+      for (int p = 0; p < P; ++p) x[p] = _mm512_loadu_si512(a + p * panel_q + g * 64);
+      for (int r = 0; r < 4; ++r) {
+        const __m512i w = _mm512_set1_epi32(static_cast<int32_t>(gp.w[i][g][lane0 + r]));
+        for (int p = 0; p < P; ++p) s[r][p] = _mm512_dpbusd_epi32(s[r][p], w, x[p]);
       }
     }
     __m512i corr[P];

@@ -74,7 +74,8 @@ void dot_packed_rows(GgmlType t, const uint8_t* src, size_t row_bytes, int count
 // (q1 alone measurably worsened the q8_0 fixture logits). Q4_0 weights take q1 alone: their own
 // step (max / 8) is 16x coarser than q1's, so a finer activation changes the product's error
 // by well under a percent while costing twice the multiply-adds (q8_planes; measured in
-// docs/BENCHMARKS.md). Every output is, bitwise, on every target and for any batch:
+// docs/BENCHMARKS.md); so do Q5_0 and IQ4_NL in GROUPS16 (matmul_q8_packed.h). Every output
+// is, bitwise, on every target and for any batch:
 //   acc = 0; for b in blocks: acc = fma(float(isum_b), dw_b * dx_b, acc); y = acc
 // with isum_b = kQ8Fine * dot(w, q1) + dot(w, q2) (two planes) or dot(w, q1) (one plane, and
 // then dx_b = d_b), exact in int32, w the block's signed weight codes, dw_b its f16 scale. sx is
@@ -100,12 +101,10 @@ constexpr int32_t kQ8Fine = 254;  // fine steps per coarse step
 //   would be.
 bool q8_path_supported(GgmlType t);  // Q8_0, Q4_0, Q4_K, Q6_K
 
-// Activation planes the Q8 path uses for weights of type t: 2 for Q8_0 (and Q5_0 / IQ4_NL in
-// GROUPS16, computed as Q8_0: matmul_q8_packed.h), 1 for the 4-bit and 6-bit types (their own
-// steps are 16x / 4x coarser than q1's).
-inline int q8_planes(GgmlType t) {
-  return t == GgmlType::Q8_0 || t == GgmlType::Q5_0 || t == GgmlType::IQ4_NL ? 2 : 1;
-}
+// Activation planes the Q8 path uses for weights of type t: 2 for Q8_0, 1 for the 4-bit, 5-bit
+// and 6-bit types (their own steps are 16x / 8x / 4x coarser than q1's; Q5_0 / IQ4_NL in
+// GROUPS16 take Q4_0's one-plane formula on their values: matmul_q8_packed.h).
+inline int q8_planes(GgmlType t) { return t == GgmlType::Q8_0 ? 2 : 1; }
 
 // Q6_K's activation extras, after quantize_row_q8 / _panel with one plane: the sums of q1 over
 // each 16-element half of every 32-block.
