@@ -57,22 +57,22 @@ inline Prompt1 load_prompt1() {
   return p;
 }
 
-// C API handles freed at scope exit (named apart from geist.hpp's ModelHandle and
-// SessionHandle: test_cuda compiles both in one unit).
-struct OwnedModel {
+// C API handles freed at scope exit. geist.hpp has classes of the same names in namespace
+// geist: code that can share a unity unit with this header names those ::geist::ModelHandle.
+struct ModelHandle {
   geist_model* m = nullptr;
-  OwnedModel() = default;
-  OwnedModel(const OwnedModel&) = delete;
-  OwnedModel& operator=(const OwnedModel&) = delete;
-  ~OwnedModel() { geist_model_free(m); }
+  ModelHandle() = default;
+  ModelHandle(const ModelHandle&) = delete;
+  ModelHandle& operator=(const ModelHandle&) = delete;
+  ~ModelHandle() { geist_model_free(m); }
 };
 
-struct OwnedSession {
+struct SessionHandle {
   geist_session* s = nullptr;
-  OwnedSession() = default;
-  OwnedSession(const OwnedSession&) = delete;
-  OwnedSession& operator=(const OwnedSession&) = delete;
-  ~OwnedSession() { geist_session_destroy(s); }
+  SessionHandle() = default;
+  SessionHandle(const SessionHandle&) = delete;
+  SessionHandle& operator=(const SessionHandle&) = delete;
+  ~SessionHandle() { geist_session_destroy(s); }
 };
 
 inline std::string stories260k_path() { return fixture_path("models/stories260K.gguf"); }

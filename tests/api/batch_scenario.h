@@ -30,9 +30,9 @@ namespace geist::test::batch {
 constexpr int kSteps = 64;  // decode steps every session runs unless it leaves early
 
 struct Sess {
-  OwnedSession batched;   // runs in the batch
-  OwnedSession alone;     // its twin, run alone
-  OwnedSession restored;  // after a mid-batch snapshot: continues alone, compared to the twin
+  SessionHandle batched;   // runs in the batch
+  SessionHandle alone;     // its twin, run alone
+  SessionHandle restored;  // after a mid-batch snapshot: continues alone, compared to the twin
   std::vector<int32_t> prompt;
   int join = 0;   // global step at which its prompt joins the batch
   int leave = 0;  // decode steps it runs
@@ -153,7 +153,7 @@ inline int run_scenario(geist_model* model, int32_t kv_mode, uint32_t seed, int 
 
 // Every KV mode's scenario on the model in `file`, loaded on `backend` (geist_backend).
 inline void check_model(const char* file, uint32_t seed0, int32_t backend) {
-  OwnedModel model;
+  ModelHandle model;
   char err[512] = "";
   const std::string path = fixture_path(std::string("models/") + file);
   geist_model_params mp;

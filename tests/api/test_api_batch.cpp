@@ -39,7 +39,7 @@ TEST(ApiBatch, StoriesQwen35SessionsEqualLoneRuns) {
 // that item and leaves its session bit-identical; the others advance.
 TEST(ApiBatch, ErrorsArePerSession) {
   GEIST_REQUIRE_FIXTURES();
-  OwnedModel model;
+  ModelHandle model;
   char err[512] = "";
   ASSERT_EQ(geist_model_load(stories260k_path().c_str(), nullptr, &model.m, err, sizeof err),
             GEIST_OK);
@@ -47,7 +47,7 @@ TEST(ApiBatch, ErrorsArePerSession) {
   geist_session_params_default(&p);
   p.max_seq_len = 64;
   p.n_threads = 2;
-  OwnedSession ok, bad_id, full, lone;
+  SessionHandle ok, bad_id, full, lone;
   ASSERT_EQ(geist_session_create(model.m, &p, &ok.s), GEIST_OK);
   ASSERT_EQ(geist_session_create(model.m, &p, &bad_id.s), GEIST_OK);
   ASSERT_EQ(geist_session_create(model.m, &p, &full.s), GEIST_OK);

@@ -40,7 +40,7 @@ class ApiBounds : public testing::Test {
     for (size_t i = 0; i < n; ++i) t[i] = static_cast<int32_t>(1 + (i * 37) % 500);
     return t;
   }
-  OwnedModel model_;
+  ModelHandle model_;
 };
 
 struct BadField {
@@ -67,7 +67,7 @@ const BadField kBad[] = {
 };
 
 TEST_F(ApiBounds, SamplerOutOfRangeIsRefusedNamingTheField) {
-  OwnedSession s;
+  SessionHandle s;
   geist_session_params ok = params();
   ASSERT_EQ(geist_session_create(model_.m, &ok, &s.s), GEIST_OK);
   for (const BadField& b : kBad) {
@@ -132,14 +132,14 @@ TEST_F(ApiBounds, SessionsSharingThePoolFromTwoThreadsEqualLoneRuns) {
   std::vector<int32_t> ta, tb, ua, ub;
   std::vector<float> la, lb, ma, mb;
   {
-    OwnedSession a, b;
+    SessionHandle a, b;
     geist_session_params p = params();
     ASSERT_EQ(geist_session_create(model_.m, &p, &a.s), GEIST_OK);
     ASSERT_EQ(geist_session_create(model_.m, &p, &b.s), GEIST_OK);
     run(a.s, 1, 300, &ta, &la);
     run(b.s, 2, 77, &tb, &lb);
   }
-  OwnedSession a, b;
+  SessionHandle a, b;
   geist_session_params p = params();
   ASSERT_EQ(geist_session_create(model_.m, &p, &a.s), GEIST_OK);
   ASSERT_EQ(geist_session_create(model_.m, &p, &b.s), GEIST_OK);
@@ -159,7 +159,7 @@ TEST_F(ApiBounds, SessionsSharingThePoolFromTwoThreadsEqualLoneRuns) {
 // continuing gives the bits of the uncancelled prefill.
 TEST_F(ApiBounds, CancelledPrefillStopsAtAGridPointAndContinues) {
   const std::vector<int32_t> prompt = tokens(400);
-  OwnedSession whole, cut, part;
+  SessionHandle whole, cut, part;
   geist_session_params p = params();
   ASSERT_EQ(geist_session_create(model_.m, &p, &whole.s), GEIST_OK);
   ASSERT_EQ(geist_session_create(model_.m, &p, &cut.s), GEIST_OK);
@@ -194,7 +194,7 @@ TEST_F(ApiBounds, CancelledPrefillStopsAtAGridPointAndContinues) {
 // micro-batch boundary, and the session is usable either way.
 TEST_F(ApiBounds, CancelFromAnotherThread) {
   const std::vector<int32_t> prompt = tokens(500);
-  OwnedSession s;
+  SessionHandle s;
   geist_session_params p = params();
   p.n_threads = 1;
   ASSERT_EQ(geist_session_create(model_.m, &p, &s.s), GEIST_OK);

@@ -78,7 +78,7 @@ void check_exact_splits(const char* label, geist_model* model, const std::vector
   const size_t nv = static_cast<size_t>(geist_model_n_vocab(model));
   const int32_t cap = n + 8;
   for (const int32_t kv : kv_modes_for_run(std::string("ApiExactSplit ") + label)) {
-    OwnedSession whole;
+    SessionHandle whole;
     ASSERT_NO_FATAL_FAILURE(create_split_session(model, kv, cap, &whole.s));
     ASSERT_EQ(geist_session_prefill_grid(whole.s), 1) << label << " kv " << kv;
     std::vector<float> want(static_cast<size_t>(n) * nv);
@@ -99,7 +99,7 @@ void check_exact_splits(const char* label, geist_model* model, const std::vector
       const int32_t k = ks[i];
       const bool pieces = i % 2 == 1;        // the prefix in random pieces, or one call
       const bool same_session = i % 3 == 2;  // restore into the session that took it
-      OwnedSession a, b;
+      SessionHandle a, b;
       ASSERT_NO_FATAL_FAILURE(create_split_session(model, kv, cap, &a.s));
       if (pieces) {
         ASSERT_NO_FATAL_FAILURE(prefill_pieces(a.s, toks, 0, k, &g));
@@ -145,7 +145,7 @@ void check_exact_splits(const char* label, geist_model* model, const std::vector
 
 TEST(ApiExactSplit, Stories260KEverySplitIsBitExact) {
   GEIST_REQUIRE_FIXTURES();
-  OwnedModel model;
+  ModelHandle model;
   char err[512] = "";
   ASSERT_EQ(geist_model_load(stories260k_path().c_str(), nullptr, &model.m, err, sizeof err),
             GEIST_OK)
@@ -171,7 +171,7 @@ TEST(ApiExactSplit, TinyLlamaQ8EverySplitIsBitExact) {
       geist_mkmodel("tiny-llama", "q8_0", path.c_str(), 42, nullptr, nullptr, err, sizeof err),
       GEIST_OK)
       << err;
-  OwnedModel model;
+  ModelHandle model;
   ASSERT_EQ(geist_model_load(path.c_str(), nullptr, &model.m, err, sizeof err), GEIST_OK) << err;
   const int32_t nv = geist_model_n_vocab(model.m);
   std::mt19937 g(5);

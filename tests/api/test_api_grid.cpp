@@ -31,7 +31,7 @@ void create_grid_session(geist_model* m, int32_t kv_mode, geist_session** out) {
 }
 
 void check_grid(const char* model_file, const char* ref_dir) {
-  OwnedModel model;
+  ModelHandle model;
   char err[512] = "";
   const std::string path = fixture_path(std::string("models/") + model_file);
   ASSERT_EQ(geist_model_load(path.c_str(), nullptr, &model.m, err, sizeof err), GEIST_OK) << err;
@@ -43,7 +43,7 @@ void check_grid(const char* model_file, const char* ref_dir) {
   const size_t nv = static_cast<size_t>(geist_model_n_vocab(model.m));
   int checked = 0;
   for (const int32_t kv : kv_modes_for_run(std::string("ApiGrid ") + model_file)) {
-    OwnedSession whole;
+    SessionHandle whole;
     create_grid_session(model.m, kv, &whole.s);
     std::vector<float> want(static_cast<size_t>(n) * nv);
     ASSERT_EQ(geist_session_prefill_all_logits(whole.s, toks.data(), toks.size(), want.data(),
@@ -57,7 +57,7 @@ void check_grid(const char* model_file, const char* ref_dir) {
     const std::vector<uint8_t> want_img = snapshot_of(whole.s);
     for (int32_t k = 1; k * grid < n; ++k) {
       const int32_t cut = k * grid;
-      OwnedSession a, b;
+      SessionHandle a, b;
       create_grid_session(model.m, kv, &a.s);
       create_grid_session(model.m, kv, &b.s);
       ASSERT_EQ(geist_session_prefill(a.s, toks.data(), static_cast<size_t>(cut)), GEIST_OK);
@@ -84,7 +84,7 @@ void check_grid(const char* model_file, const char* ref_dir) {
       // logits differ from the one-call run.
       int differ = 0, off = 0;
       for (int32_t cut : {1, 17, 37, 100, 150}) {
-        OwnedSession a;
+        SessionHandle a;
         create_grid_session(model.m, kv, &a.s);
         ASSERT_EQ(geist_session_prefill(a.s, toks.data(), static_cast<size_t>(cut)), GEIST_OK);
         std::vector<float> got(static_cast<size_t>(n - cut) * nv);
@@ -107,7 +107,7 @@ void check_grid(const char* model_file, const char* ref_dir) {
 // at the grid points it crosses, so splitting it there changes nothing either. (Decode steps
 // and prefills split off the grid are outside the contract.)
 void check_grid_after_decode(const char* model_file) {
-  OwnedModel model;
+  ModelHandle model;
   char err[512] = "";
   const std::string path = fixture_path(std::string("models/") + model_file);
   ASSERT_EQ(geist_model_load(path.c_str(), nullptr, &model.m, err, sizeof err), GEIST_OK) << err;
@@ -126,14 +126,14 @@ void check_grid_after_decode(const char* model_file) {
     ASSERT_EQ(geist_session_logits(*s, &l, &n), GEIST_OK);  // pays the owed forward: at 42
   };
   const size_t rest = 150;  // positions [42, 192): crosses grid points 64 and 128
-  OwnedSession whole, a, b;
+  SessionHandle whole, a, b;
   start(&whole.s);
   std::vector<float> want(rest * nv);
   ASSERT_EQ(
       geist_session_prefill_all_logits(whole.s, toks.data() + 50, rest, want.data(), want.size()),
       GEIST_OK);
   for (int32_t grid : {64, 128}) {
-    OwnedSession x, y;
+    SessionHandle x, y;
     start(&x.s);
     create_grid_session(model.m, GEIST_KV_F16, &y.s);
     const size_t first = static_cast<size_t>(grid - 42);

@@ -28,7 +28,7 @@ class ApiHybrid : public testing::Test {
     ASSERT_EQ(greedy_.size(), 64u);
   }
 
-  void create(OwnedSession* s, float temperature, uint64_t seed) {
+  void create(SessionHandle* s, float temperature, uint64_t seed) {
     geist_session_params p;
     geist_session_params_default(&p);
     p.kv_mode = GEIST_KV_F32;  // as the transformers reference
@@ -40,13 +40,13 @@ class ApiHybrid : public testing::Test {
         << geist_model_last_error(model_.m);
   }
 
-  OwnedModel model_;
+  ModelHandle model_;
   std::vector<int32_t> prompt_;  // HF's greedy_prompt (BOS first)
   std::vector<int32_t> greedy_;  // HF transformers' 64 greedy tokens after it
 };
 
 TEST_F(ApiHybrid, GreedyContinuationMatchesTransformers) {
-  OwnedSession s;
+  SessionHandle s;
   create(&s, 0.0f, 0);
   ASSERT_EQ(geist_session_prefill(s.s, prompt_.data(), prompt_.size()), GEIST_OK);
   std::vector<int32_t> got;
@@ -61,7 +61,7 @@ TEST_F(ApiHybrid, GreedyContinuationMatchesTransformers) {
 TEST_F(ApiHybrid, InterleavedSampledSessionsEqualSoloRuns) {
   const int kSteps = 32;
   auto run_solo = [&](uint64_t seed, size_t prompt_len) {
-    OwnedSession s;
+    SessionHandle s;
     create(&s, 0.8f, seed);
     std::vector<int32_t> toks;
     std::vector<float> logits;
@@ -80,7 +80,7 @@ TEST_F(ApiHybrid, InterleavedSampledSessionsEqualSoloRuns) {
   const auto solo_a = run_solo(3, 16);
   const auto solo_b = run_solo(4, 5);
 
-  OwnedSession a, b;
+  SessionHandle a, b;
   create(&a, 0.8f, 3);
   create(&b, 0.8f, 4);
   ASSERT_EQ(geist_session_prefill(a.s, prompt_.data(), 16), GEIST_OK);
@@ -107,7 +107,7 @@ TEST_F(ApiHybrid, InterleavedSampledSessionsEqualSoloRuns) {
 }
 
 TEST_F(ApiHybrid, RefusedPrefillKeepsRecurrentStateIntact) {
-  OwnedSession s, control;
+  SessionHandle s, control;
   create(&s, 0.0f, 0);
   create(&control, 0.0f, 0);
   ASSERT_EQ(geist_session_prefill(s.s, prompt_.data(), prompt_.size()), GEIST_OK);

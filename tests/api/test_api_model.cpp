@@ -75,7 +75,7 @@ TEST(ApiBasics, NullHandlesAreHarmless) {
   EXPECT_EQ(s, nullptr);
 }
 
-TEST(OwnedModel, MissingFileIsFileNotFound) {
+TEST(ModelHandle, MissingFileIsFileNotFound) {
   geist_model* m = reinterpret_cast<geist_model*>(0x1);
   char err[256] = "x";
   EXPECT_EQ(geist_model_load("/nonexistent/dir/model.gguf", nullptr, &m, err, sizeof err),
@@ -84,7 +84,7 @@ TEST(OwnedModel, MissingFileIsFileNotFound) {
   EXPECT_NE(std::string(err).find("/nonexistent/dir/model.gguf"), std::string::npos) << err;
 }
 
-TEST(OwnedModel, GarbageFileIsFormatError) {
+TEST(ModelHandle, GarbageFileIsFormatError) {
   const std::string path = test::temp_path("garbage.gguf");
   FILE* f = std::fopen(path.c_str(), "wb");
   ASSERT_NE(f, nullptr);
@@ -103,7 +103,7 @@ TEST(OwnedModel, GarbageFileIsFormatError) {
   std::remove(path.c_str());
 }
 
-TEST(OwnedModel, LoadArgumentErrors) {
+TEST(ModelHandle, LoadArgumentErrors) {
   char err[256] = "";
   EXPECT_EQ(geist_model_load(nullptr, nullptr, nullptr, err, sizeof err), GEIST_E_INVALID_ARG);
   EXPECT_NE(std::string(err).find("out_model"), std::string::npos) << err;
@@ -119,7 +119,7 @@ TEST(OwnedModel, LoadArgumentErrors) {
 
 // A vocab-only load (llama.cpp's vocab_only): a file without tensors of an architecture geist
 // cannot run gives a working tokenizer; calls that need the weights are INVALID_STATE.
-TEST(OwnedModel, VocabOnlyLoad) {
+TEST(ModelHandle, VocabOnlyLoad) {
   GEIST_REQUIRE_FIXTURES();
   const std::string path = fixture_path("tokenizer/ggml-vocab-bert-bge.gguf");
   geist_model* m = nullptr;
@@ -178,7 +178,7 @@ void on_log(void* user, geist_log_level, const char* msg) {
   ++static_cast<LoadLog*>(user)->n_logs;
 }
 
-TEST(OwnedModel, ProgressAndLogCallbacks) {
+TEST(ModelHandle, ProgressAndLogCallbacks) {
   GEIST_REQUIRE_FIXTURES();
   LoadLog log;
   geist_model_params p;
@@ -187,7 +187,7 @@ TEST(OwnedModel, ProgressAndLogCallbacks) {
   p.progress_user = &log;
   p.log_fn = on_log;
   p.log_user = &log;
-  OwnedModel m;
+  ModelHandle m;
   ASSERT_EQ(geist_model_load(stories260k_path().c_str(), &p, &m.m, nullptr, 0), GEIST_OK);
   ASSERT_GE(log.progress.size(), 2u);
   EXPECT_EQ(log.progress.front(), 0.0f);
@@ -219,7 +219,7 @@ class ApiStories : public testing::Test {
         << err;
     ref_ = load_prompt1();
   }
-  OwnedModel model_;
+  ModelHandle model_;
   Prompt1 ref_;
 };
 

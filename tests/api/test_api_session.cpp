@@ -47,12 +47,12 @@ class ApiSession : public testing::Test {
     return p;
   }
 
-  void create(OwnedSession* s, const geist_session_params& p) {
+  void create(SessionHandle* s, const geist_session_params& p) {
     ASSERT_EQ(geist_session_create(model_.m, &p, &s->s), GEIST_OK)
         << geist_model_last_error(model_.m);
   }
 
-  OwnedModel model_;
+  ModelHandle model_;
   Prompt1 ref_;
 };
 
@@ -63,7 +63,7 @@ float max_abs_diff(const float* a, const float* b, size_t n) {
 }
 
 TEST_F(ApiSession, GreedyContinuationMatchesLlamaCpp) {
-  OwnedSession s;
+  SessionHandle s;
   create(&s, params(0.0f, 0));
   ASSERT_EQ(geist_session_prefill(s.s, ref_.prompt_tokens.data(), ref_.prompt_tokens.size()),
             GEIST_OK);
@@ -91,7 +91,7 @@ TEST_F(ApiSession, GreedyContinuationMatchesLlamaCpp) {
 }
 
 TEST_F(ApiSession, PrefillTextEqualsReferenceTokensAndAddsBosOnlyAtStart) {
-  OwnedSession s;
+  SessionHandle s;
   create(&s, params(0.0f, 0));
   ASSERT_EQ(geist_session_prefill_text(s.s, ref_.prompt.data(), ref_.prompt.size(), 1), GEIST_OK);
   const geist_token* hist = nullptr;
@@ -106,7 +106,7 @@ TEST_F(ApiSession, PrefillTextEqualsReferenceTokensAndAddsBosOnlyAtStart) {
 }
 
 TEST_F(ApiSession, PrefillAllLogitsMatchesLlamaCpp) {
-  OwnedSession s;
+  SessionHandle s;
   create(&s, params(0.0f, 0));
   const size_t n = ref_.prompt_tokens.size();
   std::vector<float> rows(n * kVocab);
@@ -153,7 +153,7 @@ TEST_F(ApiSession, InterleavedSessionsEqualSoloRuns) {
     SCOPED_TRACE(cfg.temperature);
     const int kSteps = 40;
     auto solo = [&](const std::vector<int32_t>& prompt, uint64_t seed) {
-      OwnedSession s;
+      SessionHandle s;
       create(&s, params(cfg.temperature, seed));
       Trace t;
       EXPECT_EQ(geist_session_prefill(s.s, prompt.data(), prompt.size()), GEIST_OK);
@@ -163,7 +163,7 @@ TEST_F(ApiSession, InterleavedSessionsEqualSoloRuns) {
     const Trace solo_a = solo(prompt_a, cfg.seed);
     const Trace solo_b = solo(prompt_b, cfg.seed + 1);
 
-    OwnedSession a, b;
+    SessionHandle a, b;
     create(&a, params(cfg.temperature, cfg.seed));
     create(&b, params(cfg.temperature, cfg.seed + 1));
     ASSERT_EQ(geist_session_prefill(a.s, prompt_a.data(), prompt_a.size()), GEIST_OK);
@@ -190,7 +190,7 @@ TEST_F(ApiSession, InterleavedSessionsEqualSoloRuns) {
 
 TEST_F(ApiSession, SameSeedSameTextDifferentSeedsDiffer) {
   auto run = [&](uint64_t seed) {
-    OwnedSession s;
+    SessionHandle s;
     create(&s, params(1.0f, seed));
     Trace t;
     EXPECT_EQ(geist_session_prefill(s.s, ref_.prompt_tokens.data(), 1), GEIST_OK);
@@ -203,7 +203,7 @@ TEST_F(ApiSession, SameSeedSameTextDifferentSeedsDiffer) {
 
 TEST_F(ApiSession, TooManyTokensLeavesSessionUsable) {
   const int32_t cap = 40;
-  OwnedSession s, control;
+  SessionHandle s, control;
   create(&s, params(0.7f, 77, cap));
   create(&control, params(0.7f, 77, cap));
   EXPECT_EQ(geist_session_max_seq_len(s.s), cap);
@@ -236,7 +236,7 @@ TEST_F(ApiSession, TooManyTokensLeavesSessionUsable) {
 }
 
 TEST_F(ApiSession, StateErrors) {
-  OwnedSession s;
+  SessionHandle s;
   create(&s, params(0.0f, 0));
   geist_token t = -1;
   EXPECT_EQ(geist_session_decode(s.s, &t), GEIST_E_INVALID_STATE);
@@ -248,7 +248,7 @@ TEST_F(ApiSession, StateErrors) {
 }
 
 TEST_F(ApiSession, NullArgumentsAreInvalidWithMessages) {
-  OwnedSession s;
+  SessionHandle s;
   create(&s, params(0.0f, 0));
   EXPECT_EQ(geist_session_decode(s.s, nullptr), GEIST_E_INVALID_ARG);
   EXPECT_NE(std::string(geist_session_last_error(s.s)).find("out_token"), std::string::npos);
@@ -288,7 +288,7 @@ TEST_F(ApiSession, KvModeDefaultsToF16AndIsValidated) {
   // The default f16 cache stays close to llama.cpp's f32-cache reference: f16 keeps 11
   // significant bits of each K/V value (relative error <= 2^-11), which moves this model's
   // logits by a few hundredths at most; the greedy tokens agree.
-  OwnedSession s;
+  SessionHandle s;
   create(&s, params(0.0f, 0, 256, GEIST_KV_F16));
   ASSERT_EQ(geist_session_prefill(s.s, ref_.prompt_tokens.data(), ref_.prompt_tokens.size()),
             GEIST_OK);
@@ -306,7 +306,7 @@ TEST_F(ApiSession, KvModeDefaultsToF16AndIsValidated) {
 }
 
 TEST_F(ApiSession, DefaultsAndOwedForward) {
-  OwnedSession s;
+  SessionHandle s;
   ASSERT_EQ(geist_session_create(model_.m, nullptr, &s.s), GEIST_OK);
   const int32_t n_ctx = geist_model_n_ctx_train(model_.m);
   EXPECT_EQ(geist_session_max_seq_len(s.s), n_ctx > 0 && n_ctx < 4096 ? n_ctx : 4096);
@@ -322,7 +322,7 @@ TEST_F(ApiSession, DefaultsAndOwedForward) {
   size_t n = 0;
   ASSERT_EQ(geist_session_tokens(s.s, &hist, &n), GEIST_OK);
   const std::vector<int32_t> history(hist, hist + n);
-  OwnedSession fresh;
+  SessionHandle fresh;
   ASSERT_EQ(geist_session_create(model_.m, nullptr, &fresh.s), GEIST_OK);
   ASSERT_EQ(geist_session_prefill(fresh.s, history.data(), history.size()), GEIST_OK);
   const float *la = nullptr, *lb = nullptr;
@@ -333,7 +333,7 @@ TEST_F(ApiSession, DefaultsAndOwedForward) {
 }
 
 TEST_F(ApiSession, ResetAndSetSamplerReseed) {
-  OwnedSession s, fresh;
+  SessionHandle s, fresh;
   create(&s, params(0.9f, 31));
   create(&fresh, params(0.9f, 31));
   Trace first, again, other;

@@ -266,10 +266,10 @@ class CudaSnapshot : public ::testing::TestWithParam<Param> {
     ASSERT_TRUE(cuda_ && cpu_);
     nv_ = cuda_.n_vocab();
   }
-  SessionHandle session(const ModelHandle& m) {
+  ::geist::SessionHandle session(const ::geist::ModelHandle& m) {
     return make_session(m, std::get<1>(GetParam()), std::get<2>(GetParam()));
   }
-  ModelHandle cuda_, cpu_;
+  ::geist::ModelHandle cuda_, cpu_;
   int32_t nv_ = 0;
 };
 
@@ -285,7 +285,7 @@ std::vector<int32_t> ids(int n, uint32_t seed) {
 
 TEST_P(CudaSnapshot, RestoreIsBitIdenticalWithinCuda) {
   const std::vector<int32_t> p = ids(45, 3);
-  SessionHandle ref = session(cuda_);
+  ::geist::SessionHandle ref = session(cuda_);
   ASSERT_EQ(ref.prefill(p), GEIST_OK) << ref.last_error();
   std::vector<uint8_t> img;
   ASSERT_EQ(ref.snapshot(&img), GEIST_OK) << ref.last_error();
@@ -293,11 +293,11 @@ TEST_P(CudaSnapshot, RestoreIsBitIdenticalWithinCuda) {
   // Same session (after it moved on) and another session.
   ASSERT_EQ(ref.restore(img), GEIST_OK) << ref.last_error();
   EXPECT_TRUE(same_continuation(want, 0, run_steps(ref, nv_, 64), nv_));
-  SessionHandle other = session(cuda_);
+  ::geist::SessionHandle other = session(cuda_);
   ASSERT_EQ(other.restore(img), GEIST_OK) << other.last_error();
   EXPECT_TRUE(same_continuation(want, 0, run_steps(other, nv_, 64), nv_));
   // A corrupt image is refused and the session continues as if nothing happened.
-  SessionHandle third = session(cuda_);
+  ::geist::SessionHandle third = session(cuda_);
   ASSERT_EQ(third.prefill(p), GEIST_OK);
   std::vector<uint8_t> bad = img;
   bad[bad.size() - 9] ^= 1;
@@ -332,12 +332,12 @@ TEST_P(CudaSnapshot, ImagesMoveBetweenCudaAndCpu) {
     GTEST_SKIP() << "cross-backend: greedy only (sampling amplifies "
                     "last-bit differences by design)";
   const std::vector<int32_t> p = ids(40, 9);
-  SessionHandle c = session(cpu_);
+  ::geist::SessionHandle c = session(cpu_);
   ASSERT_EQ(c.prefill(p), GEIST_OK);
   std::vector<uint8_t> cpu_img;
   ASSERT_EQ(c.snapshot(&cpu_img), GEIST_OK);
   const Trace cpu_run = run_steps(c, nv_, 32);
-  SessionHandle g = session(cuda_);
+  ::geist::SessionHandle g = session(cuda_);
   ASSERT_EQ(g.prefill(p), GEIST_OK);
   std::vector<uint8_t> gpu_img;
   ASSERT_EQ(g.snapshot(&gpu_img), GEIST_OK);
@@ -345,10 +345,10 @@ TEST_P(CudaSnapshot, ImagesMoveBetweenCudaAndCpu) {
   EXPECT_EQ(gpu_img.size(), cpu_img.size());
   expect_traces_close(cpu_run, gpu_run, std::get<1>(GetParam()));
 
-  SessionHandle g2 = session(cuda_);  // CPU -> GPU
+  ::geist::SessionHandle g2 = session(cuda_);  // CPU -> GPU
   ASSERT_EQ(g2.restore(cpu_img), GEIST_OK) << g2.last_error();
   expect_traces_close(cpu_run, run_steps(g2, nv_, 32), std::get<1>(GetParam()));
-  SessionHandle c2 = session(cpu_);  // GPU -> CPU
+  ::geist::SessionHandle c2 = session(cpu_);  // GPU -> CPU
   ASSERT_EQ(c2.restore(gpu_img), GEIST_OK) << c2.last_error();
   expect_traces_close(cpu_run, run_steps(c2, nv_, 32), std::get<1>(GetParam()));
 }

@@ -52,4 +52,8 @@ inline std::vector<uint8_t> random_rows(GgmlType type, int64_t n_in, int64_t n_o
   return bytes;
 }
 
+// IQ4_NL's (and IQ4_XS's) 16 code values, from ggml's kvalues_iq4nl.
+constexpr int8_t kIq4[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                             1,    13,   25,  38,  53,  69,  89,  113};
+
 }  // namespace geist::test

@@ -24,8 +24,7 @@
 namespace geist {
 namespace {
 
-constexpr int8_t kIq4[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                             1,    13,   25,  38,  53,  69,  89,  113};
+using test::kIq4;
 
 // Block b of a Q5_0 (d, qh[4], qs[16]: ((nibble | high << 4) - 16) * d) or IQ4_NL (d, qs[16]:
 // kvalues[nibble] * d) row: its signed codes w and its scale d. ggml-common.h's layouts.
@@ -43,7 +42,8 @@ float block_terms(GgmlType t, const uint8_t* row, int64_t b, int w[32]) {
 }
 
 // The one-plane formula for one row and one token (q1 codes, steps dx per block).
-float formula(GgmlType t, const uint8_t* row, const int8_t* q1, const float* dx, int64_t n_in) {
+float one_plane_formula(GgmlType t, const uint8_t* row, const int8_t* q1, const float* dx,
+                        int64_t n_in) {
   float acc = 0.0f;
   int w[32];
   for (int64_t b = 0; b < n_in / 32; ++b) {
@@ -117,8 +117,8 @@ TEST(Groups16Q8, Q5_0AndIq4NlEqualTheOnePlaneFormula) {
                           psx.data(), nt, y_pan.data(), ys);
       for (int64_t t = 0; t < nt; ++t) {
         for (int64_t r = 0; r < n_out; ++r) {
-          const float ref = formula(type, bytes.data() + r * w.row_bytes, q.data() + t * 2 * n_in,
-                                    dx.data() + t * nb, n_in);
+          const float ref = one_plane_formula(type, bytes.data() + r * w.row_bytes,
+                                              q.data() + t * 2 * n_in, dx.data() + t * nb, n_in);
           const size_t k = static_cast<size_t>(t * ys + r);
           ASSERT_EQ(std::bit_cast<uint32_t>(y_rows[k]), std::bit_cast<uint32_t>(ref))
               << "rows t=" << t << " r=" << r;

@@ -22,8 +22,7 @@ namespace {
 
 constexpr GgmlType kTypes[] = {GgmlType::Q4_1, GgmlType::Q5_1, GgmlType::Q5_K,
                                GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_XS};
-constexpr int8_t kIq4[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                             1,    13,   25,  38,  53,  69,  89,  113};
+using test::kIq4;
 
 float half(const uint8_t* p) { return fp16_to_fp32(static_cast<uint16_t>(p[0] | p[1] << 8)); }
 

@@ -44,21 +44,21 @@ inline geist_sampler_params sampler_for(bool sampled) {
   return p;
 }
 
-inline SessionHandle make_session(const ModelHandle& m, int32_t kv_mode, bool sampled,
-                                  int32_t max_seq_len = 256) {
+inline ::geist::SessionHandle make_session(const ::geist::ModelHandle& m, int32_t kv_mode,
+                                           bool sampled, int32_t max_seq_len = 256) {
   geist_session_params sp;
   geist_session_params_default(&sp);
   sp.max_seq_len = max_seq_len;
   sp.n_threads = 1;
   sp.kv_mode = kv_mode;
   sp.sampler = sampler_for(sampled);
-  SessionHandle s;
-  EXPECT_EQ(SessionHandle::create(m, &s, &sp), GEIST_OK);
+  ::geist::SessionHandle s;
+  EXPECT_EQ(::geist::SessionHandle::create(m, &s, &sp), GEIST_OK);
   return s;
 }
 
 // Runs n decode steps, reading the logits after each (which pays the owed forward).
-inline Trace run_steps(SessionHandle& s, int32_t n_vocab, int n) {
+inline Trace run_steps(::geist::SessionHandle& s, int32_t n_vocab, int n) {
   Trace t;
   for (int i = 0; i < n; ++i) {
     int32_t tok = -1;
@@ -104,13 +104,13 @@ inline int32_t test_backend() {
   return GEIST_BACKEND_CPU;
 }
 
-inline ModelHandle load_model(const std::string& rel, int32_t backend = test_backend()) {
+inline ::geist::ModelHandle load_model(const std::string& rel, int32_t backend = test_backend()) {
   geist_model_params p;
   geist_model_params_default(&p);
   p.backend = backend;
-  ModelHandle m;
+  ::geist::ModelHandle m;
   std::string err;
-  EXPECT_EQ(ModelHandle::load(fixture_path(rel), &m, &p, &err), GEIST_OK) << err;
+  EXPECT_EQ(::geist::ModelHandle::load(fixture_path(rel), &m, &p, &err), GEIST_OK) << err;
   return m;
 }
 
