@@ -56,4 +56,26 @@ inline std::vector<uint8_t> random_rows(GgmlType type, int64_t n_in, int64_t n_o
 constexpr int8_t kIq4[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                              1,    13,   25,  38,  53,  69,  89,  113};
 
+// y = W x within the activations' 8-bit step of the double product: each 32-value block of x
+// is quantized to amax / 127 steps, so each term may move by |w| * step / 2.
+inline void expect_within_activation_step(const std::vector<float>& y, const std::vector<float>& x,
+                                          const std::vector<float>& deq, int64_t n_tok,
+                                          int64_t n_in, int64_t n_out) {
+  for (int64_t t = 0; t < n_tok; ++t) {
+    for (int64_t o = 0; o < n_out; ++o) {
+      double ref = 0, qerr = 0;
+      for (int64_t b = 0; b < n_in / 32; ++b) {
+        double amax = 0;
+        for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(x[t * n_in + b * 32 + i]));
+        for (int i = 0; i < 32; ++i) {
+          const double wv = deq[o * n_in + b * 32 + i];
+          ref += wv * x[t * n_in + b * 32 + i];
+          qerr += std::fabs(wv) * 0.5 * amax / 127.0;
+        }
+      }
+      ASSERT_NEAR(y[t * n_out + o], ref, 1e-5 + 1.01 * qerr) << t << " " << o;
+    }
+  }
+}
+
 }  // namespace geist::test

@@ -150,21 +150,7 @@ TEST(Groups16Q8, Q5_0AndIq4NlEqualTheOnePlaneFormula) {
       matmul(wg, x.data(), n_in, n_tok, y.data(), n_out, scratch.data(), pool);
       ASSERT_EQ(std::memcmp(y.data(), all.data(), y.size() * sizeof(float)), 0);
     }
-    for (int64_t t = 0; t < n_tok; ++t) {
-      for (int64_t o = 0; o < n_out; ++o) {
-        double ref = 0, qerr = 0;
-        for (int64_t b = 0; b < nb; ++b) {
-          double amax = 0;
-          for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(x[t * n_in + b * 32 + i]));
-          for (int i = 0; i < 32; ++i) {
-            const double wv = deq[o * n_in + b * 32 + i];
-            ref += wv * x[t * n_in + b * 32 + i];
-            qerr += std::fabs(wv) * 0.5 * amax / 127.0;
-          }
-        }
-        ASSERT_NEAR(all[t * n_out + o], ref, 1e-5 + 1.01 * qerr) << t << " " << o;
-      }
-    }
+    test::expect_within_activation_step(all, x, deq, n_tok, n_in, n_out);
   }
 }
 
@@ -217,21 +203,7 @@ TEST(Groups16Q8, Q3_KGivesTheBitsOfQ6_KRowsOfItsValues) {
   }
   std::vector<float> all(n_tok * n_out);
   matmul(wg, x.data(), n_in, n_tok, all.data(), n_out, scratch.data(), pool);
-  for (int64_t t = 0; t < n_tok; ++t) {
-    for (int64_t o = 0; o < n_out; ++o) {
-      double ref = 0, qerr = 0;
-      for (int64_t b = 0; b < n_in / 32; ++b) {
-        double amax = 0;
-        for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(x[t * n_in + b * 32 + i]));
-        for (int i = 0; i < 32; ++i) {
-          const double wv = deq[o * n_in + b * 32 + i];
-          ref += wv * x[t * n_in + b * 32 + i];
-          qerr += std::fabs(wv) * 0.5 * amax / 127.0;
-        }
-      }
-      ASSERT_NEAR(all[t * n_out + o], ref, 1e-5 + 1.01 * qerr) << t << " " << o;
-    }
-  }
+  test::expect_within_activation_step(all, x, deq, n_tok, n_in, n_out);
 }
 
 // The same re-encodings in the GGUF row layout, for backends without kernels of their own for
