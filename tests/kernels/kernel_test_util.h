@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -74,6 +75,27 @@ inline void expect_within_activation_step(const std::vector<float>& y, const std
         }
       }
       ASSERT_NEAR(y[t * n_out + o], ref, 1e-5 + 1.01 * qerr) << t << " " << o;
+    }
+  }
+}
+
+// The rows and the panels kernels' outputs (nt rows of ys floats each, filled with `fill`
+// before the call) equal ref(t, r) bit for bit for r < n_out and keep `fill` past n_out.
+template <class Ref>
+void expect_rows_and_panels_equal(const std::vector<float>& y_rows, const std::vector<float>& y_pan,
+                                  int64_t nt, int64_t n_out, int64_t ys, float fill, Ref ref) {
+  for (int64_t t = 0; t < nt; ++t) {
+    for (int64_t r = 0; r < n_out; ++r) {
+      const float want = ref(t, r);
+      const size_t k = static_cast<size_t>(t * ys + r);
+      ASSERT_EQ(std::bit_cast<uint32_t>(y_rows[k]), std::bit_cast<uint32_t>(want))
+          << "rows t=" << t << " r=" << r;
+      ASSERT_EQ(std::bit_cast<uint32_t>(y_pan[k]), std::bit_cast<uint32_t>(want))
+          << "panels t=" << t << " r=" << r;
+    }
+    for (int64_t r = n_out; r < ys; ++r) {
+      ASSERT_EQ(y_rows[static_cast<size_t>(t * ys + r)], fill);
+      ASSERT_EQ(y_pan[static_cast<size_t>(t * ys + r)], fill);
     }
   }
 }

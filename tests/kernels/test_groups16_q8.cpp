@@ -115,21 +115,11 @@ TEST(Groups16Q8, Q5_0AndIq4NlEqualTheOnePlaneFormula) {
                         sx.data(), nt, y_rows.data(), ys);
       simd::dot_q8_panels(type, true, wg.data, wg.row_bytes, n_out, n_in, pq.data(), pdx.data(),
                           psx.data(), nt, y_pan.data(), ys);
-      for (int64_t t = 0; t < nt; ++t) {
-        for (int64_t r = 0; r < n_out; ++r) {
-          const float ref = one_plane_formula(type, bytes.data() + r * w.row_bytes,
-                                              q.data() + t * 2 * n_in, dx.data() + t * nb, n_in);
-          const size_t k = static_cast<size_t>(t * ys + r);
-          ASSERT_EQ(std::bit_cast<uint32_t>(y_rows[k]), std::bit_cast<uint32_t>(ref))
-              << "rows t=" << t << " r=" << r;
-          ASSERT_EQ(std::bit_cast<uint32_t>(y_pan[k]), std::bit_cast<uint32_t>(ref))
-              << "panels t=" << t << " r=" << r;
-        }
-        for (int64_t r = n_out; r < ys; ++r) {
-          ASSERT_EQ(y_rows[static_cast<size_t>(t * ys + r)], -3.0f);
-          ASSERT_EQ(y_pan[static_cast<size_t>(t * ys + r)], -3.0f);
-        }
-      }
+      test::expect_rows_and_panels_equal(
+          y_rows, y_pan, nt, n_out, ys, -3.0f, [&](int64_t t, int64_t r) {
+            return one_plane_formula(type, bytes.data() + r * w.row_bytes, q.data() + t * 2 * n_in,
+                                     dx.data() + t * nb, n_in);
+          });
     });
     // matmul: any batch and thread count gives the same bits, within the activation step of the
     // double product of the file's values.

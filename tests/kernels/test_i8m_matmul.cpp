@@ -214,21 +214,11 @@ TEST(I8mMatmul, KernelsEqualTheFormulaBitwiseOnEveryTarget) {
                           dx.data(), sx.data(), n_tok, y_rows.data(), ys);
         simd::dot_q8_panels(type, true, grouped.data(), wg.row_bytes, count, n_in, pq.data(),
                             pdx.data(), psx.data(), n_tok, y_pan.data(), ys);
-        for (int64_t t = 0; t < n_tok; ++t) {
-          for (int r = 0; r < count; ++r) {
-            const float ref = formula(type, bytes.data() + r * rb, q.data() + t * 2 * n_in,
-                                      dx.data() + t * nb, n_in);
-            const size_t k = static_cast<size_t>(t * ys + r);
-            ASSERT_EQ(std::bit_cast<uint32_t>(y_rows[k]), std::bit_cast<uint32_t>(ref))
-                << "rows t=" << t << " r=" << r;
-            ASSERT_EQ(std::bit_cast<uint32_t>(y_pan[k]), std::bit_cast<uint32_t>(ref))
-                << "panels t=" << t << " r=" << r;
-          }
-          for (int64_t r = count; r < ys; ++r) {
-            ASSERT_EQ(y_rows[static_cast<size_t>(t * ys + r)], -3.0f);
-            ASSERT_EQ(y_pan[static_cast<size_t>(t * ys + r)], -3.0f);
-          }
-        }
+        test::expect_rows_and_panels_equal(
+            y_rows, y_pan, n_tok, count, ys, -3.0f, [&](int64_t t, int64_t r) {
+              return formula(type, bytes.data() + r * rb, q.data() + t * 2 * n_in,
+                             dx.data() + t * nb, n_in);
+            });
       }
     }
   });
