@@ -144,7 +144,9 @@ class Scheduler {
   void admit(Slot& slot, std::shared_ptr<Request> req);
   int32_t chunk_end(const Slot& slot, int32_t budget) const;
   void chunk_done(Slot& slot, int32_t end);
-  void decode_one(Slot& slot);
+  // The sequence's next token: `sampled` when the step's batched call sampled it, else
+  // geist_session_decode (logprobs read the pending logits first).
+  void decode_one(Slot& slot, const geist_token* sampled = nullptr);
   void prompt_done(Slot& slot);
   void finish(Slot& slot, const char* reason, const std::string& error = "");
 
