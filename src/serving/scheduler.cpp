@@ -215,6 +215,7 @@ void Scheduler::chunk_done(Slot& s, int32_t end) {
   s.pos = end;
   if (cache_ && std::find(s.cuts.begin(), s.cuts.end(), end) != s.cuts.end() &&
       !cache_->contains(s.ns, prompt.data(), end)) {
+    const double t0 = now_ms();
     size_t size = 0, written = 0;
     if (geist_session_snapshot_size(s.sess, &size) == GEIST_OK) {
       // A resident buffer where an evicted image gave one back (a fresh one costs a page
@@ -225,6 +226,7 @@ void Scheduler::chunk_done(Slot& s, int32_t end) {
         cache_->insert(s.ns, prompt.data(), end, std::move(img));
       }
     }
+    s.res.checkpoint_ms += now_ms() - t0;
   }
   if (s.pos == n) prompt_done(s);
 }
@@ -426,8 +428,10 @@ void Scheduler::step() {
       // that passed the tier's checksum and the entry codec's XXH3-128; a session's image is
       // its own snapshot, a tier object verified likewise, or an upload that a full
       // geist_session_restore accepted. The structural checks still run.
+      const double t0 = now_ms();
       restored =
           geist_session_restore_trusted(s->sess, hit.image->data(), hit.image->size()) == GEIST_OK;
+      s->res.restore_ms += now_ms() - t0;
     }
     if (!restored && s->req->start_image) {
       finish(

@@ -58,6 +58,8 @@ struct Result {
   int32_t completion_tokens = 0;
   double queue_ms = 0, prompt_ms = 0, predicted_ms = 0;  // waiting, prefill, generation
   double ttft_ms = 0;                                    // from submission to the first token
+  // Parts of prompt_ms: restoring the cached prefix, and snapshotting its checkpoints.
+  double restore_ms = 0, checkpoint_ms = 0;
 };
 
 struct Request {
