@@ -169,6 +169,8 @@ struct BatchRunner {
           continue;
         }
         if (segs[i].logits && greedy) {
+          GEIST_CHECK(ids[k] >= 0 && static_cast<size_t>(ids[k]) < nv,
+                      "a greedy choice lies in the vocabulary");
           w.item->token = ids[k];
           w.got_token = true;
           ++k;

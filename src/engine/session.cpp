@@ -188,6 +188,7 @@ Status Session::decode(int32_t* out_token) {
     // backend copies out 4 bytes instead of the row. logits_ stays stale; nothing reads it
     // once the token below is appended.
     GEIST_RETURN_IF_ERROR(pay_forward(&tok));
+    GEIST_CHECK(tok >= 0 && tok < model_.n_vocab(), "a greedy choice lies in the vocabulary");
   } else {
     GEIST_RETURN_IF_ERROR(pay_forward());
     tok = sampler_.sample(logits_.data(), tokens_.data(), tokens_.size(),

@@ -223,12 +223,16 @@ void CudaStream::matmul_argmax_to_host(const WeightMatrix& w, const float* x, in
   if (w.n_out <= 0) return;
   auto* tmp = static_cast<float*>(y_tmp_.get(
       *core_, n * static_cast<size_t>(w.n_out) * sizeof(float), "matmul_to_host scratch"));
-  // [n][kArgmaxParts] parts, the counters [n] (zero at rest), the ids [n].
-  auto* parts = static_cast<cuda::ArgmaxPart*>(argmax_.get(
-      *core_, n * (cuda::kArgmaxParts * sizeof(cuda::ArgmaxPart) + 8), "argmax scratch", true));
-  auto* count =
-      parts != nullptr ? reinterpret_cast<unsigned*>(parts + n * cuda::kArgmaxParts) : nullptr;
-  int32_t* id = parts != nullptr ? reinterpret_cast<int32_t*>(count + n) : nullptr;
+  // [n][kArgmaxParts] parts and the ids [n]; the counters [n] apart, zero at rest (each row's
+  // launch leaves its own at 0, and a larger allocation starts zeroed): they must not move
+  // when n changes.
+  auto* parts = static_cast<cuda::ArgmaxPart*>(
+      argmax_.get(*core_, n * (cuda::kArgmaxParts * sizeof(cuda::ArgmaxPart) + sizeof(int32_t)),
+                  "argmax scratch"));
+  auto* count = static_cast<unsigned*>(
+      argmax_count_.get(*core_, n * sizeof(unsigned), "argmax counters", true));
+  int32_t* id =
+      parts != nullptr ? reinterpret_cast<int32_t*>(parts + n * cuda::kArgmaxParts) : nullptr;
   const size_t bytes = n * sizeof(int32_t);
   const auto launch = [&](void* dst) {
     return core_->ok(matmul_ws(w, x, w.n_in, n_tok, tmp, w.n_out), "matmul kernel launch") &&
@@ -243,15 +247,15 @@ void CudaStream::matmul_argmax_to_host(const WeightMatrix& w, const float* x, in
     if (!staged) core_->step_failed = true;
     const bool replay =
         core_->note_op(kRecToHostArgmax, w.type, w.data, w.n_in, w.n_out, w.row_bytes, w.layout, x,
-                       n_tok, tmp, parts, argmax_host_.get());
-    if (tmp == nullptr || parts == nullptr || !staged) return;
+                       n_tok, tmp, parts, count, argmax_host_.get());
+    if (tmp == nullptr || parts == nullptr || count == nullptr || !staged) return;
     if (replay || launch(argmax_host_.get())) {  // end_forward copies them
       argmax_dst_ = host_ids;
       argmax_rows_ = n_tok;
     }
     return;
   }
-  if (tmp == nullptr || parts == nullptr) return;
+  if (tmp == nullptr || parts == nullptr || count == nullptr) return;
   const bool staged = argmax_host_.reserve(bytes);
   void* dst = staged ? argmax_host_.get() : static_cast<void*>(host_ids);
   if (launch(dst) &&

@@ -169,7 +169,8 @@ bool CudaStream::end_forward() {
 
 uint64_t CudaStream::buffers_gen() const {
   return ids_.gen() + y_tmp_.gen() + dn_scratch_.gen() + dn_count_.gen() + ids_host_.gen() +
-         logits_host_.gen() + act_q8_.gen() + argmax_.gen() + argmax_host_.gen();
+         logits_host_.gen() + act_q8_.gen() + argmax_.gen() + argmax_count_.gen() +
+         argmax_host_.gen();
 }
 
 void CudaStream::launch_graph() {

@@ -236,13 +236,14 @@ class CudaStream final : public Stream {
   Scratch ids_;                 // int32 [n] token ids of get_rows
   Scratch y_tmp_;               // float [n_tok][n_out] of matmul_to_host
   Scratch dn_scratch_;          // gated_delta_rule's device scratch
-  Scratch dn_count_;    // unsigned [n_v_heads] gated_delta_rule_norm's counters, zero at rest
-  Scratch act_q8_;      // int8 activation codes of Q8_0 / Q4_0 prefill matmuls (matmul_ws)
-  Pinned ids_host_;     // int32 [n] staged token ids
-  Pinned logits_host_;  // float [1][n_out] staged logits of a one-token step
-  Scratch argmax_;      // cuda::argmax_first's parts, counter (zero at rest) and id
-  Pinned argmax_host_;  // int32 [rows] the staged greedy ids of a step
-  Pinned step_host_;    // int32 [1] the graph step's position, copied to core_->pos_dev
+  Scratch dn_count_;      // unsigned [n_v_heads] gated_delta_rule_norm's counters, zero at rest
+  Scratch act_q8_;        // int8 activation codes of Q8_0 / Q4_0 prefill matmuls (matmul_ws)
+  Pinned ids_host_;       // int32 [n] staged token ids
+  Pinned logits_host_;    // float [1][n_out] staged logits of a one-token step
+  Scratch argmax_;        // cuda::argmax_first's parts [rows][kArgmaxParts] and ids [rows]
+  Scratch argmax_count_;  // and its counters [rows], zero at rest
+  Pinned argmax_host_;    // int32 [rows] the staged greedy ids of a step
+  Pinned step_host_;      // int32 [1] the graph step's position, copied to core_->pos_dev
 
   cudaGraphExec_t exec_ = nullptr;  // the decode step's graph
   bool exec_generic_ = false;       // exec_ reads positions from pos_dev: it may be replayed
