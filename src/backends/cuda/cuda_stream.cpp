@@ -116,43 +116,8 @@ void CudaStream::matmul(const WeightMatrix& w, const float* x, int64_t x_stride,
                      x_stride, n_tok, y, y_stride)) {
     return;
   }
-  const int64_t x_len = n_tok > 0 ? (n_tok - 1) * x_stride + w.n_in : 0;  // floats x spans
-  const int64_t y_len = n_tok > 0 ? (n_tok - 1) * y_stride + w.n_out : 0;
-  // Held: decode matmuls (one launch) and 8-bit prefill matmuls (one quantization of x).
-  const bool prefill = n_tok > 8 && cuda::matmul_prefill_supported(w.type) && w.n_in % 32 == 0;
-  if (!fuse_ || !in_step_ || !(prefill || cuda::matmul_batchable(w, n_tok)) ||
-      !disjoint(y, y_len, x, x_len)) {
-    core_->flush();
-    core_->ok(matmul_ws(w, x, x_stride, n_tok, y, y_stride), "matmul kernel launch");
-    return;
-  }
-  StreamCore::PendingMatmuls& h = core_->held;
-  bool joins = h.count > 0 && h.count < kMaxMatmulBatch && h.x == x && h.x_stride == x_stride &&
-               h.n_tok == n_tok && h.out[0].w.n_in == w.n_in &&
-               (!prefill || h.out[0].w.type == w.type);
-  for (int i = 0; joins && i < h.count; ++i) {
-    const MatmulOut& o = h.out[i];
-    joins = disjoint(y, y_len, o.y, (n_tok - 1) * o.y_stride + o.w.n_out);
-  }
-  if (!joins) {
-    core_->flush();
-    void* ws = nullptr;
-    size_t ws_bytes = 0;
-    if (prefill) {
-      ws_bytes = cuda::matmul_scratch_bytes(w, n_tok);
-      ws = act_q8_.get(*core_, ws_bytes, "matmul activation scratch");
-      if (ws == nullptr) {  // no scratch: matmul() takes the tokens through the decode kernel
-        core_->ok(matmul_ws(w, x, x_stride, n_tok, y, y_stride), "matmul kernel launch");
-        return;
-      }
-    }
-    h.x = x;
-    h.x_stride = x_stride;
-    h.n_tok = n_tok;
-    h.scratch = ws;
-    h.scratch_bytes = ws_bytes;
-  }
-  h.out[h.count++] = MatmulOut{w, y, y_stride};
+  core_->flush();
+  core_->ok(matmul_ws(w, x, x_stride, n_tok, y, y_stride), "matmul kernel launch");
 }
 
 void CudaStream::matmul_to_host(const WeightMatrix& w, const float* x, int64_t x_stride,
@@ -257,17 +222,6 @@ void CudaStream::matmul_argmax_to_host(const WeightMatrix& w, const float* x, fl
 void CudaStream::rms_norm(const float* x, int64_t x_stride, const float* w, float* y,
                           int64_t y_stride, int32_t n_rows, int64_t n, float eps) {
   if (core_->note_op(kRecRmsNorm, x, x_stride, w, y, y_stride, n_rows, n, eps)) return;
-  const StreamCore::PendingAdd p = core_->pending;
-  const int64_t rows_len = n_rows > 0 ? (n_rows - 1) * y_stride + n : 0;  // floats y spans
-  const bool fuse = p.n > 0 && p.y == x && x_stride == n && p.n == n_rows * n &&
-                    (y == p.y ? y_stride == n : disjoint(y, rows_len, p.y, p.n)) &&
-                    (y == p.x ? y_stride == n : disjoint(y, rows_len, p.x, p.n));
-  if (fuse) {
-    core_->pending = StreamCore::PendingAdd{};
-    core_->ok(cuda::add_rms_norm(core_->stream, p.y, p.x, w, y, y_stride, n_rows, n, eps),
-              "add_rms_norm kernel launch");
-    return;
-  }
   // Per-head norms (Qwen3.5's q and k) wait for the rope of their rows (StreamCore::hnorm).
   // Anything else held goes first, and was issued after the norms held (flush keeps order).
   const bool may_hold = fuse_ && in_step_;
@@ -329,48 +283,11 @@ void CudaStream::rope(float* x, int64_t x_stride, int32_t n_tok, int32_t n_head,
 void CudaStream::add(float* y, const float* x, int64_t n) {
   if (core_->note_op(kRecAdd, y, x, n)) return;
   core_->flush();
-  // Only inside a forward step: there every later access to y goes through this stream
-  // (outside one, a caller may read y by other means right after).
-  if (fuse_ && in_step_ && n > 0) {
-    core_->pending = StreamCore::PendingAdd{y, x, n};
-    return;
-  }
   core_->ok(cuda::add(core_->stream, y, x, n), "add kernel launch");
 }
 
 void CudaStream::swiglu(const float* gate, const float* up, float* out, int64_t n) {
   if (core_->note_op(kRecSwiglu, gate, up, out, n)) return;
-  // Held gate / up matmuls take the swiglu of their rows into their launch: one token
-  // (decode) through cuda::matmul_swiglu, an 8-bit prefill batch through
-  // cuda::matmul_prefill_swiglu (its rows contiguous n_out-element halves). Nothing else is
-  // held, and out is gate, up, or apart from both and from x.
-  StreamCore::PendingMatmuls& h = core_->held;
-  if (fuse_ && in_step_ && h.count == 2 && core_->only_matmuls_held()) {
-    const int ig = h.out[0].y == gate ? 0 : 1;
-    const MatmulOut& g = h.out[ig];
-    const MatmulOut& u = h.out[1 - ig];
-    const int64_t n_out = g.w.n_out;
-    const bool decode = h.n_tok == 1;
-    const bool kernel_ok = decode ? cuda::matmul_swiglu_ok(g.w, u.w)
-                                  : h.n_tok > 8 && cuda::matmul_prefill_swiglu_ok(g.w, u.w) &&
-                                        g.y_stride == n_out && u.y_stride == n_out;
-    const bool fits =
-        kernel_ok && g.y == gate && u.y == up && n == n_out * h.n_tok &&
-        (out == gate || out == up || (disjoint(out, n, gate, n) && disjoint(out, n, up, n))) &&
-        disjoint(out, n, h.x, (h.n_tok - 1) * h.x_stride + g.w.n_in);
-    if (fits) {
-      h.count = 0;
-      if (decode) {
-        core_->ok(cuda::matmul_swiglu(core_->stream, g, u, h.x, out),
-                  "matmul_swiglu kernel launch");
-      } else {
-        core_->ok(cuda::matmul_prefill_swiglu(core_->stream, g, u, h.x, h.x_stride, h.n_tok, out,
-                                              n_out, h.scratch, h.scratch_bytes),
-                  "matmul_prefill_swiglu kernel launch");
-      }
-      return;
-    }
-  }
   core_->flush();
   core_->ok(cuda::swiglu(core_->stream, gate, up, out, n), "swiglu kernel launch");
 }
@@ -387,16 +304,6 @@ void CudaStream::deltanet_gates(float* beta, float* g, int32_t n_tok, int32_t n_
                                 const float* a, const float* dt_bias) {
   if (core_->note_op(kRecGates, beta, g, n_tok, n_heads, a, dt_bias)) return;
   core_->flush();
-  if (fuse_ && in_step_ && n_tok == 1 && n_heads > 0) {
-    StreamCore::PendingPrep& h = core_->prep;
-    h.gates = true;
-    h.p.beta = beta;
-    h.p.g = g;
-    h.p.a = a;
-    h.p.dt_bias = dt_bias;
-    h.p.gate_heads = n_heads;
-    return;
-  }
   cuda::deltanet_gates(core_->stream, beta, g, n_tok, n_heads, a, dt_bias);
   core_->ok(cudaGetLastError(), "deltanet_gates kernel launch");
 }
@@ -407,29 +314,6 @@ void CudaStream::conv1d_silu(const float* x, int64_t x_stride, int32_t n_tok, in
   if (core_->note_op(kRecConv, x, x_stride, n_tok, n_ch, w, kernel, state, out, out_stride)) {
     return;
   }
-  StreamCore::PendingPrep& h = core_->prep;
-  const int64_t hist_len = int64_t{kernel - 1} * n_ch;  // floats of state
-  // The held gates run first in the fused launch too; they may join only where they share
-  // no memory with the conv.
-  const bool gates_apart = h.gates && !h.conv && disjoint(h.p.beta, h.p.gate_heads, x, n_ch) &&
-                           disjoint(h.p.g, h.p.gate_heads, x, n_ch) &&
-                           disjoint(h.p.beta, h.p.gate_heads, out, n_ch) &&
-                           disjoint(h.p.g, h.p.gate_heads, out, n_ch) &&
-                           disjoint(h.p.beta, h.p.gate_heads, state, hist_len) &&
-                           disjoint(h.p.g, h.p.gate_heads, state, hist_len);
-  if (!gates_apart) core_->flush();
-  if (fuse_ && in_step_ && n_tok == 1 && n_ch > 0 && kernel >= 1 && disjoint(out, n_ch, x, n_ch) &&
-      disjoint(out, n_ch, state, hist_len)) {
-    h.conv = true;
-    h.p.x = x;
-    h.p.n_ch = n_ch;
-    h.p.w = w;
-    h.p.kernel = kernel;
-    h.p.state = state;
-    h.p.out = out;
-    h.p.n_l2 = 0;
-    return;
-  }
   core_->flush();
   cuda::conv1d_silu(core_->stream, x, x_stride, n_tok, n_ch, w, kernel, state, out, out_stride);
   core_->ok(cudaGetLastError(), "conv1d_silu kernel launch");
@@ -438,42 +322,7 @@ void CudaStream::conv1d_silu(const float* x, int64_t x_stride, int32_t n_tok, in
 void CudaStream::l2_norm_heads(float* x, int64_t x_stride, int32_t n_tok, int32_t n_heads,
                                int32_t d, float eps, float scale) {
   if (core_->note_op(kRecL2Norm, x, x_stride, n_tok, n_heads, d, eps, scale)) return;
-  StreamCore::PendingPrep& pp = core_->prep;
-  if (pp.conv && pp.p.n_l2 < 2 && n_tok == 1 && n_heads > 0 && d > 0) {
-    DeltaPrep& p = pp.p;
-    const int64_t run = int64_t{n_heads} * d;
-    // q's heads start the conv's output, k's follow them.
-    const bool joins = p.n_l2 == 0 ? x == p.out && run <= p.n_ch
-                                   : x == p.out + run && p.l2_heads == n_heads && p.d == d &&
-                                         p.eps == eps && 2 * run <= p.n_ch;
-    if (joins) {
-      if (p.n_l2 == 0) {
-        p.l2_heads = n_heads;
-        p.d = d;
-        p.eps = eps;
-        p.scale_q = scale;
-      } else {
-        p.scale_k = scale;
-      }
-      if (++p.n_l2 == 2) core_->flush();
-      return;
-    }
-  }
-  StreamCore::PendingL2& h = core_->l2;
-  const int64_t len = n_tok > 0 ? (n_tok - 1) * x_stride + int64_t{n_heads} * d : 0;
-  if (h.n_tok > 0 && h.n_tok == n_tok && h.x_stride == x_stride && h.n_heads == n_heads &&
-      h.d == d && h.eps == eps && disjoint(x, len, h.x, len)) {
-    const StreamCore::PendingL2 q = h;
-    h.n_tok = 0;
-    cuda::l2_norm_heads2(core_->stream, q.x, q.scale, x, scale, x_stride, n_tok, n_heads, d, eps);
-    core_->ok(cudaGetLastError(), "l2_norm_heads kernel launch");
-    return;
-  }
   core_->flush();
-  if (fuse_ && in_step_ && n_tok > 0 && n_heads > 0 && d > 0 && x_stride >= int64_t{n_heads} * d) {
-    h = StreamCore::PendingL2{x, x_stride, n_tok, n_heads, d, eps, scale};
-    return;
-  }
   cuda::l2_norm_heads(core_->stream, x, x_stride, n_tok, n_heads, d, eps, scale);
   core_->ok(cudaGetLastError(), "l2_norm_heads kernel launch");
 }
@@ -491,11 +340,6 @@ void CudaStream::gated_delta_rule(const GatedDeltaArgs& a, int32_t chunk) {
                      chunk, scratch)) {
     return;
   }
-  // One token: held for the rms_norm_gated of its output (StreamCore::delta).
-  if (fuse_ && in_step_ && a.n_tokens == 1) {
-    core_->delta = StreamCore::PendingDelta{true, a, chunk, scratch};
-    return;
-  }
   cuda::gated_delta_rule(core_->stream, a, chunk, scratch);
   core_->ok(cudaGetLastError(), "gated_delta_rule kernel launch");
 }
@@ -503,20 +347,6 @@ void CudaStream::gated_delta_rule(const GatedDeltaArgs& a, int32_t chunk) {
 void CudaStream::rms_norm_gated(const float* x, const float* z, const float* w, int32_t n_rows,
                                 int32_t d, float eps, float* out) {
   if (core_->note_op(kRecNormGated, x, z, w, n_rows, d, eps, out)) return;
-  const StreamCore::PendingDelta dl = core_->delta;
-  const int64_t rows = int64_t{n_rows} * d;  // floats of x and out
-  const int64_t state = int64_t{dl.a.n_v_heads} * dl.a.d_k * dl.a.d_v;
-  if (dl.held && x == dl.a.out && out == x && n_rows == dl.a.n_v_heads && d == dl.a.d_v &&
-      disjoint(z, rows, dl.a.out, rows) && disjoint(z, rows, dl.a.state, state)) {
-    auto* count = static_cast<unsigned*>(dn_count_.get(
-        *core_, static_cast<size_t>(n_rows) * sizeof(unsigned), "delta rule counters", true));
-    if (count != nullptr) {
-      core_->delta = StreamCore::PendingDelta{};
-      cuda::gated_delta_rule_norm(core_->stream, dl.a, z, w, eps, count);
-      core_->ok(cudaGetLastError(), "gated_delta_rule kernel launch");
-      return;
-    }
-  }
   core_->flush();
   cuda::rms_norm_gated(core_->stream, x, z, w, n_rows, d, eps, out);
   core_->ok(cudaGetLastError(), "rms_norm_gated kernel launch");

@@ -63,6 +63,12 @@ enum RecordOp : uint64_t {
   kRecConvRows,
   kRecDeltaRows,
   kRecAttendRows,
+  kRecAddRmsNorm,
+  kRecMatmulMany,
+  kRecMatmulSwiglu,
+  kRecL2Pair,
+  kRecDeltaPrep,
+  kRecDeltaNorm,
 };
 
 // One cudaStream_t and the first CUDA failure seen on it. Shared (shared_ptr) by the
@@ -95,30 +101,6 @@ struct StreamCore {
   int32_t step_pos = 0;        // position of the step's first token
   int32_t* pos_dev = nullptr;  // device int32 [1]: step_pos while a graph runs (null: none)
 
-  // A residual add held back so that the rms_norm after it can run fused with it
-  // (CudaStream::add; only inside a forward step); flush() enqueues it before anything else
-  // is enqueued, and end_forward() at the latest.
-  struct PendingAdd {
-    float* y = nullptr;        // [n] accumulates
-    const float* x = nullptr;  // [n]
-    int64_t n = 0;             // 0: nothing pending
-  } pending;
-
-  // Matmuls over the same activations held back (CudaStream::matmul; only inside a forward
-  // step): decode ones to run as one launch (cuda::matmul_batch), 8-bit prefill ones of one
-  // type to share one quantization of x (cuda::matmul_prefill_batch, or
-  // cuda::matmul_prefill_swiglu when a swiglu of gate / up follows); flush() enqueues them.
-  // Never held together with a pending add: each holding flushes the other first.
-  struct PendingMatmuls {
-    const float* x = nullptr;  // [n_tok][x_stride], shared by all
-    int64_t x_stride = 0;
-    int32_t n_tok = 0;
-    int count = 0;  // 0: nothing pending
-    MatmulOut out[kMaxMatmulBatch];
-    void* scratch = nullptr;  // prefill: the activation codes' device scratch
-    size_t scratch_bytes = 0;
-  } held;
-
   // A rope held back so that the next one (q then k) can run in the same launch
   // (CudaStream::rope; only inside a forward step); flush() enqueues it. The pair stays held
   // too, so that a plain KV cache can write the step's rows in the same launch
@@ -133,25 +115,6 @@ struct StreamCore {
     RopeParams p;
   } rope;
 
-  // An l2_norm_heads held back so that the next one (DeltaNet's q then k) can run in the same
-  // launch (CudaStream::l2_norm_heads; only inside a forward step); flush() enqueues it.
-  struct PendingL2 {
-    float* x = nullptr;  // [n_tok][x_stride]
-    int64_t x_stride = 0;
-    int32_t n_tok = 0;  // 0: nothing pending
-    int32_t n_heads = 0, d = 0;
-    float eps = 0, scale = 1;
-  } l2;
-
-  // A one-token DeltaNet prologue held back to run as one launch (cuda::deltanet_prep): the
-  // gates, then the conv1d, then the l2 norms of q and k join it as they are issued
-  // (CudaStream::deltanet_gates / conv1d_silu / l2_norm_heads; only inside a forward step);
-  // flush() enqueues what has joined.
-  struct PendingPrep {
-    bool gates = false, conv = false;
-    DeltaPrep p;
-  } prep;
-
   // Per-head rms_norms held back so that the rope of their output can take them in
   // (CudaStream::rms_norm / rope: Qwen3.5's q and k norms; only inside a forward step; at most
   // two, disjoint); flush_fused() enqueues those still held.
@@ -165,15 +128,6 @@ struct StreamCore {
     float eps = 0;
   };
   PendingHeadNorm hnorm[2];
-
-  // A one-token gated delta rule held back so that the rms_norm_gated of its output can join
-  // its launch (cuda::gated_delta_rule_norm); flush_fused() enqueues it alone.
-  struct PendingDelta {
-    bool held = false;
-    GatedDeltaArgs a;
-    int32_t chunk = 0;
-    void* scratch = nullptr;
-  } delta;
 
   // Enqueues the held ops above (those of cuda_stream_fused.cpp); called first by flush().
   void flush_fused();
@@ -201,16 +155,8 @@ struct StreamCore {
   // already held). False: nothing held, nothing changed.
   bool hold_head_norm(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride,
                       int32_t n_rows, int64_t n, float eps);
-  // Nothing is held but decode matmuls (CudaStream::swiglu may then take them in).
-  bool only_matmuls_held() const {
-    return pending.n == 0 && rope.n_tok == 0 && l2.n_tok == 0 && !prep.gates && !prep.conv &&
-           hnorm[0].n_rows == 0 && hnorm[1].n_rows == 0 && !delta.held;
-  }
   // Nothing is held but head norms (which a new norm or a rope may then join in issue order).
-  bool only_head_norms_held() const {
-    return pending.n == 0 && held.count == 0 && rope.n_tok == 0 && l2.n_tok == 0 && !prep.gates &&
-           !prep.conv && !delta.held;
-  }
+  bool only_head_norms_held() const { return rope.n_tok == 0; }
   // CudaStream::rope's part: attaches to t the held norm whose output rows are t's (n_tok tokens
   // of t.n_head heads of head_dim), removing it from hnorm.
   void take_head_norm(RopeTensor* t, int32_t n_tok, int32_t head_dim);
@@ -243,7 +189,7 @@ struct StreamCore {
   // For an op whose launches bake in an absolute position: the capture can serve this step
   // only; a replay fails (the step is then captured). True when the op must launch nothing.
   bool note_absolute();
-  // Enqueues the pending add or the held matmuls, if any.
+  // Enqueues the held ops, if any.
   void flush();
   // For an op that cannot be recorded in a graph (a host copy): fails the step being
   // captured. True when the op may run (PLAIN).

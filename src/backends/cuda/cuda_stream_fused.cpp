@@ -33,19 +33,12 @@ void StreamCore::flush_fused() {
     ok(cuda::rms_norm(stream, q.x, q.x_stride, q.w, q.y, q.n, q.n_rows, q.n, q.eps),
        "rms_norm kernel launch");
   }
-  if (delta.held) {
-    const PendingDelta d = delta;
-    delta = PendingDelta{};
-    cuda::gated_delta_rule(stream, d.a, d.chunk, d.scratch);
-    ok(cudaGetLastError(), "gated_delta_rule kernel launch");
-  }
 }
 
 bool StreamCore::rope_kv_fits(const float* k, int64_t k_stride, int32_t n_tok, int32_t nk,
                               const KvRowsOut& kv, RopeTensor* a, RopeTensor* b) const {
   const PendingRope& r = rope;
-  const bool alone = pending.n == 0 && held.count == 0 && l2.n_tok == 0 && !prep.gates &&
-                     !prep.conv && hnorm[0].n_rows == 0 && hnorm[1].n_rows == 0 && !delta.held;
+  const bool alone = hnorm[0].n_rows == 0 && hnorm[1].n_rows == 0;
   *a = r.t;
   *b = r.b;
   if (a->x == k) std::swap(*a, *b);             // the keys are the launch's second tensor

@@ -151,9 +151,6 @@ class CudaStream final : public Stream {
   // outside a capture (inside one the capture fails and the step runs plainly).
   cudaError_t matmul_ws(const WeightMatrix& w, const float* x, int64_t x_stride, int32_t n_tok,
                         float* y, int64_t y_stride);
-  // Decode matmuls are held back (StreamCore::held) while the next ones read the same
-  // activations, and then run as one launch: fewer launches, and small projections share the
-  // device with their neighbours. Each output is bitwise the same either way.
   void matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int32_t n_tok, float* y,
               int64_t y_stride) override;
   // One-token steps go through page-locked staging (a graph can copy only there); longer
@@ -163,8 +160,6 @@ class CudaStream final : public Stream {
   // The row into y_tmp_, cuda::argmax_first there, and 4 bytes out (through argmax_host_).
   void matmul_argmax_to_host(const WeightMatrix& w, const float* x, float* host_y,
                              int32_t* host_id) override;
-  // A residual add is held back (StreamCore::pending) when fusing: the rms_norm that usually
-  // follows it takes it in (add_rms_norm), saving a launch and a pass over the rows.
   void rms_norm(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride,
                 int32_t n_rows, int64_t n, float eps) override;
   // A rope is held back when fusing: the next one (k after q) with the same shape and position
@@ -173,7 +168,19 @@ class CudaStream final : public Stream {
   void rope(float* x, int64_t x_stride, int32_t n_tok, int32_t n_head, int32_t head_dim,
             int32_t pos0, const RopeParams& p) override;
   void add(float* y, const float* x, int64_t n) override;
-  // Takes in the one-token gate / up matmuls held before it when fusing (cuda::matmul_swiglu).
+  // The fused ops (cuda_stream_named.cpp): inside a forward step with the fusions on, where the
+  // operands fit the fused kernel, its one launch; otherwise the plain ops (Stream's default).
+  // cuda::add_rms_norm.
+  void add_rms_norm(float* y, const float* x, const float* w, float* out, int64_t out_stride,
+                    int32_t n_rows, int64_t n, float eps) override;
+  // Decode matmuls (Q8_0 / Q4_0, up to 8 tokens) in launches of up to kMaxMatmulBatch
+  // (cuda::matmul_batch: fewer launches, small projections share the device), 8-bit prefill
+  // ones of one type sharing one quantization of x (cuda::matmul_prefill_batch); others alone.
+  void matmul_many(const MatmulDst* outs, int32_t n, const float* x, int64_t x_stride,
+                   int32_t n_tok) override;
+  // One token: cuda::matmul_swiglu; an 8-bit prefill: cuda::matmul_prefill_swiglu.
+  void matmul_swiglu(const WeightMatrix& gate_w, const WeightMatrix& up_w, const float* x,
+                     int64_t x_stride, int32_t n_tok, float* gate, float* up, float* out) override;
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override;
   void sigmoid_mul(float* x, int64_t x_stride, const float* gate, int64_t gate_stride,
                    int32_t n_rows, int64_t n) override;
@@ -192,8 +199,6 @@ class CudaStream final : public Stream {
                       const float* dt_bias) override;
   void conv1d_silu(const float* x, int64_t x_stride, int32_t n_tok, int64_t n_ch, const float* w,
                    int32_t kernel, float* state, float* out, int64_t out_stride) override;
-  // Held back when fusing: the next call with the same shape (k after q) joins it in one
-  // launch.
   void l2_norm_heads(float* x, int64_t x_stride, int32_t n_tok, int32_t n_heads, int32_t d,
                      float eps, float scale) override;
   void gated_delta_rule(const GatedDeltaArgs& a, int32_t chunk) override;
@@ -206,6 +211,15 @@ class CudaStream final : public Stream {
                              int32_t chunk) override;
   void rms_norm_gated(const float* x, const float* z, const float* w, int32_t n_rows, int32_t d,
                       float eps, float* out) override;
+  // cuda::l2_norm_heads2 (both in one launch).
+  void l2_norm_heads_pair(float* q, float q_scale, float* k, float k_scale, int64_t x_stride,
+                          int32_t n_tok, int32_t n_heads, int32_t d, float eps) override;
+  // One token: cuda::deltanet_prep (gates, conv, state advance and the l2 norms in one launch);
+  // longer segments: the gates, the conv, then l2_norm_heads_pair.
+  void deltanet_prep(const DeltaNetPrepArgs& p) override;
+  // One token: cuda::gated_delta_rule_norm (the gated norm in the delta rule's launch).
+  void gated_delta_rule_norm(const GatedDeltaArgs& a, int32_t chunk, const float* z, const float* w,
+                             float eps) override;
 
  private:
   uint64_t buffers_gen() const;
@@ -217,6 +231,15 @@ class CudaStream final : public Stream {
   // A graph with another node count (a KIVI group filling adds a kernel) cannot be an update
   // of exec_: it is instantiated directly rather than through a failing update.
   bool instantiate(cudaGraph_t g);
+  // matmul_many's launches (cuda_stream_named.cpp), outs in the groups that share a launch.
+  void launch_matmuls(const MatmulDst* outs, int32_t n, const float* x, int64_t x_stride,
+                      int32_t n_tok);
+  // l2_norm_heads_pair's launches: one where the two fit cuda::l2_norm_heads2, else two.
+  void launch_l2_pair(float* q, float q_scale, float* k, float k_scale, int64_t x_stride,
+                      int32_t n_tok, int32_t n_heads, int32_t d, float eps);
+  // Whether outs[0, n) (n <= kMaxMatmulBatch) make one group of launch_matmuls.
+  bool one_matmul_group(const MatmulDst* outs, int32_t n, const float* x, int64_t x_stride,
+                        int32_t n_tok) const;
   // Copies the staged logits rows (0xFF bytes when !good) and the staged greedy id (0 when
   // !good) to their host destinations.
   void copy_logits_out(bool good);
