@@ -469,11 +469,9 @@ void LlamaModel::run_micro_batch(ArchState& state, ArchWorkspace& ws, const Micr
     } else {
       for (const Segment& g : segments(mb)) {  // positions and the KV cache are the session's
         const int64_t r = g.row0;
-        s.rope(q + r * n_q, n_q, g.n, c.n_head, c.head_dim_k, g.pos, rope_);
-        s.rope(k + r * n_k, n_k, g.n, c.n_head_kv, c.head_dim_k, g.pos, rope_);
-        static_cast<LlamaState*>(g.state)->kv->attend_on(s, il, shape, q + r * n_q, n_q, g.n, g.pos,
-                                                         k + r * n_k, n_k, v + r * n_v, n_v,
-                                                         attn + r * n_o, n_o);
+        s.rope_attend(*static_cast<LlamaState*>(g.state)->kv, il, shape, rope_, nullptr,
+                      q + r * n_q, n_q, k + r * n_k, n_k, v + r * n_v, n_v, g.n, g.pos,
+                      attn + r * n_o, n_o);
       }
     }
     s.matmul(l.wo, attn, n_o, n, xn, n_embd);

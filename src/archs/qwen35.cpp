@@ -322,9 +322,20 @@ void Qwen35Model::attention_layer(Qwen35State& st, const Qwen35Workspace& w, int
   rp.freq_base = c.rope_base;
   rp.freq_factors = d_rope_factors_;  // YaRN's, else nullptr
   rp.mscale = rope_mscale_;
-  // Rows (token, head) of the interleaved [query | gate] pairs sit 2 * head_dim apart.
-  s.rms_norm(qg, 2 * hd, L.d.q_norm, q, hd, n * c.n_head, hd, c.norm_eps);
-  s.rms_norm(k, hd, L.d.k_norm, k, hd, n * c.n_head_kv, hd, c.norm_eps);
+  // Rows (token, head) of the interleaved [query | gate] pairs sit 2 * head_dim apart. One
+  // segment: the norms are part of its rope_attend; else they go first, over every row.
+  HeadNorms norms;
+  norms.q_src = qg;
+  norms.q_src_stride = 2 * hd;
+  norms.q_w = L.d.q_norm;
+  norms.k_src = k;
+  norms.k_src_stride = hd;
+  norms.k_w = L.d.k_norm;
+  norms.eps = c.norm_eps;
+  if (mb.n_seg != 1) {
+    s.rms_norm(qg, 2 * hd, L.d.q_norm, q, hd, n * c.n_head, hd, c.norm_eps);
+    s.rms_norm(k, hd, L.d.k_norm, k, hd, n * c.n_head_kv, hd, c.norm_eps);
+  }
   AttentionShape shape;
   shape.n_head = c.n_head;
   shape.n_head_kv = c.n_head_kv;
@@ -343,11 +354,9 @@ void Qwen35Model::attention_layer(Qwen35State& st, const Qwen35Workspace& w, int
   } else {
     for (const Segment& sg : segments(mb)) {  // positions and the KV cache are the session's
       const int64_t r = sg.row0;
-      s.rope(q + r * qd, qd, sg.n, c.n_head, hd, sg.pos, rp);
-      s.rope(k + r * kvd, kvd, sg.n, c.n_head_kv, hd, sg.pos, rp);
-      static_cast<Qwen35State*>(sg.state)->kv->attend_on(s, il, shape, q + r * qd, qd, sg.n, sg.pos,
-                                                         k + r * kvd, kvd, v + r * kvd, kvd,
-                                                         att + r * qd, qd);
+      s.rope_attend(*static_cast<Qwen35State*>(sg.state)->kv, il, shape, rp,
+                    mb.n_seg == 1 ? &norms : nullptr, q + r * qd, qd, k + r * kvd, kvd, v + r * kvd,
+                    kvd, sg.n, sg.pos, att + r * qd, qd);
     }
   }
 

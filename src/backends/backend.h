@@ -124,6 +124,18 @@ struct DeltaNetPrepArgs {
   float eps = 0, q_scale = 1;
 };
 
+// Per-head rms_norms in front of Stream::rope_attend (Qwen3.5's q and k norms): head h of token
+// t of q is rms_norm'd from q_src + (t * n_head + h) * q_src_stride (weights q_w), likewise k.
+struct HeadNorms {
+  const float* q_src = nullptr;
+  int64_t q_src_stride = 0;
+  const float* q_w = nullptr;  // [head_dim]
+  const float* k_src = nullptr;
+  int64_t k_src_stride = 0;
+  const float* k_w = nullptr;  // [head_dim]
+  float eps = 0;
+};
+
 // Per-session execution context: scratch, the CUDA stream, the thread pool of the current
 // call. Not thread-safe; one per ArchState. Ops are asynchronous on devices and ordered;
 // download() waits for the ops before it.
@@ -231,23 +243,30 @@ class Stream {
   // projections and their activation (out may be gate or up).
   virtual void matmul_swiglu(const WeightMatrix& gate_w, const WeightMatrix& up_w, const float* x,
                              int64_t x_stride, int32_t n_tok, float* gate, float* up, float* out);
+  // One segment's attention: with norms, rms_norm(q_src, q_src_stride, q_w, q, head_dim, n_tok *
+  // s.n_head, head_dim, eps) and the same of k (q and k rows contiguous: q_stride == s.n_head *
+  // head_dim, k_stride == s.n_head_kv * head_dim); then rope(q, q_stride, n_tok, s.n_head,
+  // s.head_dim_k, pos, p), rope(k, k_stride, n_tok, s.n_head_kv, s.head_dim_k, pos, p) and
+  // kv.attend_on(*this, il, s, q, q_stride, n_tok, pos, k, k_stride, v, v_stride, out,
+  // out_stride) (a fused op).
+  virtual void rope_attend(KvStore& kv, int32_t il, const AttentionShape& s, const RopeParams& p,
+                           const HeadNorms* norms, float* q, int64_t q_stride, float* k,
+                           int64_t k_stride, const float* v, int64_t v_stride, int32_t n_tok,
+                           int32_t pos, float* out, int64_t out_stride);
   // The attention of a batched decode step's rows (one token of each of n_rows sessions): for
   // r < n_rows in order, rope() of row r's q and k (one token at pos[r], heads of
   // s.head_dim_k), then kv[r]->attend_on(*this, il, s, ...) of that token, with row r's q, k,
   // v and out at q + r * q_stride, k + r * k_stride, v + r * v_stride, out + r * out_stride.
   // kv and pos are host arrays of n_rows. Each row bitwise those calls; a device may run the
-  // rows as one launch where no two of them share a KV cache (the default is the calls).
+  // rows as one launch where no two of them share a KV cache (the default is the calls, each
+  // row's as one rope_attend).
   virtual void rope_attend_rows(int32_t il, const AttentionShape& s, const RopeParams& p,
                                 KvStore* const* kv, const int32_t* pos, int32_t n_rows, float* q,
                                 int64_t q_stride, float* k, int64_t k_stride, const float* v,
                                 int64_t v_stride, float* out, int64_t out_stride) {
     for (int32_t r = 0; r < n_rows; ++r) {
-      float* qr = q + r * q_stride;
-      float* kr = k + r * k_stride;
-      rope(qr, q_stride, 1, s.n_head, s.head_dim_k, pos[r], p);
-      rope(kr, k_stride, 1, s.n_head_kv, s.head_dim_k, pos[r], p);
-      kv[r]->attend_on(*this, il, s, qr, q_stride, 1, pos[r], kr, k_stride, v + r * v_stride,
-                       v_stride, out + r * out_stride, out_stride);
+      rope_attend(*kv[r], il, s, p, nullptr, q + r * q_stride, q_stride, k + r * k_stride, k_stride,
+                  v + r * v_stride, v_stride, 1, pos[r], out + r * out_stride, out_stride);
     }
   }
 

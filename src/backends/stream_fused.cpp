@@ -10,6 +10,24 @@ void Stream::add_rms_norm(float* y, const float* x, const float* w, float* out, 
   rms_norm(y, n, w, out, out_stride, n_rows, n, eps);
 }
 
+void Stream::rope_attend(KvStore& kv, int32_t il, const AttentionShape& s, const RopeParams& p,
+                         const HeadNorms* norms, float* q, int64_t q_stride, float* k,
+                         int64_t k_stride, const float* v, int64_t v_stride, int32_t n_tok,
+                         int32_t pos, float* out, int64_t out_stride) {
+  const int32_t hd = s.head_dim_k;
+  if (norms != nullptr) {
+    GEIST_CHECK(q_stride == int64_t{s.n_head} * hd && k_stride == int64_t{s.n_head_kv} * hd,
+                "rope_attend: head norms need contiguous q and k rows");
+    rms_norm(norms->q_src, norms->q_src_stride, norms->q_w, q, hd, n_tok * s.n_head, hd,
+             norms->eps);
+    rms_norm(norms->k_src, norms->k_src_stride, norms->k_w, k, hd, n_tok * s.n_head_kv, hd,
+             norms->eps);
+  }
+  rope(q, q_stride, n_tok, s.n_head, hd, pos, p);
+  rope(k, k_stride, n_tok, s.n_head_kv, hd, pos, p);
+  kv.attend_on(*this, il, s, q, q_stride, n_tok, pos, k, k_stride, v, v_stride, out, out_stride);
+}
+
 void Stream::matmul_many(const MatmulDst* outs, int32_t n, const float* x, int64_t x_stride,
                          int32_t n_tok) {
   for (int32_t i = 0; i < n; ++i)

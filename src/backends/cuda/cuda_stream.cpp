@@ -1,5 +1,6 @@
-// CudaStream's ops (cuda_stream_impl.h): each enqueues its kernels on the session's stream,
-// holding some back to fuse with the next (StreamCore); and the stream's creation.
+// CudaStream's plain ops (cuda_stream_impl.h): each enqueues its kernels on the session's stream
+// at once (the fused ops are cuda_stream_named.cpp / cuda_stream_fused.cpp); and the stream's
+// creation.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -21,16 +22,10 @@ bool env_is_zero(const char* name) {
   return v != nullptr && std::strcmp(v, "0") == 0;
 }
 
-// [a, a + na) and [b, b + nb) (floats) share no element.
-bool disjoint(const float* a, int64_t na, const float* b, int64_t nb) {
-  return a + na <= b || b + nb <= a;
-}
-
 }  // namespace
 
 Status CudaStream::alloc(size_t nbytes, std::unique_ptr<Buffer>* out) {
   GEIST_CHECK(core_->mode == StepMode::PLAIN, "cuda: alloc inside a forward step");
-  core_->flush();
   void* p = nullptr;
   const cudaError_t e = cudaMalloc(&p, nbytes == 0 ? 1 : nbytes);
   if (e != cudaSuccess) {
@@ -57,19 +52,16 @@ void CudaStream::download(void* host_dst, const void* device_src, size_t n) {
 }
 
 void CudaStream::fill_zero(void* device_dst, size_t n) {
-  core_->flush();
   if (core_->note_op(kRecFillZero, device_dst, n)) return;
   if (n > 0) core_->ok(cudaMemsetAsync(device_dst, 0, n, core_->stream), "cudaMemsetAsync");
 }
 
 Status CudaStream::create_kv(KvMode mode, const std::vector<KvLayerSpec>& layers,
                              int32_t max_seq_len, std::unique_ptr<KvStore>* out) {
-  core_->flush();
   return create_cuda_kv_store(core_, mode, layers, max_seq_len, out);
 }
 
 void CudaStream::get_rows(const WeightMatrix& w, const int32_t* ids, int32_t n, float* out) {
-  core_->flush();
   if (n <= 0) return;
   const size_t bytes = static_cast<size_t>(n) * sizeof(int32_t);
   auto* dev_ids = static_cast<int32_t*>(ids_.get(*core_, bytes, "get_rows scratch"));
@@ -116,13 +108,11 @@ void CudaStream::matmul(const WeightMatrix& w, const float* x, int64_t x_stride,
                      x_stride, n_tok, y, y_stride)) {
     return;
   }
-  core_->flush();
   core_->ok(matmul_ws(w, x, x_stride, n_tok, y, y_stride), "matmul kernel launch");
 }
 
 void CudaStream::matmul_to_host(const WeightMatrix& w, const float* x, int64_t x_stride,
                                 int32_t n_tok, float* host_y, int64_t y_stride) {
-  core_->flush();
   if (n_tok <= 0 || w.n_out <= 0) return;
   const size_t row = static_cast<size_t>(w.n_out) * sizeof(float);
   const size_t total = row * static_cast<size_t>(n_tok);
@@ -181,7 +171,6 @@ void CudaStream::matmul_to_host(const WeightMatrix& w, const float* x, int64_t x
 void CudaStream::matmul_argmax_to_host(const WeightMatrix& w, const float* x, float* host_y,
                                        int32_t* host_id) {
   (void)host_y;  // the row stays on the device
-  core_->flush();
   *host_id = 0;
   if (w.n_out <= 0) return;
   auto* tmp = static_cast<float*>(
@@ -222,15 +211,6 @@ void CudaStream::matmul_argmax_to_host(const WeightMatrix& w, const float* x, fl
 void CudaStream::rms_norm(const float* x, int64_t x_stride, const float* w, float* y,
                           int64_t y_stride, int32_t n_rows, int64_t n, float eps) {
   if (core_->note_op(kRecRmsNorm, x, x_stride, w, y, y_stride, n_rows, n, eps)) return;
-  // Per-head norms (Qwen3.5's q and k) wait for the rope of their rows (StreamCore::hnorm).
-  // Anything else held goes first, and was issued after the norms held (flush keeps order).
-  const bool may_hold = fuse_ && in_step_;
-  if (may_hold && core_->only_head_norms_held() &&
-      core_->hold_head_norm(x, x_stride, w, y, y_stride, n_rows, n, eps)) {
-    return;
-  }
-  core_->flush();
-  if (may_hold && core_->hold_head_norm(x, x_stride, w, y, y_stride, n_rows, n, eps)) return;
   core_->ok(cuda::rms_norm(core_->stream, x, x_stride, w, y, y_stride, n_rows, n, eps),
             "rms_norm kernel launch");
 }
@@ -243,59 +223,24 @@ void CudaStream::rope(float* x, int64_t x_stride, int32_t n_tok, int32_t n_head,
                      p.freq_base, p.freq_scale, p.freq_factors)) {
     return;
   }
-  RopeTensor t{x, x_stride, n_head};
-  if (fuse_ && in_step_) core_->take_head_norm(&t, n_tok, head_dim);  // its norm joins
-  StreamCore::PendingRope& r = core_->rope;
-  const auto span = [&](const RopeTensor& u) {  // floats a tensor's rows cover
-    return n_tok > 0 ? (n_tok - 1) * u.x_stride + int64_t{u.n_head} * head_dim : 0;
-  };
-  const auto src_span = [&](const RopeTensor& u) {  // floats a held norm reads (0: none)
-    return u.src != nullptr ? (int64_t{n_tok} * u.n_head - 1) * u.src_stride + head_dim : 0;
-  };
-  if (r.n_tok > 0 && r.b.n_head == 0 && r.n_tok == n_tok && r.head_dim == head_dim &&
-      r.pos_off == off && r.pos_dev == pd && r.p.style == p.style && r.p.n_rot == p.n_rot &&
-      r.p.freq_base == p.freq_base && r.p.freq_scale == p.freq_scale &&
-      r.p.freq_factors == p.freq_factors && n_head > 0 && disjoint(x, span(t), r.t.x, span(r.t)) &&
-      (t.src == nullptr || disjoint(t.src, src_span(t), r.t.x, span(r.t))) &&
-      (r.t.src == nullptr || disjoint(r.t.src, src_span(r.t), x, span(t)))) {
-    // The pair stays held: the KV write that usually follows joins it (flush_rope_kv).
-    r.b = t;
-    return;
-  }
-  // A norm still held (k's, while q's rope is held) stays for the next rope: it may run
-  // before this one (hold_head_norm made the two norms independent).
-  const bool hold = fuse_ && in_step_ && n_tok > 0 && n_head > 0;
-  if (!hold || !core_->only_head_norms_held()) core_->flush();
-  if (hold) {
-    r.t = t;
-    r.b = RopeTensor{};
-    r.n_tok = n_tok;
-    r.head_dim = head_dim;
-    r.pos_off = off;
-    r.pos_dev = pd;
-    r.p = p;
-    return;
-  }
-  core_->ok(cuda::rope(core_->stream, t, RopeTensor{}, n_tok, head_dim, off, pd, p),
+  core_->ok(cuda::rope(core_->stream, RopeTensor{x, x_stride, n_head}, RopeTensor{}, n_tok,
+                       head_dim, off, pd, p),
             "rope kernel launch");
 }
 
 void CudaStream::add(float* y, const float* x, int64_t n) {
   if (core_->note_op(kRecAdd, y, x, n)) return;
-  core_->flush();
   core_->ok(cuda::add(core_->stream, y, x, n), "add kernel launch");
 }
 
 void CudaStream::swiglu(const float* gate, const float* up, float* out, int64_t n) {
   if (core_->note_op(kRecSwiglu, gate, up, out, n)) return;
-  core_->flush();
   core_->ok(cuda::swiglu(core_->stream, gate, up, out, n), "swiglu kernel launch");
 }
 
 void CudaStream::sigmoid_mul(float* x, int64_t x_stride, const float* gate, int64_t gate_stride,
                              int32_t n_rows, int64_t n) {
   if (core_->note_op(kRecSigmoidMul, x, x_stride, gate, gate_stride, n_rows, n)) return;
-  core_->flush();
   core_->ok(cuda::sigmoid_mul(core_->stream, x, x_stride, gate, gate_stride, n_rows, n),
             "sigmoid_mul kernel launch");
 }
@@ -303,7 +248,6 @@ void CudaStream::sigmoid_mul(float* x, int64_t x_stride, const float* gate, int6
 void CudaStream::deltanet_gates(float* beta, float* g, int32_t n_tok, int32_t n_heads,
                                 const float* a, const float* dt_bias) {
   if (core_->note_op(kRecGates, beta, g, n_tok, n_heads, a, dt_bias)) return;
-  core_->flush();
   cuda::deltanet_gates(core_->stream, beta, g, n_tok, n_heads, a, dt_bias);
   core_->ok(cudaGetLastError(), "deltanet_gates kernel launch");
 }
@@ -314,7 +258,6 @@ void CudaStream::conv1d_silu(const float* x, int64_t x_stride, int32_t n_tok, in
   if (core_->note_op(kRecConv, x, x_stride, n_tok, n_ch, w, kernel, state, out, out_stride)) {
     return;
   }
-  core_->flush();
   cuda::conv1d_silu(core_->stream, x, x_stride, n_tok, n_ch, w, kernel, state, out, out_stride);
   core_->ok(cudaGetLastError(), "conv1d_silu kernel launch");
 }
@@ -322,13 +265,11 @@ void CudaStream::conv1d_silu(const float* x, int64_t x_stride, int32_t n_tok, in
 void CudaStream::l2_norm_heads(float* x, int64_t x_stride, int32_t n_tok, int32_t n_heads,
                                int32_t d, float eps, float scale) {
   if (core_->note_op(kRecL2Norm, x, x_stride, n_tok, n_heads, d, eps, scale)) return;
-  core_->flush();
   cuda::l2_norm_heads(core_->stream, x, x_stride, n_tok, n_heads, d, eps, scale);
   core_->ok(cudaGetLastError(), "l2_norm_heads kernel launch");
 }
 
 void CudaStream::gated_delta_rule(const GatedDeltaArgs& a, int32_t chunk) {
-  core_->flush();
   const size_t bytes = cuda::gated_delta_rule_scratch_bytes(a, chunk);
   void* scratch = nullptr;
   if (bytes > 0) {
@@ -347,7 +288,6 @@ void CudaStream::gated_delta_rule(const GatedDeltaArgs& a, int32_t chunk) {
 void CudaStream::rms_norm_gated(const float* x, const float* z, const float* w, int32_t n_rows,
                                 int32_t d, float eps, float* out) {
   if (core_->note_op(kRecNormGated, x, z, w, n_rows, d, eps, out)) return;
-  core_->flush();
   cuda::rms_norm_gated(core_->stream, x, z, w, n_rows, d, eps, out);
   core_->ok(cudaGetLastError(), "rms_norm_gated kernel launch");
 }
@@ -386,7 +326,6 @@ Status cuda_stream_status(Stream& s) {
   auto* cs = dynamic_cast<CudaStream*>(&s);
   if (cs == nullptr) return Status(GEIST_E_INVALID_ARG, "cuda: not a CUDA stream");
   StreamCore& core = cs->core();
-  core.flush();
   core.ok(cudaStreamSynchronize(core.stream), "cudaStreamSynchronize");
   return core.error;
 }

@@ -1,5 +1,5 @@
 // StreamCore (cuda_stream.h): the recorded error, the step record of graph capture / replay,
-// the held-back ops and their flush, and the synchronous copies.
+// and the synchronous copies.
 #include <cstdio>
 #include <cstring>
 
@@ -13,7 +13,6 @@ namespace geist::cuda {
 
 StreamCore::~StreamCore() {
   if (stream != nullptr) {
-    flush();
     cudaStreamSynchronize(stream);  // buffers freed after this may still be in use otherwise
     cudaStreamDestroy(stream);
   }
@@ -57,17 +56,6 @@ bool StreamCore::ok(cudaError_t e, const char* what) {
   return false;
 }
 
-void StreamCore::flush() {
-  flush_fused();  // cuda_stream_fused.cpp: its held ops were issued before any held here
-  if (rope.n_tok > 0) {
-    const PendingRope r = rope;
-    rope.n_tok = 0;
-    rope.b = RopeTensor{};
-    ok(cuda::rope(stream, r.t, r.b, r.n_tok, r.head_dim, r.pos_off, r.pos_dev, r.p),
-       "rope kernel launch");
-  }
-}
-
 bool StreamCore::plain_only() {
   if (mode == StepMode::PLAIN) return true;  // CAPTURE / REPLAY: the step fails
   step_failed = true;
@@ -76,7 +64,6 @@ bool StreamCore::plain_only() {
 
 void StreamCore::download(void* host_dst, const void* device_src, size_t n) {
   if (n == 0) return;
-  flush();
   if (!plain_only()) return;
   const bool good = ok(cudaMemcpyAsync(host_dst, device_src, n, cudaMemcpyDeviceToHost, stream),
                        "cudaMemcpyAsync(device to host)") &&
@@ -86,7 +73,6 @@ void StreamCore::download(void* host_dst, const void* device_src, size_t n) {
 
 void StreamCore::upload(void* device_dst, const void* host_src, size_t n) {
   if (n == 0) return;
-  flush();
   if (!plain_only()) return;
   if (ok(cudaMemcpyAsync(device_dst, host_src, n, cudaMemcpyHostToDevice, stream),
          "cudaMemcpyAsync(host to device)")) {

@@ -162,9 +162,6 @@ class CudaStream final : public Stream {
                              int32_t* host_id) override;
   void rms_norm(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride,
                 int32_t n_rows, int64_t n, float eps) override;
-  // A rope is held back when fusing: the next one (k after q) with the same shape and position
-  // joins it in one launch, and the pair waits for a plain KV cache's write of the step's rows
-  // (StreamCore::flush_rope_kv).
   void rope(float* x, int64_t x_stride, int32_t n_tok, int32_t n_head, int32_t head_dim,
             int32_t pos0, const RopeParams& p) override;
   void add(float* y, const float* x, int64_t n) override;
@@ -184,6 +181,14 @@ class CudaStream final : public Stream {
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override;
   void sigmoid_mul(float* x, int64_t x_stride, const float* gate, int64_t gate_stride,
                    int32_t n_rows, int64_t n) override;
+  // cuda_stream_fused.cpp: the head norms taken into the rope (cuda::rope with a norm in front)
+  // where they fit, q's and k's rope as one launch, which a plain (F32 / F16) cache takes into
+  // its write of the rows (cuda::rope_kv, decode steps) or, for one token, into the attention
+  // too (cuda::kv_attention_rope); each piece the separate launches where it does not fit.
+  void rope_attend(KvStore& kv, int32_t il, const AttentionShape& s, const RopeParams& p,
+                   const HeadNorms* norms, float* q, int64_t q_stride, float* k, int64_t k_stride,
+                   const float* v, int64_t v_stride, int32_t n_tok, int32_t pos, float* out,
+                   int64_t out_stride) override;
   // A batched decode step's rows of plain (F32 / F16) caches of this backend as one launch per
   // 64 rows (cuda::kv_attention_rope_rows, cuda_stream_rows.cpp): each row's rope, K / V rows
   // and attention, with the arguments its own attend would take. Other rows (another KV mode,
@@ -254,7 +259,7 @@ class CudaStream final : public Stream {
   cudaEvent_t staged_;          // recorded after the last copy out of the staging buffers
   cudaEvent_t join_ = nullptr;  // wait_for's event, made at its first use
   bool graphs_;                 // decode steps may run as graphs
-  bool fuse_;                   // residual adds may fuse into the next rms_norm
+  bool fuse_;                   // the fused ops may make their fused launches
   Scratch ids_;                 // int32 [n] token ids of get_rows
   Scratch y_tmp_;               // float [n_tok][n_out] of matmul_to_host
   Scratch dn_scratch_;          // gated_delta_rule's device scratch

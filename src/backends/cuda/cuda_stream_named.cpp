@@ -132,7 +132,6 @@ void CudaStream::add_rms_norm(float* y, const float* x, const float* w, float* o
     return;
   }
   if (core_->note_op(kRecAddRmsNorm, y, x, w, out, out_stride, n_rows, n, eps)) return;
-  core_->flush();
   core_->ok(cuda::add_rms_norm(core_->stream, y, x, w, out, out_stride, n_rows, n, eps),
             "add_rms_norm kernel launch");
 }
@@ -150,7 +149,6 @@ void CudaStream::matmul_many(const MatmulDst* outs, int32_t n, const float* x, i
                    outs[i].y_stride);
   }
   if (replay) return;
-  core_->flush();
   launch_matmuls(outs, n, x, x_stride, n_tok);
 }
 
@@ -183,7 +181,6 @@ void CudaStream::matmul_swiglu(const WeightMatrix& gate_w, const WeightMatrix& u
                      up_w.row_bytes, up_w.layout, x, x_stride, n_tok, gate, up, out)) {
     return;
   }
-  core_->flush();
   const MatmulOut g{gate_w, gate, n_out}, u{up_w, up, up_w.n_out};
   if (decode) {
     core_->ok(cuda::matmul_swiglu(core_->stream, g, u, x, out), "matmul_swiglu kernel launch");
@@ -225,7 +222,6 @@ void CudaStream::l2_norm_heads_pair(float* q, float q_scale, float* k, float k_s
     return;
   }
   if (core_->note_op(kRecL2Pair, q, q_scale, k, k_scale, x_stride, n_tok, n_heads, d, eps)) return;
-  core_->flush();
   launch_l2_pair(q, q_scale, k, k_scale, x_stride, n_tok, n_heads, d, eps);
 }
 
@@ -239,7 +235,6 @@ void CudaStream::deltanet_prep(const DeltaNetPrepArgs& p) {
                      p.q_scale)) {
     return;
   }
-  core_->flush();
   const auto gates_alone = [&] {
     cuda::deltanet_gates(core_->stream, p.beta, p.g, 1, p.gate_heads, p.a, p.dt_bias);
     core_->ok(cudaGetLastError(), "deltanet prologue kernel launch");
@@ -313,7 +308,6 @@ void CudaStream::gated_delta_rule_norm(const GatedDeltaArgs& a, int32_t chunk, c
     Stream::gated_delta_rule_norm(a, chunk, z, w, eps);
     return;
   }
-  core_->flush();
   const size_t bytes = cuda::gated_delta_rule_scratch_bytes(a, chunk);
   void* scratch = nullptr;
   if (bytes > 0) {
