@@ -231,12 +231,15 @@ class SessionHandle {
 };
 
 // EXPERIMENTAL (geist_batch.h). One session's part of a batch: its owed forward, then `chunk`
-// when given (the vector must outlive the call).
+// when given (the vector must outlive the call); with decode, then its next token sampled
+// into the item's token.
 inline geist_batch_item batch_item(const SessionHandle& s,
-                                   const std::vector<geist_token>* chunk = nullptr) {
+                                   const std::vector<geist_token>* chunk = nullptr,
+                                   bool decode = false) {
   geist_batch_item it;
   geist_batch_item_init(&it, s.get(), chunk != nullptr ? chunk->data() : nullptr,
                         chunk != nullptr ? chunk->size() : 0);
+  it.decode = decode ? 1 : 0;
   return it;
 }
 

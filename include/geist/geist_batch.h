@@ -12,6 +12,12 @@
  *     geist_batch_forward(model, items, n);          // every owed token, one forward
  *     for (i = 0; i < n; ++i) geist_session_decode(sessions[i], &tok[i]);  // no forward
  *   }
+ *
+ * or, the same tokens in one call a step (items[i].decode = 1; each token in items[i].token):
+ *
+ *   for (i = 0; i < n; ++i) { geist_batch_item_init(&items[i], sessions[i], NULL, 0);
+ *                             items[i].decode = 1; }
+ *   for (;;) geist_batch_forward(model, items, n);   // owed forwards, then every sample
  */
 #ifndef GEIST_GEIST_BATCH_H
 #define GEIST_GEIST_BATCH_H
@@ -35,12 +41,23 @@ typedef struct geist_batch_item {
   size_t n_tokens;
   /* Out: this session's result, the codes of geist_session_prefill (GEIST_E_INVALID_ARG for
    * an id outside the vocabulary, GEIST_E_TOO_MANY_TOKENS when the chunk does not fit; the
-   * session is then unchanged and its geist_session_last_error says why), GEIST_E_BACKEND. */
+   * session is then unchanged and its geist_session_last_error says why), GEIST_E_BACKEND;
+   * with decode, also those of geist_session_decode (GEIST_E_INVALID_STATE: nothing pending;
+   * GEIST_E_TOO_MANY_TOKENS: no room for the token), with nothing run. */
   geist_status status;
+  /* Nonzero: after the forward, sample the session's next token as geist_session_decode does
+   * (its sampler, RNG and history) into `token`: one call per decode step instead of a
+   * forward and n decodes. A greedy sampler's choice is made where the logits are (a GPU
+   * copies out 4 bytes a session instead of its logits row; the logits are then not kept and
+   * geist_session_logits runs no forward for them: the token owes the next one, as after
+   * geist_session_decode); other samplers run on the model's threads, one session each. The
+   * tokens are those of geist_batch_forward and then geist_session_decode on each session. */
+  int32_t decode;
+  geist_token token; /* out, with decode */
 } geist_batch_item;
 
 /* EXPERIMENTAL. Fills *item: struct_size, the session, the chunk (tokens may be NULL when
- * n_tokens is 0) and status GEIST_OK. NULL item is a no-op. */
+ * n_tokens is 0), status GEIST_OK, decode 0 and token 0. NULL item is a no-op. */
 void geist_batch_item_init(geist_batch_item* item, geist_session* session,
                            const geist_token* tokens, size_t n_tokens);
 

@@ -87,6 +87,8 @@ std::string build_layout() {
   GEIST_LAYOUT_FIELD(w, geist_batch_item, tokens);
   GEIST_LAYOUT_FIELD(w, geist_batch_item, n_tokens);
   GEIST_LAYOUT_FIELD(w, geist_batch_item, status);
+  GEIST_LAYOUT_FIELD(w, geist_batch_item, decode);
+  GEIST_LAYOUT_FIELD(w, geist_batch_item, token);
   w.end();
 
   w.out.append("}}");

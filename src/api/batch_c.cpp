@@ -19,6 +19,8 @@ void geist_batch_item_init(geist_batch_item* item, geist_session* session,
   item->tokens = tokens;
   item->n_tokens = n_tokens;
   item->status = GEIST_OK;
+  item->decode = 0;
+  item->token = 0;
 }
 
 geist_status geist_batch_forward(geist_model* model, geist_batch_item* items, size_t n_items) {
@@ -48,10 +50,12 @@ geist_status geist_batch_forward(geist_model* model, geist_batch_item* items, si
           b[i].session = s->session.get();
           b[i].tokens = items[i].tokens;
           b[i].n = items[i].n_tokens;
+          b[i].decode = items[i].decode != 0;
         }
         GEIST_RETURN_IF_ERROR(geist::forward_batch(*model->model, b.data(), b.size()));
         for (size_t i = 0; i < n_items; ++i) {
           items[i].status = b[i].status.code();
+          if (b[i].decode && b[i].status) items[i].token = b[i].token;
           if (!b[i].status) items[i].session->set_error(b[i].status.message());
         }
         return Status::ok();

@@ -60,7 +60,7 @@ void logits_head(Stream& s, const MicroBatch& mb, float* x, const float* res, fl
   add();  // no row wanted
   if (rows == 0) return;
   if (mb.argmax != nullptr) {
-    s.matmul_argmax_to_host(output, xn, mb.logits, mb.argmax);
+    s.matmul_argmax_to_host(output, xn, rows, mb.logits, mb.argmax);
   } else {
     s.matmul_to_host(output, xn, e, rows, mb.logits, n_vocab);
   }
@@ -176,7 +176,7 @@ Status ArchModel::forward(ArchState& st, const int32_t* tokens, int32_t n, int32
 }
 
 Status ArchModel::forward_batch(ArchState& lead, const Segment* segs, int32_t n_seg, float* logits,
-                                ThreadPool& pool) const {
+                                int32_t* argmax, ThreadPool& pool) const {
   int32_t rows = 0;
   for (int32_t i = 0; i < n_seg; ++i) {
     const Segment& g = segs[i];
@@ -201,6 +201,7 @@ Status ArchModel::forward_batch(ArchState& lead, const Segment* segs, int32_t n_
   mb.n_rows = rows;
   mb.tokens = tokens.data();
   mb.logits = logits;
+  mb.argmax = argmax;
   Stream& s = lead.compute_stream();
   s.set_pool(&pool);
   // Every state's stream opens its buffers (CPU_DEVICE_LOCAL) and runs its attention on the

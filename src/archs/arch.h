@@ -163,8 +163,9 @@ struct Segment {
 // micro-batch, a segment's attention on its own KV cache included (KvStore::attend_on), is
 // issued on that one stream. The wanted logits
 // rows go to `logits` one after the other, segment order ([rows][n_vocab], host memory); all:
-// every row of a wanted segment, else its last. argmax: as LogitsOut::argmax (one segment of
-// one row).
+// every row of a wanted segment, else its last. argmax (`all` unset): every wanted row is
+// wanted only for its greedy choice, argmax[k] = argmax_first(row k) (LogitsOut::argmax);
+// logits is then [rows][n_vocab] scratch that a device backend leaves unwritten.
 struct MicroBatch {
   const Segment* seg = nullptr;
   int32_t n_seg = 0;
@@ -187,8 +188,8 @@ inline SegmentRange segments(const MicroBatch& mb) { return {mb.seg, mb.seg + mb
 // The output head of a micro-batch, the same for every architecture: x += res over all
 // n_rows rows (the last block's residual add; res nullptr: none), then the wanted rows of x
 // ([n_rows][e]) normed (norm_w, eps) into xn's first rows, then one matmul with `output` into
-// mb.logits (or its argmax, LogitsOut::argmax). The add and a norm of every row from row 0 are
-// one Stream::add_rms_norm.
+// mb.logits (or their argmax, MicroBatch::argmax). The add and a norm of every row from row 0
+// are one Stream::add_rms_norm.
 void logits_head(Stream& s, const MicroBatch& mb, float* x, const float* res, float* xn, int64_t e,
                  const float* norm_w, float eps, const WeightMatrix& output, int32_t n_vocab);
 
@@ -235,14 +236,15 @@ class ArchModel {
   // of this model's states, n_rows rows in all, at most lead.micro_batch(); every segment lies
   // between two grid points (a micro_batch_end cut) and can continue at its position (the
   // caller checked both, and ids and capacity). Each wanted segment's logits row (its last)
-  // goes to logits[k][n_vocab] in segment order. Every row's bits equal those of its session
+  // goes to logits[k][n_vocab] in segment order, or, with argmax, only its greedy choice to
+  // argmax[k] (logits then scratch, LogitsOut::argmax). Every row's bits equal those of its session
   // run alone (the kernels compute each row with a fixed reduction order, whatever the number
   // of rows). Every op runs on lead's stream, in its workspace; on a device backend that stream
   // first waits for each segment state's own (Stream::wait_for), and each of those then waits
   // for it, so a state's lone forwards and copies stay ordered with the batch's. GEIST_E_OOM
   // as forward's; GEIST_E_BACKEND for a failed device (every segment's state then reports it).
   Status forward_batch(ArchState& lead, const Segment* segs, int32_t n_seg, float* logits,
-                       ThreadPool& pool) const;
+                       int32_t* argmax, ThreadPool& pool) const;
   // Rows per micro-batch on this model's backend: a multiple of kPrefillGrid.
   int32_t micro_batch() const;
   // Where the micro-batch that starts at pos ends when the rows run to `end`: the last grid

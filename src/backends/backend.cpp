@@ -38,10 +38,12 @@ bool backend_kind_from_name(const char* name, BackendKind* out) {
   return false;
 }
 
-void Stream::matmul_argmax_to_host(const WeightMatrix& w, const float* x, float* host_y,
-                                   int32_t* host_id) {
-  matmul_to_host(w, x, w.n_in, 1, host_y, w.n_out);  // host backends: done when it returns
-  *host_id = static_cast<int32_t>(argmax_first(host_y, w.n_out));
+void Stream::matmul_argmax_to_host(const WeightMatrix& w, const float* x, int32_t n_tok,
+                                   float* host_y, int32_t* host_ids) {
+  matmul_to_host(w, x, w.n_in, n_tok, host_y, w.n_out);  // host backends: done when it returns
+  for (int32_t t = 0; t < n_tok; ++t) {
+    host_ids[t] = static_cast<int32_t>(argmax_first(host_y + int64_t{t} * w.n_out, w.n_out));
+  }
 }
 
 bool cuda_built() {

@@ -203,12 +203,13 @@ class Stream {
   // The same, y in HOST memory (logits).
   virtual void matmul_to_host(const WeightMatrix& w, const float* x, int64_t x_stride,
                               int32_t n_tok, float* host_y, int64_t y_stride) = 0;
-  // matmul_to_host() of one token whose row is wanted only for its greedy choice:
-  // *host_id = argmax_first(row) (kernels/ops.h), valid when the row would be. host_y is
-  // [w.n_out] host scratch, which a device backend leaves unwritten: it picks the id where the
-  // row is and copies out 4 bytes instead of the row. The default goes through host_y.
-  virtual void matmul_argmax_to_host(const WeightMatrix& w, const float* x, float* host_y,
-                                     int32_t* host_id);
+  // matmul_to_host() of n_tok rows (x rows contiguous, stride w.n_in) wanted only for their
+  // greedy choices: host_ids[t] = argmax_first(row t) (kernels/ops.h), valid when the rows
+  // would be. host_y is [n_tok][w.n_out] host scratch, which a device backend leaves
+  // unwritten: it picks the ids where the rows are and copies out 4 bytes a row instead of the
+  // rows. The default goes through host_y.
+  virtual void matmul_argmax_to_host(const WeightMatrix& w, const float* x, int32_t n_tok,
+                                     float* host_y, int32_t* host_ids);
   // rms_norm() of n_rows rows of n floats: row r at x + r * x_stride -> y + r * y_stride
   // (x and y may alias). w: [n] device floats or nullptr.
   virtual void rms_norm(const float* x, int64_t x_stride, const float* w, float* y,

@@ -20,7 +20,12 @@ struct BatchItem {
   // forward. A session with neither has nothing to do (OK).
   const int32_t* tokens = nullptr;
   size_t n = 0;
-  Status status;  // out: this session's result
+  // After the rows, sample the session's next token as Session::decode does (into token): a
+  // greedy choice is then made where the logits are (a device backend copies out 4 bytes a
+  // session instead of its row), other samplers run on the pool's threads, one session each.
+  bool decode = false;
+  int32_t token = 0;  // out, with decode
+  Status status;      // out: this session's result
 };
 
 // Advances every item's session by its rows. Rows are packed into micro-batches of at most the
@@ -30,6 +35,8 @@ struct BatchItem {
 // run alone. Errors are per session: an item whose input is invalid (ids, capacity, a state
 // that cannot continue) gets Session::prefill's status and its session is left untouched; the
 // others proceed. A device failure under a micro-batch fails the items in it.
+// An item with decode that could not sample after its rows (no pending logits, or a session
+// that would then be full) gets Session::decode's status, with nothing run.
 // GEIST_E_INVALID_ARG, with nothing run, for a null session, a session of another model or one
 // listed twice. On every backend the rows of a micro-batch run as one forward
 // (ArchModel::forward_batch); on CUDA a prefill piece that does not fit the rows left in a

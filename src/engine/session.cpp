@@ -155,7 +155,7 @@ Status Session::prefill_text(std::string_view text, bool add_special) {
   return prefill(ids.data(), ids.size(), nullptr);
 }
 
-Status Session::decode(int32_t* out_token) {
+Status Session::check_decode() const {
   if (!has_logits_) {
     return Status::error(GEIST_E_INVALID_STATE,
                          "decode needs pending logits: prefill at least one token first");
@@ -165,10 +165,24 @@ Status Session::decode(int32_t* out_token) {
   }
   // Pending logits computed before a device failure would still give a token, but the session
   // cannot run the forward it then owes: say so now.
-  GEIST_RETURN_IF_ERROR(state_->status());
+  return state_->status();
+}
+
+bool Session::next_is_argmax(size_t more) const {
+  const size_t n_gen = more > 0 ? 0 : static_cast<size_t>(n_generated_);
+  return Sampler::is_argmax(sampler_params_, tokens_.size() + more, n_gen);
+}
+
+void Session::append_decoded(int32_t tok) {
+  tokens_.push_back(tok);
+  ++n_generated_;
+  forward_owed_ = true;
+}
+
+Status Session::decode(int32_t* out_token) {
+  GEIST_RETURN_IF_ERROR(check_decode());
   int32_t tok = 0;
-  const size_t n_gen = static_cast<size_t>(n_generated_);
-  if (forward_owed_ && Sampler::is_argmax(sampler_params_, tokens_.size(), n_gen)) {
+  if (forward_owed_ && next_is_argmax(0)) {
     // The owed forward's row would be used for its argmax only and then go stale (the token
     // appended below owes the next forward), so only the argmax is asked for: a device
     // backend copies out 4 bytes instead of the row. logits_ stays stale; nothing reads it
@@ -176,12 +190,10 @@ Status Session::decode(int32_t* out_token) {
     GEIST_RETURN_IF_ERROR(pay_forward(&tok));
   } else {
     GEIST_RETURN_IF_ERROR(pay_forward());
-    tok = sampler_.sample(logits_.data(), tokens_.data(), tokens_.size(), n_gen, sampler_params_,
-                          rng_);
+    tok = sampler_.sample(logits_.data(), tokens_.data(), tokens_.size(),
+                          static_cast<size_t>(n_generated_), sampler_params_, rng_);
   }
-  tokens_.push_back(tok);
-  ++n_generated_;
-  forward_owed_ = true;
+  append_decoded(tok);
   *out_token = tok;
   return Status::ok();
 }

@@ -93,6 +93,13 @@ class Session {
   // with argmax, writes only their argmax_first() there (LogitsOut::argmax) and leaves logits_
   // stale: for decode() alone, which appends a token right after.
   Status pay_forward(int32_t* argmax = nullptr);
+  // decode()'s checks before it samples: pending logits, room, a healthy state.
+  Status check_decode() const;
+  // Whether the next token is a greedy choice (Sampler::is_argmax), with `more` tokens
+  // appended first (a prompt input then starts a new completion).
+  bool next_is_argmax(size_t more) const;
+  // decode()'s end: tok is the next token; its forward is owed.
+  void append_decoded(int32_t tok);
   // The session as the snapshot writer sees it (nested: a PIN image, without the pin).
   SnapshotSource snapshot_source(bool nested) const;
   SnapshotTarget snapshot_target() const;

@@ -67,6 +67,8 @@ json timings_json(const Result& r) {
   return json{{"cache_n", r.cached_tokens},
               {"prompt_n", pn},
               {"prompt_ms", r.prompt_ms},
+              {"cache_restore_ms", r.restore_ms},
+              {"checkpoint_ms", r.checkpoint_ms},
               {"prompt_per_token_ms", per(r.prompt_ms, pn)},
               {"prompt_per_second", rate(r.prompt_ms, pn)},
               {"predicted_n", r.completion_tokens},

@@ -215,6 +215,7 @@ void Scheduler::chunk_done(Slot& s, int32_t end) {
   s.pos = end;
   if (cache_ && std::find(s.cuts.begin(), s.cuts.end(), end) != s.cuts.end() &&
       !cache_->contains(s.ns, prompt.data(), end)) {
+    const double t0 = now_ms();
     size_t size = 0, written = 0;
     if (geist_session_snapshot_size(s.sess, &size) == GEIST_OK) {
       // A resident buffer where an evicted image gave one back (a fresh one costs a page
@@ -225,6 +226,7 @@ void Scheduler::chunk_done(Slot& s, int32_t end) {
         cache_->insert(s.ns, prompt.data(), end, std::move(img));
       }
     }
+    s.res.checkpoint_ms += now_ms() - t0;
   }
   if (s.pos == n) prompt_done(s);
 }
@@ -253,10 +255,13 @@ void Scheduler::prompt_done(Slot& s) {
   if (s.req->prefill_only) finish(s, "stop");
 }
 
-void Scheduler::decode_one(Slot& s) {
+void Scheduler::decode_one(Slot& s, const geist_token* sampled) {
   Request& r = *s.req;
   TokenEvent ev;
-  if (r.logprobs) {
+  geist_token tok = 0;
+  if (sampled != nullptr) {  // sampled in the step's batched call (no logprobs asked)
+    tok = *sampled;
+  } else if (r.logprobs) {
     const float* lg = nullptr;
     int32_t nv = 0;
     if (geist_session_logits(s.sess, &lg, &nv) != GEIST_OK) {
@@ -265,15 +270,16 @@ void Scheduler::decode_one(Slot& s) {
     }
     s.logits.assign(lg, lg + nv);
   }
-  geist_token tok = 0;
-  const geist_status st = geist_session_decode(s.sess, &tok);
-  if (st == GEIST_E_TOO_MANY_TOKENS) {
-    finish(s, "length");
-    return;
-  }
-  if (st != GEIST_OK) {
-    finish(s, "error", geist_session_last_error(s.sess));
-    return;
+  if (sampled == nullptr) {
+    const geist_status st = geist_session_decode(s.sess, &tok);
+    if (st == GEIST_E_TOO_MANY_TOKENS) {
+      finish(s, "length");
+      return;
+    }
+    if (st != GEIST_OK) {
+      finish(s, "error", geist_session_last_error(s.sess));
+      return;
+    }
   }
   if (s.t_first == 0) s.t_first = now_ms();
   ++s.res.completion_tokens;
@@ -422,8 +428,10 @@ void Scheduler::step() {
       // that passed the tier's checksum and the entry codec's XXH3-128; a session's image is
       // its own snapshot, a tier object verified likewise, or an upload that a full
       // geist_session_restore accepted. The structural checks still run.
+      const double t0 = now_ms();
       restored =
           geist_session_restore_trusted(s->sess, hit.image->data(), hit.image->size()) == GEIST_OK;
+      s->res.restore_ms += now_ms() - t0;
     }
     if (!restored && s->req->start_image) {
       finish(
@@ -446,8 +454,9 @@ void Scheduler::step() {
     if (s->pos == static_cast<int32_t>(prompt.size())) prompt_done(*s);
   }
   // 4. The step's work, one geist_batch_forward: the owed forward of every decoding sequence
-  //    (its last sampled token) and prefill chunks in admission order within the token
-  //    budget; then each decoding sequence samples from its pending logits (no forward).
+  //    (its last sampled token) and its next token sampled in the same call (where logprobs
+  //    are asked for, the sequence samples afterwards from its pending logits, no forward),
+  //    and prefill chunks in admission order within the token budget.
   std::vector<Slot*> decoders, prefillers;
   for (auto& s : slots_) {
     if (!s->req || s->waiting) continue;
@@ -460,7 +469,9 @@ void Scheduler::step() {
   std::vector<int32_t> ends;  // prefill items: the chunk's end; decode items: -1
   items.reserve(decoders.size() + prefillers.size());
   for (Slot* s : decoders) {
-    geist_batch_item_init(&items.emplace_back(), s->sess, nullptr, 0);
+    geist_batch_item& it = items.emplace_back();
+    geist_batch_item_init(&it, s->sess, nullptr, 0);
+    it.decode = s->req->logprobs ? 0 : 1;
     owners.push_back(s);
     ends.push_back(-1);
   }
@@ -506,7 +517,7 @@ void Scheduler::step() {
           } else if (ist != GEIST_OK) {
             finish(s, "error", geist_session_last_error(s.sess));
           } else {
-            decode_one(s);
+            decode_one(s, items[i].decode ? &items[i].token : nullptr);
           }
         } else if (ist != GEIST_OK) {
           finish(s, "error", geist_session_last_error(s.sess));

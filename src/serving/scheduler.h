@@ -58,6 +58,8 @@ struct Result {
   int32_t completion_tokens = 0;
   double queue_ms = 0, prompt_ms = 0, predicted_ms = 0;  // waiting, prefill, generation
   double ttft_ms = 0;                                    // from submission to the first token
+  // Parts of prompt_ms: restoring the cached prefix, and snapshotting its checkpoints.
+  double restore_ms = 0, checkpoint_ms = 0;
 };
 
 struct Request {
@@ -144,7 +146,9 @@ class Scheduler {
   void admit(Slot& slot, std::shared_ptr<Request> req);
   int32_t chunk_end(const Slot& slot, int32_t budget) const;
   void chunk_done(Slot& slot, int32_t end);
-  void decode_one(Slot& slot);
+  // The sequence's next token: `sampled` when the step's batched call sampled it, else
+  // geist_session_decode (logprobs read the pending logits first).
+  void decode_one(Slot& slot, const geist_token* sampled = nullptr);
   void prompt_done(Slot& slot);
   void finish(Slot& slot, const char* reason, const std::string& error = "");
 

@@ -32,13 +32,14 @@ TEST(ApiAbi, LayoutIsValidJsonWithEveryPublicStruct) {
   size_t n_fields = 0;
   for (const auto& [name, st] : s.items()) n_fields += st.at("fields").size();
   // geist.h: 7 in geist_model_params (vocab_only last), 10 in geist_sampler_params
-  // (frequency_penalty last), 5 in geist_session_params; geist_batch.h: 5.
-  EXPECT_EQ(n_fields, 7u + 10u + 5u + 5u);
+  // (frequency_penalty last), 5 in geist_session_params; geist_batch.h: 7 (token last).
+  EXPECT_EQ(n_fields, 7u + 10u + 5u + 7u);
   EXPECT_EQ(s.size(), 4u);
   const auto& item = s.at("geist_batch_item");
   EXPECT_EQ(item.at("size").get<size_t>(), sizeof(geist_batch_item));
   EXPECT_EQ(item.at("fields").at("struct_size").at(0).get<size_t>(), 0u);
   EXPECT_EQ(item.at("fields").at("status").at(0).get<size_t>(), offsetof(geist_batch_item, status));
+  EXPECT_EQ(item.at("fields").at("token").at(0).get<size_t>(), offsetof(geist_batch_item, token));
   const auto& vocab_only = s.at("geist_model_params").at("fields").at("vocab_only");
   EXPECT_EQ(vocab_only.at(0).get<size_t>(), offsetof(geist_model_params, vocab_only));
   const auto& freq = s.at("geist_sampler_params").at("fields").at("frequency_penalty");

@@ -98,5 +98,71 @@ TEST(ApiBatch, ErrorsArePerSession) {
   EXPECT_EQ(geist_batch_forward(model.m, nullptr, 0), GEIST_OK);
 }
 
+// An item that samples inside the call (decode) but could not afterwards fails with
+// geist_session_decode's status and nothing run; the others sample the lone sessions' tokens:
+// one after its prompt, one from logits already pending (nothing to forward), one after its
+// owed forward.
+TEST(ApiBatch, DecodeInsideTheCallIsDecodesStatusAndToken) {
+  GEIST_REQUIRE_FIXTURES();
+  ModelHandle model;
+  char err[512] = "";
+  ASSERT_EQ(geist_model_load(stories260k_path().c_str(), nullptr, &model.m, err, sizeof err),
+            GEIST_OK);
+  geist_session_params p;
+  geist_session_params_default(&p);
+  p.max_seq_len = 64;
+  p.n_threads = 2;
+  p.sampler.temperature = 0.8f;  // one sampled session next to greedy ones
+  p.sampler.seed = 9;
+  SessionHandle fresh, nearly_full, sampled, pending, owed, lone;
+  for (SessionHandle* h : {&fresh, &nearly_full, &sampled, &pending, &owed, &lone}) {
+    ASSERT_EQ(geist_session_create(model.m, &p, &h->s), GEIST_OK);
+    p.sampler.temperature = 0.0f;
+  }
+  const std::vector<geist_token> prompt = {1, 20, 30, 40};
+  const std::vector<geist_token> long_prompt(64, 7);  // fits, but leaves no room
+  ASSERT_EQ(geist_session_prefill(pending.s, prompt.data(), prompt.size()), GEIST_OK);
+  ASSERT_EQ(geist_session_prefill(owed.s, prompt.data(), prompt.size()), GEIST_OK);
+  geist_token owed_first = -1;
+  ASSERT_EQ(geist_session_decode(owed.s, &owed_first), GEIST_OK);
+  const std::vector<uint8_t> owed_before = snapshot_of(owed.s);
+  std::vector<geist_batch_item> items(5);
+  geist_batch_item_init(&items[0], fresh.s, nullptr, 0);
+  geist_batch_item_init(&items[1], nearly_full.s, long_prompt.data(), long_prompt.size());
+  geist_batch_item_init(&items[2], sampled.s, prompt.data(), prompt.size());
+  geist_batch_item_init(&items[3], pending.s, nullptr, 0);
+  geist_batch_item_init(&items[4], owed.s, nullptr, 0);
+  for (geist_batch_item& it : items) it.decode = 1;
+  ASSERT_EQ(geist_batch_forward(model.m, items.data(), items.size()), GEIST_OK);
+  EXPECT_EQ(items[0].status, GEIST_E_INVALID_STATE);
+  EXPECT_EQ(geist_session_position(fresh.s), 0);
+  EXPECT_EQ(items[1].status, GEIST_E_TOO_MANY_TOKENS);  // 64 + the token > 64 positions
+  EXPECT_NE(std::string(geist_session_last_error(nearly_full.s)).find("full"), std::string::npos);
+  EXPECT_EQ(geist_session_position(nearly_full.s), 0);
+  for (int i = 2; i < 5; ++i) EXPECT_EQ(items[static_cast<size_t>(i)].status, GEIST_OK) << i;
+
+  // The same tokens through the lone path, each on a session in the same state as before.
+  SessionHandle lone_sampled;
+  geist_session_params ps = p;
+  ps.sampler.temperature = 0.8f;
+  ps.sampler.seed = 9;
+  ASSERT_EQ(geist_session_create(model.m, &ps, &lone_sampled.s), GEIST_OK);
+  ASSERT_EQ(geist_session_prefill(lone_sampled.s, prompt.data(), prompt.size()), GEIST_OK);
+  geist_token want = -1;
+  ASSERT_EQ(geist_session_decode(lone_sampled.s, &want), GEIST_OK);
+  EXPECT_EQ(items[2].token, want);
+  ASSERT_EQ(geist_session_prefill(lone.s, prompt.data(), prompt.size()), GEIST_OK);
+  ASSERT_EQ(geist_session_decode(lone.s, &want), GEIST_OK);
+  EXPECT_EQ(items[3].token, want);
+  EXPECT_EQ(owed_first, want);
+  ASSERT_EQ(geist_session_decode(lone.s, &want), GEIST_OK);
+  EXPECT_EQ(items[4].token, want);
+  // Afterwards each session owes its token's forward, as after geist_session_decode: its
+  // logits (one forward) and its history are the lone session's.
+  expect_same_logits(owed.s, lone.s, "owed session");
+  EXPECT_TRUE(snapshot_of(owed.s) == snapshot_of(lone.s));
+  EXPECT_FALSE(snapshot_of(owed.s) == owed_before);
+}
+
 }  // namespace
 }  // namespace geist::test

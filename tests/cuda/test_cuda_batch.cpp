@@ -83,7 +83,7 @@ cuda::CudaStepStats batched_decode(const ArchModel& m, int32_t b, int steps, boo
       const size_t k = static_cast<size_t>(i);
       segs[k] = Segment{batched[k].get(), &tok[k], 1, pos[k], i, true};
     }
-    EXPECT_TRUE(m.forward_batch(*batched[0], segs.data(), b, got.data(), pool).is_ok());
+    EXPECT_TRUE(m.forward_batch(*batched[0], segs.data(), b, got.data(), nullptr, pool).is_ok());
     for (int32_t i = 0; i < b; ++i) {
       const size_t k = static_cast<size_t>(i);
       EXPECT_TRUE(m.forward(*alone[k], &tok[k], 1, pos[k], false, row.data(), pool).is_ok());

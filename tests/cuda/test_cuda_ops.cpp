@@ -379,23 +379,60 @@ TEST_F(CudaOps, ArgmaxFirstEqualsTheHostDefinition) {
             cudaErrorInvalidValue);
 }
 
-// The stream's greedy output: the id of matmul_to_host's row, the host scratch left unwritten.
-TEST_F(CudaOps, MatmulArgmaxToHostIsTheArgmaxOfTheRow) {
+// Several rows in one launch: each row's id is that row's argmax_first, with its own counter
+// left at 0 (ties and NaN in some rows, a maximum in the first and last element of others).
+TEST_F(CudaOps, ArgmaxFirstOfRowsIsEachRowsOwn) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const int32_t n : {1, 2049, 248320}) {
+    const int32_t rows = 7;
+    std::mt19937 rng(78);
+    std::uniform_int_distribution<int> few(-3, 3);
+    std::vector<float> x(static_cast<size_t>(n) * rows);
+    for (float& v : x) v = static_cast<float>(few(rng));
+    x[static_cast<size_t>(n) * 1] = 9.0f;                                        // row 1: first
+    x[static_cast<size_t>(n) * 3 - 1] = 9.0f;                                    // row 2: last
+    for (int32_t i = 0; i < n; i += 3) x[static_cast<size_t>(n) * 4 + i] = nan;  // row 4
+    DeviceVec<cuda::ArgmaxPart> parts(static_cast<size_t>(cuda::kArgmaxParts) * rows);
+    DeviceVec<unsigned> count(std::vector<unsigned>(rows, 0u));
+    DeviceVec<int32_t> out(rows);
+    DeviceVec<float> dx(x);
+    ASSERT_EQ(cuda::argmax_first(nullptr, dx.ptr(), n, parts.ptr(), count.ptr(), out.ptr(), rows),
+              cudaSuccess);
+    const std::vector<int32_t> got = out.download();
+    for (int32_t r = 0; r < rows; ++r) {
+      EXPECT_EQ(got[static_cast<size_t>(r)], argmax_first(x.data() + int64_t{r} * n, n))
+          << "n " << n << " row " << r;
+    }
+    for (const unsigned c : count.download()) EXPECT_EQ(c, 0u);
+  }
+}
+
+// The stream's greedy output: the id of each of matmul_to_host's rows (one row: a decode
+// step; several: a batched one), the host scratch left unwritten.
+TEST_F(CudaOps, MatmulArgmaxToHostIsTheArgmaxOfEachRow) {
   for (const GgmlType t : {GgmlType::Q8_0, GgmlType::F32}) {
     for (const int64_t n_out : {int64_t{1}, int64_t{45}, int64_t{5003}, int64_t{40000}}) {
-      SCOPED_TRACE(std::string(ggml_type_name(t)) + " n_out " + std::to_string(n_out));
-      const int64_t n_in = 256;
-      const HostWeight h = make_weight(t, n_in, n_out, 23);
-      const WeightMatrix dev = upload(h);
-      const std::vector<float> x = random_floats(static_cast<size_t>(n_in), 5);
-      DeviceVec<float> dx(x);
-      std::vector<float> row(static_cast<size_t>(n_out));
-      stream_->matmul_to_host(dev, dx.ptr(), n_in, 1, row.data(), n_out);
-      std::vector<float> scratch(static_cast<size_t>(n_out), -7.0f);
-      int32_t id = -1;
-      stream_->matmul_argmax_to_host(dev, dx.ptr(), scratch.data(), &id);
-      EXPECT_EQ(id, argmax_first(row.data(), n_out));
-      EXPECT_EQ(std::count(scratch.begin(), scratch.end(), -7.0f), n_out);
+      for (const int32_t n_tok : {1, 3, 64}) {
+        SCOPED_TRACE(std::string(ggml_type_name(t)) + " n_out " + std::to_string(n_out) + " rows " +
+                     std::to_string(n_tok));
+        const int64_t n_in = 256;
+        const HostWeight h = make_weight(t, n_in, n_out, 23);
+        const WeightMatrix dev = upload(h);
+        const std::vector<float> x = random_floats(static_cast<size_t>(n_in * n_tok), 5);
+        DeviceVec<float> dx(x);
+        const size_t total = static_cast<size_t>(n_out * n_tok);
+        std::vector<float> rows(total);
+        stream_->matmul_to_host(dev, dx.ptr(), n_in, n_tok, rows.data(), n_out);
+        std::vector<float> scratch(total, -7.0f);
+        std::vector<int32_t> ids(static_cast<size_t>(n_tok), -1);
+        stream_->matmul_argmax_to_host(dev, dx.ptr(), n_tok, scratch.data(), ids.data());
+        for (int32_t r = 0; r < n_tok; ++r) {
+          EXPECT_EQ(ids[static_cast<size_t>(r)], argmax_first(rows.data() + r * n_out, n_out))
+              << "row " << r;
+        }
+        EXPECT_EQ(std::count(scratch.begin(), scratch.end(), -7.0f),
+                  static_cast<std::ptrdiff_t>(total));
+      }
     }
   }
 }

@@ -92,9 +92,30 @@ for (const name of MODELS) {
       assert.equal(r.status, 200);
       assert.equal(r.json.usage.completion_tokens, 4);
       assert.equal(typeof r.json.usage.prompt_tokens_details.cached_tokens, 'number');
-      for (const k of ['cache_n', 'prompt_n', 'prompt_ms', 'predicted_n', 'predicted_ms', 'predicted_per_second']) {
+      for (const k of ['cache_n', 'prompt_n', 'prompt_ms', 'predicted_n', 'predicted_ms', 'predicted_per_second',
+        'cache_restore_ms', 'checkpoint_ms']) {
         assert.equal(typeof r.json.timings[k], 'number', k);
       }
+    });
+
+    test('timings: a cached prefix is restored, checkpoints are snapshotted, within prompt_ms', async () => {
+      // A prompt this server has not seen: nothing to restore, its checkpoints snapshotted.
+      const body = { messages: [{ role: 'user', content: 'Timings of a walrus named Quentin' }],
+        max_tokens: 2, temperature: 0 };
+      const first = await post(srv.base, '/v1/chat/completions', body);
+      assert.equal(first.status, 200);
+      const t1 = first.json.timings;
+      assert.equal(first.json.usage.prompt_tokens_details.cached_tokens, 0);
+      assert.equal(t1.cache_restore_ms, 0);
+      assert.ok(t1.checkpoint_ms > 0, JSON.stringify(t1));
+      assert.ok(t1.checkpoint_ms <= t1.prompt_ms, JSON.stringify(t1));
+      // The same request again: the whole prompt is restored and nothing is left to checkpoint.
+      const again = await post(srv.base, '/v1/chat/completions', body);
+      const t2 = again.json.timings;
+      assert.equal(again.json.usage.prompt_tokens_details.cached_tokens, first.json.usage.prompt_tokens);
+      assert.ok(t2.cache_restore_ms > 0, JSON.stringify(t2));
+      assert.ok(t2.cache_restore_ms <= t2.prompt_ms, JSON.stringify(t2));
+      assert.equal(t2.checkpoint_ms, 0);
     });
 
     test('logprobs: greedy token is the top one, values are log-probabilities', async () => {

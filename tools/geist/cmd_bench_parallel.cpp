@@ -1,10 +1,10 @@
 // geist bench --parallel B1,B2,...: B sessions advanced together through geist_batch_forward,
-// as llama-batched-bench measures them: each session prefills its own P-token prompt (all B
-// prompts in one batched call), then N decode steps, each one batched forward of the B owed
-// tokens and B samplings. Aggregate tok/s over all sessions, time to first token, the
-// resident memory with B sessions alive, its growth per session added since the previous B,
-// and one session's state (its snapshot size: KV cache and recurrent state, plus the image's
-// small header and token list), which that growth should match.
+// as llama-batched-bench measures them: each session prefills its own P-token prompt and
+// samples its first token (all B in one batched call), then N decode steps, each one batched
+// call that runs the B owed tokens and samples B more (geist_batch_item.decode). Aggregate tok/s
+// over all sessions, time to first token, the resident memory with B sessions alive, its growth per
+// session added since the previous B, and one session's state (its snapshot size: KV cache and
+// recurrent state, plus the image's small header and token list), which that growth should match.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -56,9 +56,10 @@ bool run_b(const char* verb, const ModelHandle& m, const geist_session_params& s
     for (geist_token& t : p) t = pick(rng);
   }
   std::vector<geist_batch_item> items(static_cast<size_t>(b));
-  auto forward = [&](bool with_prompt) {
+  // One batched call: the owed tokens (and the prompts), then with decode every next token.
+  auto forward = [&](bool with_prompt, bool decode) {
     for (size_t k = 0; k < ss.size(); ++k) {
-      items[k] = geist::batch_item(ss[k], with_prompt ? &prompts[k] : nullptr);
+      items[k] = geist::batch_item(ss[k], with_prompt ? &prompts[k] : nullptr, decode);
     }
     if (geist::batch_forward(m, &items) != GEIST_OK) {
       cli_error(verb, "batched forward failed: %s", m.last_error());
@@ -72,28 +73,16 @@ bool run_b(const char* verb, const ModelHandle& m, const geist_session_params& s
     }
     return true;
   };
-  auto decode_all = [&]() {
-    for (SessionHandle& s : ss) {
-      geist_token t = 0;
-      if (s.decode(&t) != GEIST_OK) {
-        cli_error(verb, "decode failed: %s", s.last_error());
-        return false;
-      }
-    }
-    return true;
-  };
   const double t0 = now_seconds();
-  if (!forward(true)) return false;
-  const double t1 = now_seconds();
-  if (!decode_all()) return false;  // every session's first token
+  if (!forward(true, true)) return false;  // the prompts and every session's first token
   const double t2 = now_seconds();
   for (int32_t step = 1; step < n_gen; ++step) {
-    if (!forward(false) || !decode_all()) return false;
+    if (!forward(false, true)) return false;
   }
-  if (n_gen > 1 && !forward(false)) return false;  // the last token's forward is timed too
+  if (n_gen > 1 && !forward(false, false)) return false;  // the last token's forward is timed too
   const double t3 = now_seconds();
   out->parallel = b;
-  out->prefill_tps = static_cast<double>(b) * prompts[0].size() / (t1 - t0);
+  out->prefill_tps = static_cast<double>(b) * prompts[0].size() / (t2 - t0);
   out->ttft_ms = (t2 - t0) * 1e3;
   out->decode_tps = n_gen > 1 ? static_cast<double>(b) * (n_gen - 1) / (t3 - t2) : 0;
   out->rss = rss_mib();

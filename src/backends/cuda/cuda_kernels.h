@@ -145,8 +145,10 @@ struct ArgmaxPart {
   int32_t i;
 };
 constexpr int kArgmaxParts = 64;
+// rows > 1: row r of x at x + r * n, with its own parts[r * kArgmaxParts ...], count[r] and
+// out[r] (cudaErrorInvalidValue also for rows outside [1, 65535]).
 cudaError_t argmax_first(cudaStream_t s, const float* x, int32_t n, ArgmaxPart* parts,
-                         unsigned* count, int32_t* out);
+                         unsigned* count, int32_t* out, int32_t rows = 1);
 
 // ---- KV cache (kv_cuda.cu, kv_attn_cuda.cu): KvCache's encodings (kernels/attention_kv.h) ----
 

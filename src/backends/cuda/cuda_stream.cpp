@@ -168,43 +168,49 @@ void CudaStream::matmul_to_host(const WeightMatrix& w, const float* x, int64_t x
   logits_dst_ = nullptr;
 }
 
-void CudaStream::matmul_argmax_to_host(const WeightMatrix& w, const float* x, float* host_y,
-                                       int32_t* host_id) {
-  (void)host_y;  // the row stays on the device
-  *host_id = 0;
+void CudaStream::matmul_argmax_to_host(const WeightMatrix& w, const float* x, int32_t n_tok,
+                                       float* host_y, int32_t* host_ids) {
+  (void)host_y;  // the rows stay on the device
+  if (n_tok <= 0) return;
+  const size_t n = static_cast<size_t>(n_tok);
+  std::fill_n(host_ids, n, 0);
   if (w.n_out <= 0) return;
-  auto* tmp = static_cast<float*>(
-      y_tmp_.get(*core_, static_cast<size_t>(w.n_out) * sizeof(float), "matmul_to_host scratch"));
-  // [kArgmaxParts] parts, the counter (zero at rest), the id.
+  auto* tmp = static_cast<float*>(y_tmp_.get(
+      *core_, n * static_cast<size_t>(w.n_out) * sizeof(float), "matmul_to_host scratch"));
+  // [n][kArgmaxParts] parts, the counters [n] (zero at rest), the ids [n].
   auto* parts = static_cast<cuda::ArgmaxPart*>(argmax_.get(
-      *core_, cuda::kArgmaxParts * sizeof(cuda::ArgmaxPart) + 8, "argmax scratch", true));
+      *core_, n * (cuda::kArgmaxParts * sizeof(cuda::ArgmaxPart) + 8), "argmax scratch", true));
   auto* count =
-      parts != nullptr ? reinterpret_cast<unsigned*>(parts + cuda::kArgmaxParts) : nullptr;
-  int32_t* id = parts != nullptr ? reinterpret_cast<int32_t*>(count + 1) : nullptr;
+      parts != nullptr ? reinterpret_cast<unsigned*>(parts + n * cuda::kArgmaxParts) : nullptr;
+  int32_t* id = parts != nullptr ? reinterpret_cast<int32_t*>(count + n) : nullptr;
+  const size_t bytes = n * sizeof(int32_t);
   const auto launch = [&](void* dst) {
-    return core_->ok(matmul_ws(w, x, w.n_in, 1, tmp, w.n_out), "matmul kernel launch") &&
+    return core_->ok(matmul_ws(w, x, w.n_in, n_tok, tmp, w.n_out), "matmul kernel launch") &&
            core_->ok(cuda::argmax_first(core_->stream, tmp, static_cast<int32_t>(w.n_out), parts,
-                                        count, id),
+                                        count, id, n_tok),
                      "argmax kernel launch") &&
-           core_->ok(
-               cudaMemcpyAsync(dst, id, sizeof(int32_t), cudaMemcpyDeviceToHost, core_->stream),
-               "cudaMemcpyAsync(argmax to host)");
+           core_->ok(cudaMemcpyAsync(dst, id, bytes, cudaMemcpyDeviceToHost, core_->stream),
+                     "cudaMemcpyAsync(argmax to host)");
   };
   if (core_->mode != StepMode::PLAIN) {
-    const bool staged = argmax_host_.has(sizeof(int32_t));
+    const bool staged = argmax_host_.has(bytes);
     if (!staged) core_->step_failed = true;
-    const bool replay = core_->note_op(kRecToHostArgmax, w.type, w.data, w.n_in, w.n_out,
-                                       w.row_bytes, w.layout, x, tmp, parts, argmax_host_.get());
+    const bool replay =
+        core_->note_op(kRecToHostArgmax, w.type, w.data, w.n_in, w.n_out, w.row_bytes, w.layout, x,
+                       n_tok, tmp, parts, argmax_host_.get());
     if (tmp == nullptr || parts == nullptr || !staged) return;
-    if (replay || launch(argmax_host_.get())) argmax_dst_ = host_id;  // end_forward copies it
+    if (replay || launch(argmax_host_.get())) {  // end_forward copies them
+      argmax_dst_ = host_ids;
+      argmax_rows_ = n_tok;
+    }
     return;
   }
   if (tmp == nullptr || parts == nullptr) return;
-  const bool staged = argmax_host_.reserve(sizeof(int32_t));
-  void* dst = staged ? argmax_host_.get() : static_cast<void*>(host_id);
+  const bool staged = argmax_host_.reserve(bytes);
+  void* dst = staged ? argmax_host_.get() : static_cast<void*>(host_ids);
   if (launch(dst) &&
       core_->ok(cudaStreamSynchronize(core_->stream), "cudaStreamSynchronize(argmax)") && staged) {
-    std::memcpy(host_id, argmax_host_.get(), sizeof(int32_t));
+    std::memcpy(host_ids, argmax_host_.get(), bytes);
   }
 }
 

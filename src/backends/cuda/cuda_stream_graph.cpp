@@ -212,8 +212,12 @@ bool CudaStream::instantiate(cudaGraph_t g) {
 
 void CudaStream::copy_logits_out(bool good) {
   if (argmax_dst_ != nullptr) {
-    *argmax_dst_ = 0;
-    if (good) std::memcpy(argmax_dst_, argmax_host_.get(), sizeof(int32_t));
+    const size_t bytes = static_cast<size_t>(argmax_rows_) * sizeof(int32_t);
+    if (good) {
+      std::memcpy(argmax_dst_, argmax_host_.get(), bytes);
+    } else {
+      std::memset(argmax_dst_, 0, bytes);
+    }
     argmax_dst_ = nullptr;
   }
   if (logits_dst_ == nullptr) return;

@@ -157,9 +157,10 @@ class CudaStream final : public Stream {
   // ones copy straight into host_y.
   void matmul_to_host(const WeightMatrix& w, const float* x, int64_t x_stride, int32_t n_tok,
                       float* host_y, int64_t y_stride) override;
-  // The row into y_tmp_, cuda::argmax_first there, and 4 bytes out (through argmax_host_).
-  void matmul_argmax_to_host(const WeightMatrix& w, const float* x, float* host_y,
-                             int32_t* host_id) override;
+  // The rows into y_tmp_, cuda::argmax_first of each there, and 4 bytes a row out (through
+  // argmax_host_).
+  void matmul_argmax_to_host(const WeightMatrix& w, const float* x, int32_t n_tok, float* host_y,
+                             int32_t* host_ids) override;
   void rms_norm(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride,
                 int32_t n_rows, int64_t n, float eps) override;
   void rope(float* x, int64_t x_stride, int32_t n_tok, int32_t n_head, int32_t head_dim,
@@ -268,7 +269,7 @@ class CudaStream final : public Stream {
   Pinned ids_host_;     // int32 [n] staged token ids
   Pinned logits_host_;  // float [1][n_out] staged logits of a one-token step
   Scratch argmax_;      // cuda::argmax_first's parts, counter (zero at rest) and id
-  Pinned argmax_host_;  // int32 [1] the staged greedy id of a one-token step
+  Pinned argmax_host_;  // int32 [rows] the staged greedy ids of a step
   Pinned step_host_;    // int32 [1] the graph step's position, copied to core_->pos_dev
 
   cudaGraphExec_t exec_ = nullptr;  // the decode step's graph
@@ -292,7 +293,8 @@ class CudaStream final : public Stream {
   int64_t logits_stride_ = 0;          // floats between rows of logits_dst_
   int32_t logits_rows_ = 0;
   size_t logits_row_bytes_ = 0;
-  int32_t* argmax_dst_ = nullptr;   // host int of the step's greedy id (copied at the end)
+  int32_t* argmax_dst_ = nullptr;   // host ints of the step's greedy ids (copied at the end)
+  int32_t argmax_rows_ = 0;         // how many
   std::vector<RopeRow> rope_rows_;  // [n_rows] rope_attend_rows's rows (host scratch)
 };
 

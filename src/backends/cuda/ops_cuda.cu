@@ -157,6 +157,11 @@ __global__ void __launch_bounds__(kAmThreads)
   __shared__ int si[kAmThreads / 32];
   __shared__ bool last;
   pdl_begin();
+  // Row blockIdx.y: its own slice of x, parts, counter and id.
+  x += static_cast<int64_t>(blockIdx.y) * n;
+  parts += static_cast<int64_t>(blockIdx.y) * kArgmaxParts;
+  count += blockIdx.y;
+  out += blockIdx.y;
   const int per = (n + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
   const int lo = static_cast<int>(blockIdx.x) * per;
   const int hi = n - lo < per ? n : lo + per;
@@ -234,11 +239,11 @@ cudaError_t sigmoid_mul(cudaStream_t s, float* x, int64_t x_stride, const float*
 }
 
 cudaError_t argmax_first(cudaStream_t s, const float* x, int32_t n, ArgmaxPart* parts,
-                         unsigned* count, int32_t* out) {
-  if (n <= 0) return cudaErrorInvalidValue;
+                         unsigned* count, int32_t* out, int32_t rows) {
+  if (n <= 0 || rows <= 0 || rows > 65535) return cudaErrorInvalidValue;
   const int blocks = std::min(kArgmaxParts, (n + kAmThreads * 8 - 1) / (kAmThreads * 8));
-  return launch_pdl(argmax_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kAmThreads), 0, s, x,
-                    n, parts, count, out);
+  return launch_pdl(argmax_kernel, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(rows)),
+                    dim3(kAmThreads), 0, s, x, n, parts, count, out);
 }
 
 }  // namespace geist::cuda
