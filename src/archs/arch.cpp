@@ -17,15 +17,30 @@ bool cpu_kind(BackendKind k) { return k == BackendKind::CPU || k == BackendKind:
 
 }  // namespace
 
-void logits_head(Stream& s, const MicroBatch& mb, const float* x, float* xn, int64_t e,
+void logits_head(Stream& s, const MicroBatch& mb, float* x, const float* res, float* xn, int64_t e,
                  const float* norm_w, float eps, const WeightMatrix& output, int32_t n_vocab) {
-  if (mb.logits == nullptr) return;
+  bool added = res == nullptr;
+  const auto add = [&] {
+    if (!added) s.add(x, res, mb.n_rows * e);
+    added = true;
+  };
+  if (mb.logits == nullptr) {
+    add();
+    return;
+  }
   int32_t rows = 0;
   // Wanted rows that follow each other in x and in xn (a batched decode step's: every row)
   // are normed in one call; the norm is per row, so the bits are the same.
   int32_t run_src = 0, run_dst = 0, run_n = 0;
   const auto norm_run = [&] {
-    if (run_n > 0) s.rms_norm(x + run_src * e, e, norm_w, xn + run_dst * e, e, run_n, e, eps);
+    if (run_n == 0) return;
+    if (!added && run_src == 0 && run_n == mb.n_rows) {
+      s.add_rms_norm(x, res, norm_w, xn + run_dst * e, e, run_n, e, eps);
+      added = true;
+      return;
+    }
+    add();
+    s.rms_norm(x + run_src * e, e, norm_w, xn + run_dst * e, e, run_n, e, eps);
   };
   for (const Segment& g : segments(mb)) {
     if (!g.logits) continue;
@@ -42,6 +57,7 @@ void logits_head(Stream& s, const MicroBatch& mb, const float* x, float* xn, int
     rows += g.n - first;
   }
   norm_run();
+  add();  // no row wanted
   if (rows == 0) return;
   if (mb.argmax != nullptr) {
     s.matmul_argmax_to_host(output, xn, rows, mb.logits, mb.argmax);

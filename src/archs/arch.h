@@ -185,10 +185,12 @@ struct SegmentRange {
 };
 inline SegmentRange segments(const MicroBatch& mb) { return {mb.seg, mb.seg + mb.n_seg}; }
 
-// The output head of a micro-batch, the same for every architecture: the wanted rows of x
+// The output head of a micro-batch, the same for every architecture: x += res over all
+// n_rows rows (the last block's residual add; res nullptr: none), then the wanted rows of x
 // ([n_rows][e]) normed (norm_w, eps) into xn's first rows, then one matmul with `output` into
-// mb.logits (or their argmax, MicroBatch::argmax).
-void logits_head(Stream& s, const MicroBatch& mb, const float* x, float* xn, int64_t e,
+// mb.logits (or their argmax, MicroBatch::argmax). The add and a norm of every row from row 0
+// are one Stream::add_rms_norm.
+void logits_head(Stream& s, const MicroBatch& mb, float* x, const float* res, float* xn, int64_t e,
                  const float* norm_w, float eps, const WeightMatrix& output, int32_t n_vocab);
 
 class ArchModel {

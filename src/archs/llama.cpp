@@ -448,12 +448,18 @@ void LlamaModel::run_micro_batch(ArchState& state, ArchWorkspace& ws, const Micr
   }
 
   s.get_rows(tok_embd_, mb.tokens, n, x);
+  // Each block's residual add and the norm after it are one op (Stream::add_rms_norm): the
+  // last block's add goes with the next layer's input norm, the very last with the head's.
+  const float* res = nullptr;  // the residual still to be added to x
   for (int32_t il = 0; il < c.n_layer; ++il) {
     const LlamaLayer& l = layers_[static_cast<size_t>(il)];
-    s.rms_norm(x, n_embd, l.attn_norm, xn, n_embd, n, n_embd, c.rms_eps);
-    s.matmul(l.wq, xn, n_embd, n, q, n_q);
-    s.matmul(l.wk, xn, n_embd, n, k, n_k);
-    s.matmul(l.wv, xn, n_embd, n, v, n_v);
+    if (res == nullptr) {
+      s.rms_norm(x, n_embd, l.attn_norm, xn, n_embd, n, n_embd, c.rms_eps);
+    } else {
+      s.add_rms_norm(x, res, l.attn_norm, xn, n_embd, n, n_embd, c.rms_eps);
+    }
+    const MatmulDst qkv[] = {{&l.wq, q, n_q}, {&l.wk, k, n_k}, {&l.wv, v, n_v}};
+    s.matmul_many(qkv, 3, xn, n_embd, n);
     add_bias(s, q, n_q, n, l.bq, n_q);
     add_bias(s, k, n_k, n, l.bk, n_k);
     add_bias(s, v, n_v, n, l.bv, n_v);
@@ -463,28 +469,28 @@ void LlamaModel::run_micro_batch(ArchState& state, ArchWorkspace& ws, const Micr
     } else {
       for (const Segment& g : segments(mb)) {  // positions and the KV cache are the session's
         const int64_t r = g.row0;
-        s.rope(q + r * n_q, n_q, g.n, c.n_head, c.head_dim_k, g.pos, rope_);
-        s.rope(k + r * n_k, n_k, g.n, c.n_head_kv, c.head_dim_k, g.pos, rope_);
-        static_cast<LlamaState*>(g.state)->kv->attend_on(s, il, shape, q + r * n_q, n_q, g.n, g.pos,
-                                                         k + r * n_k, n_k, v + r * n_v, n_v,
-                                                         attn + r * n_o, n_o);
+        s.rope_attend(*static_cast<LlamaState*>(g.state)->kv, il, shape, rope_, nullptr,
+                      q + r * n_q, n_q, k + r * n_k, n_k, v + r * n_v, n_v, g.n, g.pos,
+                      attn + r * n_o, n_o);
       }
     }
     s.matmul(l.wo, attn, n_o, n, xn, n_embd);
     add_bias(s, xn, n_embd, n, l.bo, n_embd);
-    s.add(x, xn, n * n_embd);
-
-    s.rms_norm(x, n_embd, l.ffn_norm, xn, n_embd, n, n_embd, c.rms_eps);
-    s.matmul(l.w_gate, xn, n_embd, n, gate, c.n_ff);
-    s.matmul(l.w_up, xn, n_embd, n, up, c.n_ff);
-    add_bias(s, gate, c.n_ff, n, l.b_gate, c.n_ff);
-    add_bias(s, up, c.n_ff, n, l.b_up, c.n_ff);
-    s.swiglu(gate, up, gate, static_cast<int64_t>(n) * c.n_ff);
+    s.add_rms_norm(x, xn, l.ffn_norm, xn, n_embd, n, n_embd, c.rms_eps);
+    if (l.b_gate == nullptr && l.b_up == nullptr) {
+      s.matmul_swiglu(l.w_gate, l.w_up, xn, n_embd, n, gate, up, gate);
+    } else {
+      const MatmulDst gate_up[] = {{&l.w_gate, gate, c.n_ff}, {&l.w_up, up, c.n_ff}};
+      s.matmul_many(gate_up, 2, xn, n_embd, n);
+      add_bias(s, gate, c.n_ff, n, l.b_gate, c.n_ff);
+      add_bias(s, up, c.n_ff, n, l.b_up, c.n_ff);
+      s.swiglu(gate, up, gate, static_cast<int64_t>(n) * c.n_ff);
+    }
     s.matmul(l.w_down, gate, c.n_ff, n, xn, n_embd);
     add_bias(s, xn, n_embd, n, l.b_down, n_embd);
-    s.add(x, xn, n * n_embd);
+    res = xn;
   }
-  logits_head(s, mb, x, xn, n_embd, output_norm_, c.rms_eps, output_, c.n_vocab);
+  logits_head(s, mb, x, res, xn, n_embd, output_norm_, c.rms_eps, output_, c.n_vocab);
 }
 
 }  // namespace

@@ -148,20 +148,25 @@ void Qwen35Model::run_micro_batch(ArchState& state, ArchWorkspace& ws, const Mic
   float* xn = w.xn->f32();    // [n][n_embd]
   float* mix = w.mix->f32();  // [n][n_embd]
   s.get_rows(tok_embd_, mb.tokens, n, x);
+  // Each residual add and the norm after it are one op (Stream::add_rms_norm): the feed-forward's
+  // add goes with the next layer's input norm, the last one with the head's.
   for (int32_t il = 0; il < c.n_layer; ++il) {
     const Qwen35Layer& L = layers_[static_cast<size_t>(il)];
-    s.rms_norm(x, e, L.d.attn_norm, xn, e, n, e, c.norm_eps);
+    if (il == 0) {
+      s.rms_norm(x, e, L.d.attn_norm, xn, e, n, e, c.norm_eps);
+    } else {
+      s.add_rms_norm(x, mix, L.d.attn_norm, xn, e, n, e, c.norm_eps);
+    }
     if (L.recurrent) {
       deltanet_layer(st, w, il, mb);
     } else {
       attention_layer(st, w, il, mb);
     }
-    s.add(x, mix, n * e);
-    s.rms_norm(x, e, L.d.post_norm, xn, e, n, e, c.norm_eps);
+    s.add_rms_norm(x, mix, L.d.post_norm, xn, e, n, e, c.norm_eps);
     ffn(st, w, il, n);
-    s.add(x, mix, n * e);
   }
-  logits_head(s, mb, x, xn, e, d_output_norm_, c.norm_eps, output_, c.n_vocab);
+  logits_head(s, mb, x, c.n_layer > 0 ? mix : nullptr, xn, e, d_output_norm_, c.norm_eps, output_,
+              c.n_vocab);
 }
 
 void Qwen35Model::deltanet_layer(Qwen35State& st, const Qwen35Workspace& w, int32_t il,
@@ -182,11 +187,11 @@ void Qwen35Model::deltanet_layer(Qwen35State& st, const Qwen35Workspace& w, int3
   float* beta = w.heads0->f32();    // [n][n_v_heads]
   float* g = w.heads1->f32();       // [n][n_v_heads] log decay
 
-  s.matmul(L.wqkv, xn, e, n, qkv, cd);
-  s.matmul(L.wz, xn, e, n, z, vd);
-  s.matmul(L.w_beta, xn, e, n, beta, nv);
-  s.matmul(L.w_alpha, xn, e, n, g, nv);
-  s.deltanet_gates(beta, g, n, nv, L.d.ssm_a, L.d.dt_bias);
+  const MatmulDst proj[] = {
+      {&L.wqkv, qkv, cd}, {&L.wz, z, vd}, {&L.w_beta, beta, nv}, {&L.w_alpha, g, nv}};
+  s.matmul_many(proj, 4, xn, e, n);
+  // One token: the gates are part of its segment's prologue (Stream::deltanet_prep).
+  if (n != 1) s.deltanet_gates(beta, g, n, nv, L.d.ssm_a, L.d.dt_bias);
 
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(c.d_k));
   const int32_t slot = rec_slot(il);
@@ -217,8 +222,8 @@ void Qwen35Model::deltanet_layer(Qwen35State& st, const Qwen35Workspace& w, int3
       ssm_states[static_cast<size_t>(r)] = ss.ssm->f32() + slot * ss.ssm_layer_floats;
     }
     s.conv1d_silu_rows(qkv, cd, n, cd, L.d.conv1d, c.conv_kernel, conv_states.data(), conv_out, cd);
-    s.l2_norm_heads(conv_out, cd, n, c.n_k_heads, c.d_k, c.norm_eps, q_scale);
-    s.l2_norm_heads(conv_out + c.key_dim(), cd, n, c.n_k_heads, c.d_k, c.norm_eps, 1.0f);
+    s.l2_norm_heads_pair(conv_out, q_scale, conv_out + c.key_dim(), 1.0f, cd, n, c.n_k_heads, c.d_k,
+                         c.norm_eps);
     // Row 0's arguments; row r's are r rows on (Stream::gated_delta_rule_rows).
     s.gated_delta_rule_rows(delta_args(0, 1, nullptr), n, ssm_states.data(), kDeltaChunk);
   } else {
@@ -238,11 +243,34 @@ void Qwen35Model::deltanet_layer(Qwen35State& st, const Qwen35Workspace& w, int3
       float* conv_state = ss.conv->f32() + slot * ss.conv_layer_floats;  // [kernel-1][conv_dim]
       float* ssm = ss.ssm->f32() + slot * ss.ssm_layer_floats;           // [n_v][d_k][d_v]
       float* co = conv_out + r * cd;
-      s.conv1d_silu(qkv + r * cd, cd, sg.n, cd, L.d.conv1d, c.conv_kernel, conv_state, co, cd);
-      s.l2_norm_heads(co, cd, sg.n, c.n_k_heads, c.d_k, c.norm_eps, q_scale);
-      s.l2_norm_heads(co + c.key_dim(), cd, sg.n, c.n_k_heads, c.d_k, c.norm_eps, 1.0f);
+      DeltaNetPrepArgs pa;
+      pa.n_tok = sg.n;
+      if (n == 1) {
+        pa.beta = beta;
+        pa.g = g;
+        pa.gate_heads = nv;
+        pa.a = L.d.ssm_a;
+        pa.dt_bias = L.d.dt_bias;
+      }
+      pa.x = qkv + r * cd;
+      pa.x_stride = cd;
+      pa.n_ch = cd;
+      pa.w = L.d.conv1d;
+      pa.kernel = c.conv_kernel;
+      pa.state = conv_state;
+      pa.out = co;
+      pa.out_stride = cd;
+      pa.l2_heads = c.n_k_heads;
+      pa.d = c.d_k;
+      pa.eps = c.norm_eps;
+      pa.q_scale = q_scale;
+      s.deltanet_prep(pa);
 
       GatedDeltaArgs a = delta_args(r, sg.n, ssm);
+      if (n == 1) {  // one token: its delta rule and the gated norm of its output are one op
+        s.gated_delta_rule_norm(a, kDeltaChunk, z, L.d.ssm_norm, c.norm_eps);
+        continue;
+      }
       // Chunks start at absolute multiples of kDeltaChunk (the prefill grid): a segment that
       // starts off the grid first runs the rows up to the next grid point on their own.
       const int32_t head = std::min(sg.n, (kDeltaChunk - sg.pos % kDeltaChunk) % kDeltaChunk);
@@ -264,7 +292,7 @@ void Qwen35Model::deltanet_layer(Qwen35State& st, const Qwen35Workspace& w, int3
     flush();
   }
 
-  s.rms_norm_gated(core, z, L.d.ssm_norm, n * nv, c.d_v, c.norm_eps, core);
+  if (n != 1) s.rms_norm_gated(core, z, L.d.ssm_norm, n * nv, c.d_v, c.norm_eps, core);
   s.matmul(L.ssm_out, core, vd, n, w.mix->f32(), e);
 }
 
@@ -285,9 +313,8 @@ void Qwen35Model::attention_layer(Qwen35State& st, const Qwen35Workspace& w, int
   float* v = w.mid1->f32();    // [n][n_head_kv][head_dim]
   float* att = w.mid2->f32();  // [n][n_head][head_dim]
 
-  s.matmul(L.wq, xn, e, n, qg, 2 * qd);
-  s.matmul(L.wk, xn, e, n, k, kvd);
-  s.matmul(L.wv, xn, e, n, v, kvd);
+  const MatmulDst qkv[] = {{&L.wq, qg, 2 * qd}, {&L.wk, k, kvd}, {&L.wv, v, kvd}};
+  s.matmul_many(qkv, 3, xn, e, n);
 
   RopeParams rp;
   rp.style = RopeStyle::NEOX;
@@ -295,9 +322,20 @@ void Qwen35Model::attention_layer(Qwen35State& st, const Qwen35Workspace& w, int
   rp.freq_base = c.rope_base;
   rp.freq_factors = d_rope_factors_;  // YaRN's, else nullptr
   rp.mscale = rope_mscale_;
-  // Rows (token, head) of the interleaved [query | gate] pairs sit 2 * head_dim apart.
-  s.rms_norm(qg, 2 * hd, L.d.q_norm, q, hd, n * c.n_head, hd, c.norm_eps);
-  s.rms_norm(k, hd, L.d.k_norm, k, hd, n * c.n_head_kv, hd, c.norm_eps);
+  // Rows (token, head) of the interleaved [query | gate] pairs sit 2 * head_dim apart. One
+  // segment: the norms are part of its rope_attend; else they go first, over every row.
+  HeadNorms norms;
+  norms.q_src = qg;
+  norms.q_src_stride = 2 * hd;
+  norms.q_w = L.d.q_norm;
+  norms.k_src = k;
+  norms.k_src_stride = hd;
+  norms.k_w = L.d.k_norm;
+  norms.eps = c.norm_eps;
+  if (mb.n_seg != 1) {
+    s.rms_norm(qg, 2 * hd, L.d.q_norm, q, hd, n * c.n_head, hd, c.norm_eps);
+    s.rms_norm(k, hd, L.d.k_norm, k, hd, n * c.n_head_kv, hd, c.norm_eps);
+  }
   AttentionShape shape;
   shape.n_head = c.n_head;
   shape.n_head_kv = c.n_head_kv;
@@ -316,11 +354,9 @@ void Qwen35Model::attention_layer(Qwen35State& st, const Qwen35Workspace& w, int
   } else {
     for (const Segment& sg : segments(mb)) {  // positions and the KV cache are the session's
       const int64_t r = sg.row0;
-      s.rope(q + r * qd, qd, sg.n, c.n_head, hd, sg.pos, rp);
-      s.rope(k + r * kvd, kvd, sg.n, c.n_head_kv, hd, sg.pos, rp);
-      static_cast<Qwen35State*>(sg.state)->kv->attend_on(s, il, shape, q + r * qd, qd, sg.n, sg.pos,
-                                                         k + r * kvd, kvd, v + r * kvd, kvd,
-                                                         att + r * qd, qd);
+      s.rope_attend(*static_cast<Qwen35State*>(sg.state)->kv, il, shape, rp,
+                    mb.n_seg == 1 ? &norms : nullptr, q + r * qd, qd, k + r * kvd, kvd, v + r * kvd,
+                    kvd, sg.n, sg.pos, att + r * qd, qd);
     }
   }
 
@@ -336,9 +372,7 @@ void Qwen35Model::ffn(Qwen35State& st, const Qwen35Workspace& w, int32_t il, int
   const int64_t f = c.n_ff;
   float* gate = w.big0->f32();  // [n][n_ff]
   float* up = w.big1->f32();    // [n][n_ff]
-  s.matmul(L.ffn_gate, w.xn->f32(), e, n, gate, f);
-  s.matmul(L.ffn_up, w.xn->f32(), e, n, up, f);
-  s.swiglu(gate, up, gate, n * f);
+  s.matmul_swiglu(L.ffn_gate, L.ffn_up, w.xn->f32(), e, n, gate, up, gate);
   s.matmul(L.ffn_down, gate, f, n, w.mix->f32(), e);
 }
 

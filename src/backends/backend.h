@@ -51,6 +51,13 @@ bool backend_kind_from_name(const char* name, BackendKind* out);
 
 class Stream;
 
+// One matmul of Stream::matmul_many: its weights and where its rows go.
+struct MatmulDst {
+  const WeightMatrix* w;
+  float* y;  // [n_tok][y_stride]
+  int64_t y_stride;
+};
+
 // A block of backend memory. data() is a device address (host memory for the CPU backends).
 class Buffer {
  public:
@@ -91,6 +98,42 @@ class KvStore {
   // Copies a region between the store and host memory (KvCache::read_region / write_region).
   virtual void download_region(const KvRegion& r, int32_t n_pos, uint8_t* host_dst) const = 0;
   virtual void upload_region(const KvRegion& r, int32_t n_pos, const uint8_t* host_src) = 0;
+};
+
+// One segment's DeltaNet prologue (Stream::deltanet_prep): the gates (optional), the causal
+// conv with SiLU, the l2 norms of q and k (the conv output's first two runs of l2_heads * d).
+struct DeltaNetPrepArgs {
+  int32_t n_tok = 0;
+  // deltanet_gates(beta, g, n_tok, gate_heads, a, dt_bias) first; beta nullptr: no gates.
+  float* beta = nullptr;  // [n_tok][gate_heads]
+  float* g = nullptr;     // [n_tok][gate_heads]
+  int32_t gate_heads = 0;
+  const float* a = nullptr;
+  const float* dt_bias = nullptr;
+  // conv1d_silu(x, x_stride, n_tok, n_ch, w, kernel, state, out, out_stride)
+  const float* x = nullptr;  // [n_tok][x_stride]
+  int64_t x_stride = 0;
+  int64_t n_ch = 0;
+  const float* w = nullptr;  // [n_ch][kernel]
+  int32_t kernel = 0;
+  float* state = nullptr;  // [kernel - 1][n_ch]
+  float* out = nullptr;    // [n_tok][out_stride]
+  int64_t out_stride = 0;
+  // l2 norms of q (at out, scaled by q_scale) and k (at out + l2_heads * d, unscaled).
+  int32_t l2_heads = 0, d = 0;
+  float eps = 0, q_scale = 1;
+};
+
+// Per-head rms_norms in front of Stream::rope_attend (Qwen3.5's q and k norms): head h of token
+// t of q is rms_norm'd from q_src + (t * n_head + h) * q_src_stride (weights q_w), likewise k.
+struct HeadNorms {
+  const float* q_src = nullptr;
+  int64_t q_src_stride = 0;
+  const float* q_w = nullptr;  // [head_dim]
+  const float* k_src = nullptr;
+  int64_t k_src_stride = 0;
+  const float* k_w = nullptr;  // [head_dim]
+  float eps = 0;
 };
 
 // Per-session execution context: scratch, the CUDA stream, the thread pool of the current
@@ -182,23 +225,49 @@ class Stream {
   // x[r][d] *= sigmoid(gate[r][d]) for r < n_rows, d < n (rows at r * x_stride / gate_stride).
   virtual void sigmoid_mul(float* x, int64_t x_stride, const float* gate, int64_t gate_stride,
                            int32_t n_rows, int64_t n) = 0;
+  // ---- fused ops (stream_fused.cpp) ----
+  // Each is the sequence of plain ops its comment names, in that order, and the default runs
+  // exactly those calls (so the CPU streams compute the same bits either way); a device backend
+  // may run it as fewer launches with the same bits (CUDA: docs/ARCHITECTURE.md names the kernel
+  // of each). An architecture calls the fused op where its forward has that sequence.
+  //
+  // add(y, x, n_rows * n), then rms_norm(y, n, w, out, out_stride, n_rows, n, eps): the residual
+  // add and the norm after it (out may be x).
+  virtual void add_rms_norm(float* y, const float* x, const float* w, float* out,
+                            int64_t out_stride, int32_t n_rows, int64_t n, float eps);
+  // matmul(*outs[i].w, x, x_stride, n_tok, outs[i].y, outs[i].y_stride) for i < n, in order:
+  // the projections of one activation (no y may overlap x).
+  virtual void matmul_many(const MatmulDst* outs, int32_t n, const float* x, int64_t x_stride,
+                           int32_t n_tok);
+  // matmul(gate_w, x, x_stride, n_tok, gate, gate_w.n_out), matmul(up_w, x, x_stride, n_tok, up,
+  // up_w.n_out), then swiglu(gate, up, out, n_tok * gate_w.n_out): a feed-forward's gate / up
+  // projections and their activation (out may be gate or up).
+  virtual void matmul_swiglu(const WeightMatrix& gate_w, const WeightMatrix& up_w, const float* x,
+                             int64_t x_stride, int32_t n_tok, float* gate, float* up, float* out);
+  // One segment's attention: with norms, rms_norm(q_src, q_src_stride, q_w, q, head_dim, n_tok *
+  // s.n_head, head_dim, eps) and the same of k (q and k rows contiguous: q_stride == s.n_head *
+  // head_dim, k_stride == s.n_head_kv * head_dim); then rope(q, q_stride, n_tok, s.n_head,
+  // s.head_dim_k, pos, p), rope(k, k_stride, n_tok, s.n_head_kv, s.head_dim_k, pos, p) and
+  // kv.attend_on(*this, il, s, q, q_stride, n_tok, pos, k, k_stride, v, v_stride, out,
+  // out_stride) (a fused op).
+  virtual void rope_attend(KvStore& kv, int32_t il, const AttentionShape& s, const RopeParams& p,
+                           const HeadNorms* norms, float* q, int64_t q_stride, float* k,
+                           int64_t k_stride, const float* v, int64_t v_stride, int32_t n_tok,
+                           int32_t pos, float* out, int64_t out_stride);
   // The attention of a batched decode step's rows (one token of each of n_rows sessions): for
   // r < n_rows in order, rope() of row r's q and k (one token at pos[r], heads of
   // s.head_dim_k), then kv[r]->attend_on(*this, il, s, ...) of that token, with row r's q, k,
   // v and out at q + r * q_stride, k + r * k_stride, v + r * v_stride, out + r * out_stride.
   // kv and pos are host arrays of n_rows. Each row bitwise those calls; a device may run the
-  // rows as one launch where no two of them share a KV cache (the default is the calls).
+  // rows as one launch where no two of them share a KV cache (the default is the calls, each
+  // row's as one rope_attend).
   virtual void rope_attend_rows(int32_t il, const AttentionShape& s, const RopeParams& p,
                                 KvStore* const* kv, const int32_t* pos, int32_t n_rows, float* q,
                                 int64_t q_stride, float* k, int64_t k_stride, const float* v,
                                 int64_t v_stride, float* out, int64_t out_stride) {
     for (int32_t r = 0; r < n_rows; ++r) {
-      float* qr = q + r * q_stride;
-      float* kr = k + r * k_stride;
-      rope(qr, q_stride, 1, s.n_head, s.head_dim_k, pos[r], p);
-      rope(kr, k_stride, 1, s.n_head_kv, s.head_dim_k, pos[r], p);
-      kv[r]->attend_on(*this, il, s, qr, q_stride, 1, pos[r], kr, k_stride, v + r * v_stride,
-                       v_stride, out + r * out_stride, out_stride);
+      rope_attend(*kv[r], il, s, p, nullptr, q + r * q_stride, q_stride, k + r * k_stride, k_stride,
+                  v + r * v_stride, v_stride, 1, pos[r], out + r * out_stride, out_stride);
     }
   }
 
@@ -262,6 +331,20 @@ class Stream {
     b.state = state;
     return b;
   }
+  // l2_norm_heads(q, x_stride, n_tok, n_heads, d, eps, q_scale), then l2_norm_heads(k, x_stride,
+  // n_tok, n_heads, d, eps, k_scale): DeltaNet's q and k (a fused op, see add_rms_norm).
+  virtual void l2_norm_heads_pair(float* q, float q_scale, float* k, float k_scale,
+                                  int64_t x_stride, int32_t n_tok, int32_t n_heads, int32_t d,
+                                  float eps);
+  // With p.beta: deltanet_gates(...) first; then conv1d_silu(...), then l2_norm_heads_pair(out,
+  // q_scale, out + l2_heads * d, 1, out_stride, n_tok, l2_heads, d, eps) (DeltaNetPrepArgs; a
+  // fused op).
+  virtual void deltanet_prep(const DeltaNetPrepArgs& p);
+  // gated_delta_rule_many(&a, 1, chunk), then rms_norm_gated(a.out, z, w, a.n_tokens *
+  // a.n_v_heads, a.d_v, eps, a.out): one segment's delta rule and the gated norm of its output
+  // (a.out's rows contiguous: a.out_stride == n_v_heads * d_v; a fused op).
+  virtual void gated_delta_rule_norm(const GatedDeltaArgs& a, int32_t chunk, const float* z,
+                                     const float* w, float eps);
   // rms_norm_gated() of n_rows rows of d floats: row r of x, z and out at r * d.
   virtual void rms_norm_gated(const float* x, const float* z, const float* w, int32_t n_rows,
                               int32_t d, float eps, float* out) = 0;

@@ -249,10 +249,10 @@ TEST_F(CudaOps, MatmulRowsAreBitwiseIndependentOfBatchSize) {
   }
 }
 
-// Inside a forward step, decode matmuls over the same activations are held back and run as
-// one launch (CudaStream::matmul): every output must be bitwise what a lone matmul writes.
-// Five matrices (one more than a launch takes), the third writing into rows of the second's
-// buffer (disjoint elements), the fifth reading other activations.
+// Inside a forward step, decode matmuls over the same activations run as one launch
+// (Stream::matmul_many on CUDA): every output must be bitwise what a lone matmul writes. Five
+// matrices (one more than a launch takes), the third writing into rows of the second's buffer
+// (disjoint elements), the fifth reading other activations (a launch of its own).
 TEST_F(CudaOps, HeldDecodeMatmulsEqualLoneMatmulsBitwise) {
   const int64_t n_in = 1024;
   const int64_t n_outs[] = {37, 512, 16, 300, 70};
@@ -275,8 +275,17 @@ TEST_F(CudaOps, HeldDecodeMatmulsEqualLoneMatmulsBitwise) {
       DeviceVec<float> ys[4];
       for (DeviceVec<float>& y : ys) y.alloc(static_cast<size_t>(y_stride * n_tok));
       if (in_step) stream_->begin_forward(nullptr, n_tok, 0);
-      for (int i = 0; i < 5; ++i) {
-        stream_->matmul(dw[i], xs[i], n_in, n_tok, ys[bufs[i]].ptr() + offs[i], y_stride);
+      if (in_step) {
+        std::vector<MatmulDst> outs;
+        for (int i = 0; i < 5; ++i) {
+          outs.push_back(MatmulDst{&dw[i], ys[bufs[i]].ptr() + offs[i], y_stride});
+        }
+        stream_->matmul_many(outs.data(), 4, xs[0], n_in, n_tok);
+        stream_->matmul_many(outs.data() + 4, 1, xs[4], n_in, n_tok);
+      } else {
+        for (int i = 0; i < 5; ++i) {
+          stream_->matmul(dw[i], xs[i], n_in, n_tok, ys[bufs[i]].ptr() + offs[i], y_stride);
+        }
       }
       if (in_step) {
         ASSERT_TRUE(stream_->end_forward());

@@ -1,5 +1,5 @@
 // A decode step's rope of q and k, the plain KV rows and the attention as one launch
-// (cuda::kv_attention_rope; StreamCore::flush_rope_attend) against the launches it replaces:
+// (cuda::kv_attention_rope; Stream::rope_attend on CUDA) against the launches it replaces:
 // rope_kv (itself held to rope() + kv_encode_rows() by CudaDecodeFusion.*) and kv_attention,
 // bitwise: the turned q and k, every byte of the caches and the attention rows. Then the same
 // through a stream's decode steps (captured and replayed graphs, positions read on the device)
@@ -188,9 +188,9 @@ TEST(CudaRopeAttend, OtherStepsAreDeclined) {
 }
 
 // Streams with the fusions on and off (GEIST_CUDA_FUSE, read at creation): decode steps of
-// rope(q), rope(k) and attend, after a prefill, captured once and then replayed at later
-// positions; their rows, turned q / k and KV images must match bitwise, and the fused stream
-// must have replayed graphs (so positions came from the device).
+// rope_attend (rope of q and k, then the attention), after a prefill, captured once and then
+// replayed at later positions; their rows, turned q / k and KV images must match bitwise, and the
+// fused stream must have replayed graphs (so positions came from the device).
 struct StreamRun {
   std::vector<float> out, qk;
   std::vector<uint8_t> image;
@@ -230,9 +230,8 @@ void run_steps(bool fuse, KvMode mode, StreamRun* r) {
     upload(pos, n);
     do {
       s->begin_forward(nullptr, n, pos);
-      s->rope(dq.ptr(), qd, n, n_head, hd, pos, spec.rope);
-      s->rope(dk.ptr(), kd, n, n_head_kv, hd, pos, spec.rope);
-      kv->attend(0, sh, dq.ptr(), qd, n, pos, dk.ptr(), kd, dv.ptr(), kd, dout.ptr(), qd);
+      s->rope_attend(*kv, 0, sh, spec.rope, nullptr, dq.ptr(), qd, dk.ptr(), kd, dv.ptr(), kd, n,
+                     pos, dout.ptr(), qd);
     } while (!s->end_forward());
     std::vector<float> o(static_cast<size_t>(qd * n)), qq(static_cast<size_t>(qd)),
         kk(static_cast<size_t>(kd));

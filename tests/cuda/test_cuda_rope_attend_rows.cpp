@@ -256,10 +256,8 @@ void run_batch(bool fuse, const std::vector<KvMode>& modes, RowsStreamRun* r) {
       upload(m);
       do {
         s->begin_forward(nullptr, m, a);
-        s->rope(dq.ptr(), qd, m, n_head, hd, a, spec.rope);
-        s->rope(dk.ptr(), kd, m, n_head_kv, hd, a, spec.rope);
-        kv[static_cast<size_t>(i)]->attend_on(*s, 0, sh, dq.ptr(), qd, m, a, dk.ptr(), kd, dv.ptr(),
-                                              kd, dout.ptr(), qd);
+        s->rope_attend(*kv[static_cast<size_t>(i)], 0, sh, spec.rope, nullptr, dq.ptr(), qd,
+                       dk.ptr(), kd, dv.ptr(), kd, m, a, dout.ptr(), qd);
       } while (!s->end_forward());
     }
   }

@@ -132,16 +132,24 @@ class CudaKvStore final : public KvStore {
   void attend(int32_t il, const AttentionShape& s, const float* q, int64_t q_stride, int32_t n,
               int32_t pos, const float* k, int64_t k_stride, const float* v, int64_t v_stride,
               float* out, int64_t out_stride) override {
-    attend_core(*core_, il, s, q, q_stride, n, pos, k, k_stride, v, v_stride, out, out_stride);
+    attend_core(*core_, nullptr, il, s, q, q_stride, n, pos, k, k_stride, v, v_stride, out,
+                out_stride);
   }
-  // On the forward's stream (a batched forward's lead, whose held ops the rows may join):
-  // every launch is ordered with the ops around it there.
+  // On the forward's stream (a batched forward's lead): every launch is ordered with the ops
+  // around it there.
   void attend_on(Stream& on, int32_t il, const AttentionShape& s, const float* q, int64_t q_stride,
                  int32_t n, int32_t pos, const float* k, int64_t k_stride, const float* v,
                  int64_t v_stride, float* out, int64_t out_stride) override {
     StreamCore* c = stream_core(on);
     GEIST_CHECK(c != nullptr, "cuda kv attend: a stream of another backend");
-    attend_core(*c, il, s, q, q_stride, n, pos, k, k_stride, v, v_stride, out, out_stride);
+    attend_core(*c, nullptr, il, s, q, q_stride, n, pos, k, k_stride, v, v_stride, out, out_stride);
+  }
+
+  // cuda_kv_attend_rope (cuda_stream.h).
+  void attend_rope(StreamCore& c, RopePair* r, int32_t il, const AttentionShape& s, const float* q,
+                   int64_t q_stride, int32_t n, int32_t pos, const float* k, int64_t k_stride,
+                   const float* v, int64_t v_stride, float* out, int64_t out_stride) {
+    attend_core(c, r, il, s, q, q_stride, n, pos, k, k_stride, v, v_stride, out, out_stride);
   }
 
   // cuda_kv_rope_row / cuda_kv_row_written (cuda_stream.h).
@@ -272,16 +280,16 @@ class CudaKvStore final : public KvStore {
     return o;
   }
 
-  // attend() on core c's stream: the launches, the step record and the held ops are c's.
-  void attend_core(StreamCore& c, int32_t il, const AttentionShape& s, const float* q,
+  // attend() on core c's stream: the launches and the step record are c's. rp: the rope pair of
+  // q and k to launch first (cuda_kv_attend_rope; nullptr: none), which plain rows may take into
+  // their write (write(), StreamCore::rope_kv) or the attention (rope_attend()).
+  void attend_core(StreamCore& c, RopePair* rp, int32_t il, const AttentionShape& s, const float* q,
                    int64_t q_stride, int32_t n, int32_t pos, const float* k, int64_t k_stride,
                    const float* v, int64_t v_stride, float* out, int64_t out_stride) {
     GEIST_CHECK(has_layer(il), "cuda kv attend: layer has no KV");
     GEIST_CHECK(pos >= 0 && n >= 0 && pos + n <= max_seq_len_,
                 "cuda kv attend: positions out of range");
-    // A held-back op of the stream goes first, as for every op; plain rows flush in write(),
-    // where a held rope pair may take the rows in (StreamCore::flush_rope_kv).
-    if (!plain_rows()) c.flush();
+    if (!plain_rows()) c.launch_rope(rp);
     // Row layouts (but for a centred cache's first key) write and read at offsets of the
     // position alone: a graph step can take it from the device (StreamCore::pos_ref) and be
     // replayed at any position. KIVI's groups and q4's window bake positions into the launches.
@@ -300,10 +308,11 @@ class CudaKvStore final : public KvStore {
         return;
       }
       if (relative) {
-        if (rope_attend(c, il, s, q, n, pos, off, pd, k, k_stride, v, v_stride, out, out_stride)) {
+        if (rope_attend(c, rp, il, s, q, n, pos, off, pd, k, k_stride, v, v_stride, out,
+                        out_stride)) {
           return;
         }
-        if (!write(c, il, pos, n, k, k_stride, v, v_stride, off, pd)) return;
+        if (!write(c, rp, il, pos, n, k, k_stride, v, v_stride, off, pd)) return;
         KvDevSrc ks, vs;
         view(il, pos + n, &ks, &vs);
         c.ok(kv_attention(c.stream, s, q, q_stride, n, off, ks, vs, out, out_stride, pd),
@@ -311,14 +320,15 @@ class CudaKvStore final : public KvStore {
         return;
       }
     }
-    if (rope_attend(c, il, s, q, n, pos, pos, nullptr, k, k_stride, v, v_stride, out, out_stride)) {
+    if (rope_attend(c, rp, il, s, q, n, pos, pos, nullptr, k, k_stride, v, v_stride, out,
+                    out_stride)) {
       return;
     }
     const int32_t end = pos + n;
     for (int32_t a = pos; a < end;) {
       const int32_t b = kv_attend_piece_end(mode_, a, end);  // the CPU's pieces
       const int64_t i = a - pos;
-      if (!write(c, il, a, b - a, k + i * k_stride, k_stride, v + i * v_stride, v_stride, a,
+      if (!write(c, rp, il, a, b - a, k + i * k_stride, k_stride, v + i * v_stride, v_stride, a,
                  nullptr)) {
         return;
       }
@@ -333,19 +343,20 @@ class CudaKvStore final : public KvStore {
     }
   }
 
-  // attend's one-token step of a plain cache as one launch with the held rope pair
-  // (StreamCore::flush_rope_attend): true when it went that way (the rows written unless the
+  // attend's one-token step of a plain cache as one launch with the rope pair rp
+  // (StreamCore::rope_attention): true when it went that way (the rows written unless the
   // launch failed, which the stream records).
-  bool rope_attend(StreamCore& c, int32_t il, const AttentionShape& s, const float* q, int32_t n,
-                   int32_t pos, int32_t off, const int32_t* pd, const float* k, int64_t k_stride,
-                   const float* v, int64_t v_stride, float* out, int64_t out_stride) {
-    if (!plain_rows() || n != 1) return false;
+  bool rope_attend(StreamCore& c, RopePair* rp, int32_t il, const AttentionShape& s, const float* q,
+                   int32_t n, int32_t pos, int32_t off, const int32_t* pd, const float* k,
+                   int64_t k_stride, const float* v, int64_t v_stride, float* out,
+                   int64_t out_stride) {
+    if (!plain_rows() || n != 1 || rp == nullptr) return false;
     Layer& l = layers_[static_cast<size_t>(il)];
     KvDevSrc ks, vs;
     view(il, pos + n, &ks, &vs);
     bool good = true;
-    if (!c.flush_rope_attend(s, q, k, k_stride, rows_out(l, v, v_stride, off, pd), ks, vs, off, pd,
-                             out, out_stride, &good)) {
+    if (!c.rope_attention(rp, s, q, k, k_stride, rows_out(l, v, v_stride, off, pd), ks, vs, off, pd,
+                          out, out_stride, &good)) {
       return false;
     }
     if (good) l.written_end = pos + n;
@@ -355,9 +366,11 @@ class CudaKvStore final : public KvStore {
   // Positions [pos, pos + n) of layer il into the store (KvCache::write); within one KIVI group
   // (attend's pieces never cross one). False when a launch failed (recorded on the stream).
   // Row layouts put the rows at row_off (+ *row_dev when set: a graph step's position read on
-  // the device) instead of pos.
-  bool write(StreamCore& c, int32_t il, int32_t pos, int32_t n, const float* k, int64_t k_stride,
-             const float* v, int64_t v_stride, int32_t row_off, const int32_t* row_dev) {
+  // the device) instead of pos. Plain rows take rope pair rp in (StreamCore::rope_kv) or launch
+  // it first.
+  bool write(StreamCore& c, RopePair* rp, int32_t il, int32_t pos, int32_t n, const float* k,
+             int64_t k_stride, const float* v, int64_t v_stride, int32_t row_off,
+             const int32_t* row_dev) {
     Layer& l = layers_[static_cast<size_t>(il)];
     const int32_t nk = l.spec.n_embd_k, nv = l.spec.n_embd_v;
     cudaStream_t st = c.stream;
@@ -386,7 +399,7 @@ class CudaKvStore final : public KvStore {
       if (plain_rows()) {
         const KvRowsOut o = rows_out(l, v, v_stride, row_off, row_dev);
         bool good = true;
-        if (c.flush_rope_kv(k, k_stride, n, nk, o, &good)) {
+        if (c.rope_kv(rp, k, k_stride, n, nk, o, &good)) {
           if (good && n > 0) l.written_end = pos + n;
           return good;
         }
@@ -505,6 +518,15 @@ class CudaKvStore final : public KvStore {
 };
 
 }  // namespace
+
+void cuda_kv_attend_rope(KvStore& kv, StreamCore& c, RopePair* r, int32_t il,
+                         const AttentionShape& s, const float* q, int64_t q_stride, int32_t n,
+                         int32_t pos, const float* k, int64_t k_stride, const float* v,
+                         int64_t v_stride, float* out, int64_t out_stride) {
+  auto* st = dynamic_cast<CudaKvStore*>(&kv);
+  GEIST_CHECK(st != nullptr, "cuda kv attend: a store of another backend");
+  st->attend_rope(c, r, il, s, q, q_stride, n, pos, k, k_stride, v, v_stride, out, out_stride);
+}
 
 bool cuda_kv_rope_row(KvStore& kv, int32_t il, int32_t pos, const float* v, int64_t v_stride,
                       int32_t row_off, const int32_t* row_dev, RopeRow* row) {

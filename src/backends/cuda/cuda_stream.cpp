@@ -1,5 +1,6 @@
-// CudaStream's ops (cuda_stream_impl.h): each enqueues its kernels on the session's stream,
-// holding some back to fuse with the next (StreamCore); and the stream's creation.
+// CudaStream's plain ops (cuda_stream_impl.h): each enqueues its kernels on the session's stream
+// at once (the fused ops are cuda_stream_named.cpp / cuda_stream_fused.cpp); and the stream's
+// creation.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -21,16 +22,10 @@ bool env_is_zero(const char* name) {
   return v != nullptr && std::strcmp(v, "0") == 0;
 }
 
-// [a, a + na) and [b, b + nb) (floats) share no element.
-bool disjoint(const float* a, int64_t na, const float* b, int64_t nb) {
-  return a + na <= b || b + nb <= a;
-}
-
 }  // namespace
 
 Status CudaStream::alloc(size_t nbytes, std::unique_ptr<Buffer>* out) {
   GEIST_CHECK(core_->mode == StepMode::PLAIN, "cuda: alloc inside a forward step");
-  core_->flush();
   void* p = nullptr;
   const cudaError_t e = cudaMalloc(&p, nbytes == 0 ? 1 : nbytes);
   if (e != cudaSuccess) {
@@ -57,19 +52,16 @@ void CudaStream::download(void* host_dst, const void* device_src, size_t n) {
 }
 
 void CudaStream::fill_zero(void* device_dst, size_t n) {
-  core_->flush();
   if (core_->note_op(kRecFillZero, device_dst, n)) return;
   if (n > 0) core_->ok(cudaMemsetAsync(device_dst, 0, n, core_->stream), "cudaMemsetAsync");
 }
 
 Status CudaStream::create_kv(KvMode mode, const std::vector<KvLayerSpec>& layers,
                              int32_t max_seq_len, std::unique_ptr<KvStore>* out) {
-  core_->flush();
   return create_cuda_kv_store(core_, mode, layers, max_seq_len, out);
 }
 
 void CudaStream::get_rows(const WeightMatrix& w, const int32_t* ids, int32_t n, float* out) {
-  core_->flush();
   if (n <= 0) return;
   const size_t bytes = static_cast<size_t>(n) * sizeof(int32_t);
   auto* dev_ids = static_cast<int32_t*>(ids_.get(*core_, bytes, "get_rows scratch"));
@@ -116,48 +108,11 @@ void CudaStream::matmul(const WeightMatrix& w, const float* x, int64_t x_stride,
                      x_stride, n_tok, y, y_stride)) {
     return;
   }
-  const int64_t x_len = n_tok > 0 ? (n_tok - 1) * x_stride + w.n_in : 0;  // floats x spans
-  const int64_t y_len = n_tok > 0 ? (n_tok - 1) * y_stride + w.n_out : 0;
-  // Held: decode matmuls (one launch) and 8-bit prefill matmuls (one quantization of x).
-  const bool prefill = n_tok > 8 && cuda::matmul_prefill_supported(w.type) && w.n_in % 32 == 0;
-  if (!fuse_ || !in_step_ || !(prefill || cuda::matmul_batchable(w, n_tok)) ||
-      !disjoint(y, y_len, x, x_len)) {
-    core_->flush();
-    core_->ok(matmul_ws(w, x, x_stride, n_tok, y, y_stride), "matmul kernel launch");
-    return;
-  }
-  StreamCore::PendingMatmuls& h = core_->held;
-  bool joins = h.count > 0 && h.count < kMaxMatmulBatch && h.x == x && h.x_stride == x_stride &&
-               h.n_tok == n_tok && h.out[0].w.n_in == w.n_in &&
-               (!prefill || h.out[0].w.type == w.type);
-  for (int i = 0; joins && i < h.count; ++i) {
-    const MatmulOut& o = h.out[i];
-    joins = disjoint(y, y_len, o.y, (n_tok - 1) * o.y_stride + o.w.n_out);
-  }
-  if (!joins) {
-    core_->flush();
-    void* ws = nullptr;
-    size_t ws_bytes = 0;
-    if (prefill) {
-      ws_bytes = cuda::matmul_scratch_bytes(w, n_tok);
-      ws = act_q8_.get(*core_, ws_bytes, "matmul activation scratch");
-      if (ws == nullptr) {  // no scratch: matmul() takes the tokens through the decode kernel
-        core_->ok(matmul_ws(w, x, x_stride, n_tok, y, y_stride), "matmul kernel launch");
-        return;
-      }
-    }
-    h.x = x;
-    h.x_stride = x_stride;
-    h.n_tok = n_tok;
-    h.scratch = ws;
-    h.scratch_bytes = ws_bytes;
-  }
-  h.out[h.count++] = MatmulOut{w, y, y_stride};
+  core_->ok(matmul_ws(w, x, x_stride, n_tok, y, y_stride), "matmul kernel launch");
 }
 
 void CudaStream::matmul_to_host(const WeightMatrix& w, const float* x, int64_t x_stride,
                                 int32_t n_tok, float* host_y, int64_t y_stride) {
-  core_->flush();
   if (n_tok <= 0 || w.n_out <= 0) return;
   const size_t row = static_cast<size_t>(w.n_out) * sizeof(float);
   const size_t total = row * static_cast<size_t>(n_tok);
@@ -216,7 +171,6 @@ void CudaStream::matmul_to_host(const WeightMatrix& w, const float* x, int64_t x
 void CudaStream::matmul_argmax_to_host(const WeightMatrix& w, const float* x, int32_t n_tok,
                                        float* host_y, int32_t* host_ids) {
   (void)host_y;  // the rows stay on the device
-  core_->flush();
   if (n_tok <= 0) return;
   const size_t n = static_cast<size_t>(n_tok);
   std::fill_n(host_ids, n, 0);
@@ -267,26 +221,6 @@ void CudaStream::matmul_argmax_to_host(const WeightMatrix& w, const float* x, in
 void CudaStream::rms_norm(const float* x, int64_t x_stride, const float* w, float* y,
                           int64_t y_stride, int32_t n_rows, int64_t n, float eps) {
   if (core_->note_op(kRecRmsNorm, x, x_stride, w, y, y_stride, n_rows, n, eps)) return;
-  const StreamCore::PendingAdd p = core_->pending;
-  const int64_t rows_len = n_rows > 0 ? (n_rows - 1) * y_stride + n : 0;  // floats y spans
-  const bool fuse = p.n > 0 && p.y == x && x_stride == n && p.n == n_rows * n &&
-                    (y == p.y ? y_stride == n : disjoint(y, rows_len, p.y, p.n)) &&
-                    (y == p.x ? y_stride == n : disjoint(y, rows_len, p.x, p.n));
-  if (fuse) {
-    core_->pending = StreamCore::PendingAdd{};
-    core_->ok(cuda::add_rms_norm(core_->stream, p.y, p.x, w, y, y_stride, n_rows, n, eps),
-              "add_rms_norm kernel launch");
-    return;
-  }
-  // Per-head norms (Qwen3.5's q and k) wait for the rope of their rows (StreamCore::hnorm).
-  // Anything else held goes first, and was issued after the norms held (flush keeps order).
-  const bool may_hold = fuse_ && in_step_;
-  if (may_hold && core_->only_head_norms_held() &&
-      core_->hold_head_norm(x, x_stride, w, y, y_stride, n_rows, n, eps)) {
-    return;
-  }
-  core_->flush();
-  if (may_hold && core_->hold_head_norm(x, x_stride, w, y, y_stride, n_rows, n, eps)) return;
   core_->ok(cuda::rms_norm(core_->stream, x, x_stride, w, y, y_stride, n_rows, n, eps),
             "rms_norm kernel launch");
 }
@@ -299,96 +233,24 @@ void CudaStream::rope(float* x, int64_t x_stride, int32_t n_tok, int32_t n_head,
                      p.freq_base, p.freq_scale, p.freq_factors)) {
     return;
   }
-  RopeTensor t{x, x_stride, n_head};
-  if (fuse_ && in_step_) core_->take_head_norm(&t, n_tok, head_dim);  // its norm joins
-  StreamCore::PendingRope& r = core_->rope;
-  const auto span = [&](const RopeTensor& u) {  // floats a tensor's rows cover
-    return n_tok > 0 ? (n_tok - 1) * u.x_stride + int64_t{u.n_head} * head_dim : 0;
-  };
-  const auto src_span = [&](const RopeTensor& u) {  // floats a held norm reads (0: none)
-    return u.src != nullptr ? (int64_t{n_tok} * u.n_head - 1) * u.src_stride + head_dim : 0;
-  };
-  if (r.n_tok > 0 && r.b.n_head == 0 && r.n_tok == n_tok && r.head_dim == head_dim &&
-      r.pos_off == off && r.pos_dev == pd && r.p.style == p.style && r.p.n_rot == p.n_rot &&
-      r.p.freq_base == p.freq_base && r.p.freq_scale == p.freq_scale &&
-      r.p.freq_factors == p.freq_factors && n_head > 0 && disjoint(x, span(t), r.t.x, span(r.t)) &&
-      (t.src == nullptr || disjoint(t.src, src_span(t), r.t.x, span(r.t))) &&
-      (r.t.src == nullptr || disjoint(r.t.src, src_span(r.t), x, span(t)))) {
-    // The pair stays held: the KV write that usually follows joins it (flush_rope_kv).
-    r.b = t;
-    return;
-  }
-  // A norm still held (k's, while q's rope is held) stays for the next rope: it may run
-  // before this one (hold_head_norm made the two norms independent).
-  const bool hold = fuse_ && in_step_ && n_tok > 0 && n_head > 0;
-  if (!hold || !core_->only_head_norms_held()) core_->flush();
-  if (hold) {
-    r.t = t;
-    r.b = RopeTensor{};
-    r.n_tok = n_tok;
-    r.head_dim = head_dim;
-    r.pos_off = off;
-    r.pos_dev = pd;
-    r.p = p;
-    return;
-  }
-  core_->ok(cuda::rope(core_->stream, t, RopeTensor{}, n_tok, head_dim, off, pd, p),
+  core_->ok(cuda::rope(core_->stream, RopeTensor{x, x_stride, n_head}, RopeTensor{}, n_tok,
+                       head_dim, off, pd, p),
             "rope kernel launch");
 }
 
 void CudaStream::add(float* y, const float* x, int64_t n) {
   if (core_->note_op(kRecAdd, y, x, n)) return;
-  core_->flush();
-  // Only inside a forward step: there every later access to y goes through this stream
-  // (outside one, a caller may read y by other means right after).
-  if (fuse_ && in_step_ && n > 0) {
-    core_->pending = StreamCore::PendingAdd{y, x, n};
-    return;
-  }
   core_->ok(cuda::add(core_->stream, y, x, n), "add kernel launch");
 }
 
 void CudaStream::swiglu(const float* gate, const float* up, float* out, int64_t n) {
   if (core_->note_op(kRecSwiglu, gate, up, out, n)) return;
-  // Held gate / up matmuls take the swiglu of their rows into their launch: one token
-  // (decode) through cuda::matmul_swiglu, an 8-bit prefill batch through
-  // cuda::matmul_prefill_swiglu (its rows contiguous n_out-element halves). Nothing else is
-  // held, and out is gate, up, or apart from both and from x.
-  StreamCore::PendingMatmuls& h = core_->held;
-  if (fuse_ && in_step_ && h.count == 2 && core_->only_matmuls_held()) {
-    const int ig = h.out[0].y == gate ? 0 : 1;
-    const MatmulOut& g = h.out[ig];
-    const MatmulOut& u = h.out[1 - ig];
-    const int64_t n_out = g.w.n_out;
-    const bool decode = h.n_tok == 1;
-    const bool kernel_ok = decode ? cuda::matmul_swiglu_ok(g.w, u.w)
-                                  : h.n_tok > 8 && cuda::matmul_prefill_swiglu_ok(g.w, u.w) &&
-                                        g.y_stride == n_out && u.y_stride == n_out;
-    const bool fits =
-        kernel_ok && g.y == gate && u.y == up && n == n_out * h.n_tok &&
-        (out == gate || out == up || (disjoint(out, n, gate, n) && disjoint(out, n, up, n))) &&
-        disjoint(out, n, h.x, (h.n_tok - 1) * h.x_stride + g.w.n_in);
-    if (fits) {
-      h.count = 0;
-      if (decode) {
-        core_->ok(cuda::matmul_swiglu(core_->stream, g, u, h.x, out),
-                  "matmul_swiglu kernel launch");
-      } else {
-        core_->ok(cuda::matmul_prefill_swiglu(core_->stream, g, u, h.x, h.x_stride, h.n_tok, out,
-                                              n_out, h.scratch, h.scratch_bytes),
-                  "matmul_prefill_swiglu kernel launch");
-      }
-      return;
-    }
-  }
-  core_->flush();
   core_->ok(cuda::swiglu(core_->stream, gate, up, out, n), "swiglu kernel launch");
 }
 
 void CudaStream::sigmoid_mul(float* x, int64_t x_stride, const float* gate, int64_t gate_stride,
                              int32_t n_rows, int64_t n) {
   if (core_->note_op(kRecSigmoidMul, x, x_stride, gate, gate_stride, n_rows, n)) return;
-  core_->flush();
   core_->ok(cuda::sigmoid_mul(core_->stream, x, x_stride, gate, gate_stride, n_rows, n),
             "sigmoid_mul kernel launch");
 }
@@ -396,17 +258,6 @@ void CudaStream::sigmoid_mul(float* x, int64_t x_stride, const float* gate, int6
 void CudaStream::deltanet_gates(float* beta, float* g, int32_t n_tok, int32_t n_heads,
                                 const float* a, const float* dt_bias) {
   if (core_->note_op(kRecGates, beta, g, n_tok, n_heads, a, dt_bias)) return;
-  core_->flush();
-  if (fuse_ && in_step_ && n_tok == 1 && n_heads > 0) {
-    StreamCore::PendingPrep& h = core_->prep;
-    h.gates = true;
-    h.p.beta = beta;
-    h.p.g = g;
-    h.p.a = a;
-    h.p.dt_bias = dt_bias;
-    h.p.gate_heads = n_heads;
-    return;
-  }
   cuda::deltanet_gates(core_->stream, beta, g, n_tok, n_heads, a, dt_bias);
   core_->ok(cudaGetLastError(), "deltanet_gates kernel launch");
 }
@@ -417,30 +268,6 @@ void CudaStream::conv1d_silu(const float* x, int64_t x_stride, int32_t n_tok, in
   if (core_->note_op(kRecConv, x, x_stride, n_tok, n_ch, w, kernel, state, out, out_stride)) {
     return;
   }
-  StreamCore::PendingPrep& h = core_->prep;
-  const int64_t hist_len = int64_t{kernel - 1} * n_ch;  // floats of state
-  // The held gates run first in the fused launch too; they may join only where they share
-  // no memory with the conv.
-  const bool gates_apart = h.gates && !h.conv && disjoint(h.p.beta, h.p.gate_heads, x, n_ch) &&
-                           disjoint(h.p.g, h.p.gate_heads, x, n_ch) &&
-                           disjoint(h.p.beta, h.p.gate_heads, out, n_ch) &&
-                           disjoint(h.p.g, h.p.gate_heads, out, n_ch) &&
-                           disjoint(h.p.beta, h.p.gate_heads, state, hist_len) &&
-                           disjoint(h.p.g, h.p.gate_heads, state, hist_len);
-  if (!gates_apart) core_->flush();
-  if (fuse_ && in_step_ && n_tok == 1 && n_ch > 0 && kernel >= 1 && disjoint(out, n_ch, x, n_ch) &&
-      disjoint(out, n_ch, state, hist_len)) {
-    h.conv = true;
-    h.p.x = x;
-    h.p.n_ch = n_ch;
-    h.p.w = w;
-    h.p.kernel = kernel;
-    h.p.state = state;
-    h.p.out = out;
-    h.p.n_l2 = 0;
-    return;
-  }
-  core_->flush();
   cuda::conv1d_silu(core_->stream, x, x_stride, n_tok, n_ch, w, kernel, state, out, out_stride);
   core_->ok(cudaGetLastError(), "conv1d_silu kernel launch");
 }
@@ -448,48 +275,11 @@ void CudaStream::conv1d_silu(const float* x, int64_t x_stride, int32_t n_tok, in
 void CudaStream::l2_norm_heads(float* x, int64_t x_stride, int32_t n_tok, int32_t n_heads,
                                int32_t d, float eps, float scale) {
   if (core_->note_op(kRecL2Norm, x, x_stride, n_tok, n_heads, d, eps, scale)) return;
-  StreamCore::PendingPrep& pp = core_->prep;
-  if (pp.conv && pp.p.n_l2 < 2 && n_tok == 1 && n_heads > 0 && d > 0) {
-    DeltaPrep& p = pp.p;
-    const int64_t run = int64_t{n_heads} * d;
-    // q's heads start the conv's output, k's follow them.
-    const bool joins = p.n_l2 == 0 ? x == p.out && run <= p.n_ch
-                                   : x == p.out + run && p.l2_heads == n_heads && p.d == d &&
-                                         p.eps == eps && 2 * run <= p.n_ch;
-    if (joins) {
-      if (p.n_l2 == 0) {
-        p.l2_heads = n_heads;
-        p.d = d;
-        p.eps = eps;
-        p.scale_q = scale;
-      } else {
-        p.scale_k = scale;
-      }
-      if (++p.n_l2 == 2) core_->flush();
-      return;
-    }
-  }
-  StreamCore::PendingL2& h = core_->l2;
-  const int64_t len = n_tok > 0 ? (n_tok - 1) * x_stride + int64_t{n_heads} * d : 0;
-  if (h.n_tok > 0 && h.n_tok == n_tok && h.x_stride == x_stride && h.n_heads == n_heads &&
-      h.d == d && h.eps == eps && disjoint(x, len, h.x, len)) {
-    const StreamCore::PendingL2 q = h;
-    h.n_tok = 0;
-    cuda::l2_norm_heads2(core_->stream, q.x, q.scale, x, scale, x_stride, n_tok, n_heads, d, eps);
-    core_->ok(cudaGetLastError(), "l2_norm_heads kernel launch");
-    return;
-  }
-  core_->flush();
-  if (fuse_ && in_step_ && n_tok > 0 && n_heads > 0 && d > 0 && x_stride >= int64_t{n_heads} * d) {
-    h = StreamCore::PendingL2{x, x_stride, n_tok, n_heads, d, eps, scale};
-    return;
-  }
   cuda::l2_norm_heads(core_->stream, x, x_stride, n_tok, n_heads, d, eps, scale);
   core_->ok(cudaGetLastError(), "l2_norm_heads kernel launch");
 }
 
 void CudaStream::gated_delta_rule(const GatedDeltaArgs& a, int32_t chunk) {
-  core_->flush();
   const size_t bytes = cuda::gated_delta_rule_scratch_bytes(a, chunk);
   void* scratch = nullptr;
   if (bytes > 0) {
@@ -501,11 +291,6 @@ void CudaStream::gated_delta_rule(const GatedDeltaArgs& a, int32_t chunk) {
                      chunk, scratch)) {
     return;
   }
-  // One token: held for the rms_norm_gated of its output (StreamCore::delta).
-  if (fuse_ && in_step_ && a.n_tokens == 1) {
-    core_->delta = StreamCore::PendingDelta{true, a, chunk, scratch};
-    return;
-  }
   cuda::gated_delta_rule(core_->stream, a, chunk, scratch);
   core_->ok(cudaGetLastError(), "gated_delta_rule kernel launch");
 }
@@ -513,21 +298,6 @@ void CudaStream::gated_delta_rule(const GatedDeltaArgs& a, int32_t chunk) {
 void CudaStream::rms_norm_gated(const float* x, const float* z, const float* w, int32_t n_rows,
                                 int32_t d, float eps, float* out) {
   if (core_->note_op(kRecNormGated, x, z, w, n_rows, d, eps, out)) return;
-  const StreamCore::PendingDelta dl = core_->delta;
-  const int64_t rows = int64_t{n_rows} * d;  // floats of x and out
-  const int64_t state = int64_t{dl.a.n_v_heads} * dl.a.d_k * dl.a.d_v;
-  if (dl.held && x == dl.a.out && out == x && n_rows == dl.a.n_v_heads && d == dl.a.d_v &&
-      disjoint(z, rows, dl.a.out, rows) && disjoint(z, rows, dl.a.state, state)) {
-    auto* count = static_cast<unsigned*>(dn_count_.get(
-        *core_, static_cast<size_t>(n_rows) * sizeof(unsigned), "delta rule counters", true));
-    if (count != nullptr) {
-      core_->delta = StreamCore::PendingDelta{};
-      cuda::gated_delta_rule_norm(core_->stream, dl.a, z, w, eps, count);
-      core_->ok(cudaGetLastError(), "gated_delta_rule kernel launch");
-      return;
-    }
-  }
-  core_->flush();
   cuda::rms_norm_gated(core_->stream, x, z, w, n_rows, d, eps, out);
   core_->ok(cudaGetLastError(), "rms_norm_gated kernel launch");
 }
@@ -566,7 +336,6 @@ Status cuda_stream_status(Stream& s) {
   auto* cs = dynamic_cast<CudaStream*>(&s);
   if (cs == nullptr) return Status(GEIST_E_INVALID_ARG, "cuda: not a CUDA stream");
   StreamCore& core = cs->core();
-  core.flush();
   core.ok(cudaStreamSynchronize(core.stream), "cudaStreamSynchronize");
   return core.error;
 }

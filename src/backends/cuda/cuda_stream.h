@@ -63,6 +63,25 @@ enum RecordOp : uint64_t {
   kRecConvRows,
   kRecDeltaRows,
   kRecAttendRows,
+  kRecAddRmsNorm,
+  kRecMatmulMany,
+  kRecMatmulSwiglu,
+  kRecL2Pair,
+  kRecDeltaPrep,
+  kRecDeltaNorm,
+  kRecRopeAttend,
+};
+
+// A rope of q and k (cuda::rope of tensors t and b) on its way to a KV store's attention
+// (StreamCore::rope_kv / rope_attention).
+struct RopePair {
+  RopeTensor t;
+  RopeTensor b;       // the second tensor (n_head 0: none)
+  int32_t n_tok = 0;  // 0: nothing to launch
+  int32_t head_dim = 0;
+  int32_t pos_off = 0;
+  const int32_t* pos_dev = nullptr;
+  RopeParams p;
 };
 
 // One cudaStream_t and the first CUDA failure seen on it. Shared (shared_ptr) by the
@@ -95,125 +114,31 @@ struct StreamCore {
   int32_t step_pos = 0;        // position of the step's first token
   int32_t* pos_dev = nullptr;  // device int32 [1]: step_pos while a graph runs (null: none)
 
-  // A residual add held back so that the rms_norm after it can run fused with it
-  // (CudaStream::add; only inside a forward step); flush() enqueues it before anything else
-  // is enqueued, and end_forward() at the latest.
-  struct PendingAdd {
-    float* y = nullptr;        // [n] accumulates
-    const float* x = nullptr;  // [n]
-    int64_t n = 0;             // 0: nothing pending
-  } pending;
-
-  // Matmuls over the same activations held back (CudaStream::matmul; only inside a forward
-  // step): decode ones to run as one launch (cuda::matmul_batch), 8-bit prefill ones of one
-  // type to share one quantization of x (cuda::matmul_prefill_batch, or
-  // cuda::matmul_prefill_swiglu when a swiglu of gate / up follows); flush() enqueues them.
-  // Never held together with a pending add: each holding flushes the other first.
-  struct PendingMatmuls {
-    const float* x = nullptr;  // [n_tok][x_stride], shared by all
-    int64_t x_stride = 0;
-    int32_t n_tok = 0;
-    int count = 0;  // 0: nothing pending
-    MatmulOut out[kMaxMatmulBatch];
-    void* scratch = nullptr;  // prefill: the activation codes' device scratch
-    size_t scratch_bytes = 0;
-  } held;
-
-  // A rope held back so that the next one (q then k) can run in the same launch
-  // (CudaStream::rope; only inside a forward step); flush() enqueues it. The pair stays held
-  // too, so that a plain KV cache can write the step's rows in the same launch
-  // (flush_rope_kv).
-  struct PendingRope {
-    RopeTensor t;
-    RopeTensor b;       // the second tensor (n_head 0: none yet)
-    int32_t n_tok = 0;  // 0: nothing pending
-    int32_t head_dim = 0;
-    int32_t pos_off = 0;
-    const int32_t* pos_dev = nullptr;
-    RopeParams p;
-  } rope;
-
-  // An l2_norm_heads held back so that the next one (DeltaNet's q then k) can run in the same
-  // launch (CudaStream::l2_norm_heads; only inside a forward step); flush() enqueues it.
-  struct PendingL2 {
-    float* x = nullptr;  // [n_tok][x_stride]
-    int64_t x_stride = 0;
-    int32_t n_tok = 0;  // 0: nothing pending
-    int32_t n_heads = 0, d = 0;
-    float eps = 0, scale = 1;
-  } l2;
-
-  // A one-token DeltaNet prologue held back to run as one launch (cuda::deltanet_prep): the
-  // gates, then the conv1d, then the l2 norms of q and k join it as they are issued
-  // (CudaStream::deltanet_gates / conv1d_silu / l2_norm_heads; only inside a forward step);
-  // flush() enqueues what has joined.
-  struct PendingPrep {
-    bool gates = false, conv = false;
-    DeltaPrep p;
-  } prep;
-
-  // Per-head rms_norms held back so that the rope of their output can take them in
-  // (CudaStream::rms_norm / rope: Qwen3.5's q and k norms; only inside a forward step; at most
-  // two, disjoint); flush_fused() enqueues those still held.
-  struct PendingHeadNorm {
-    const float* x = nullptr;  // row r at x + r * x_stride
-    int64_t x_stride = 0;
-    const float* w = nullptr;
-    float* y = nullptr;  // [n_rows][n], rows contiguous
-    int32_t n_rows = 0;  // 0: nothing held
-    int64_t n = 0;
-    float eps = 0;
-  };
-  PendingHeadNorm hnorm[2];
-
-  // A one-token gated delta rule held back so that the rms_norm_gated of its output can join
-  // its launch (cuda::gated_delta_rule_norm); flush_fused() enqueues it alone.
-  struct PendingDelta {
-    bool held = false;
-    GatedDeltaArgs a;
-    int32_t chunk = 0;
-    void* scratch = nullptr;
-  } delta;
-
-  // Enqueues the held ops above (those of cuda_stream_fused.cpp); called first by flush().
-  void flush_fused();
-  // A plain (F32 / F16) KV cache's write of n_tok rows of keys k (k_stride, nk values each)
-  // and the values in kv (cuda_stream_fused.cpp): when only a rope pair of a decode step (at
-  // most 8 tokens) is held and one of its tensors is k, launches the pair with the rows
-  // (cuda::rope_kv) and returns true, *good the launch's status; else flushes like flush() and
-  // returns false (nothing written).
-  bool flush_rope_kv(const float* k, int64_t k_stride, int32_t n_tok, int32_t nk,
-                     const KvRowsOut& kv, bool* good);
-  // The same write for one token whose attention follows at once (q: the held pair's first
-  // tensor, no head norms; ks / vs the cache's view including the token's rows): when it fits,
-  // launches the rope pair, the rows and the attention as one (cuda::kv_attention_rope) and
-  // returns true, *good the launch's status; else returns false with nothing held released
-  // (the caller then writes and attends the separate way).
-  bool flush_rope_attend(const AttentionShape& sh, const float* q, const float* k, int64_t k_stride,
-                         const KvRowsOut& kv, const KvDevSrc& ks, const KvDevSrc& vs, int32_t pos0,
-                         const int32_t* pos_dev, float* out, int64_t out_stride, bool* good);
-  // flush_rope_kv's test: only the rope pair is held, one of its tensors is k (then *b, the
+  // The launches of a rope pair that a plain (F32 / F16) KV cache may take in
+  // (cuda_stream_fused.cpp; CudaStream::rope_attend hands it to the store's attention, nothing
+  // else being queued): with its write of the step's rows (cuda::rope_kv, decode steps), or for
+  // one token with the rows and the attention too (cuda::kv_attention_rope).
+  //
+  // A plain cache's write of n_tok rows of keys k (k_stride, nk values each) and the values in
+  // kv: when the pair fits (rope_kv_fits), launches it with the rows and returns true, *good
+  // the launch's status; else launches the pair alone (launch_rope) and returns false (nothing
+  // written). r nullptr or empty: false.
+  bool rope_kv(RopePair* r, const float* k, int64_t k_stride, int32_t n_tok, int32_t nk,
+               const KvRowsOut& kv, bool* good);
+  // The same write for one token whose attention follows at once (q: the pair's first tensor,
+  // no head norms; ks / vs the cache's view including the token's rows): when it fits, launches
+  // the pair, the rows and the attention as one and returns true, *good the launch's status;
+  // else returns false with the pair left as it was.
+  bool rope_attention(RopePair* r, const AttentionShape& sh, const float* q, const float* k,
+                      int64_t k_stride, const KvRowsOut& kv, const KvDevSrc& ks, const KvDevSrc& vs,
+                      int32_t pos0, const int32_t* pos_dev, float* out, int64_t out_stride,
+                      bool* good);
+  // rope_kv's test: a decode step's pair (at most 8 tokens), one of its tensors k (then *b, the
   // other *a), the tokens and strides match, and v is apart from both tensors.
-  bool rope_kv_fits(const float* k, int64_t k_stride, int32_t n_tok, int32_t nk,
+  bool rope_kv_fits(const RopePair& r, const float* k, int64_t k_stride, int32_t n_tok, int32_t nk,
                     const KvRowsOut& kv, RopeTensor* a, RopeTensor* b) const;
-  // CudaStream::rms_norm's part (cuda_stream_fused.cpp): holds the norm in hnorm when a rope
-  // may take it in (rows of an even length <= 1024 written contiguously, disjoint from a norm
-  // already held). False: nothing held, nothing changed.
-  bool hold_head_norm(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride,
-                      int32_t n_rows, int64_t n, float eps);
-  // Nothing is held but decode matmuls (CudaStream::swiglu may then take them in).
-  bool only_matmuls_held() const {
-    return pending.n == 0 && rope.n_tok == 0 && l2.n_tok == 0 && !prep.gates && !prep.conv &&
-           hnorm[0].n_rows == 0 && hnorm[1].n_rows == 0 && !delta.held;
-  }
-  // Nothing is held but head norms (which a new norm or a rope may then join in issue order).
-  bool only_head_norms_held() const {
-    return pending.n == 0 && held.count == 0 && rope.n_tok == 0 && l2.n_tok == 0 && !prep.gates &&
-           !prep.conv && !delta.held;
-  }
-  // CudaStream::rope's part: attaches to t the held norm whose output rows are t's (n_tok tokens
-  // of t.n_head heads of head_dim), removing it from hnorm.
-  void take_head_norm(RopeTensor* t, int32_t n_tok, int32_t head_dim);
+  // Launches what is left of r (nullptr or empty: nothing), which is then empty.
+  void launch_rope(RopePair* r);
 
   StreamCore() = default;
   StreamCore(const StreamCore&) = delete;
@@ -243,8 +168,6 @@ struct StreamCore {
   // For an op whose launches bake in an absolute position: the capture can serve this step
   // only; a replay fails (the step is then captured). True when the op must launch nothing.
   bool note_absolute();
-  // Enqueues the pending add or the held matmuls, if any.
-  void flush();
   // For an op that cannot be recorded in a graph (a host copy): fails the step being
   // captured. True when the op may run (PLAIN).
   bool plain_only();
@@ -259,13 +182,12 @@ struct StreamCore {
 };
 
 // A new stream on the current device. Environment (read here, once per stream):
-// GEIST_CUDA_GRAPHS=0 turns off decode-step graphs, GEIST_CUDA_FUSE=0 the held-back fusions
-// (add + rms_norm, batched decode matmuls, prefill matmuls sharing one quantization, rope pairs,
-// head norms + rope, DeltaNet prologue, delta rule + gated norm, rope pair + plain KV rows (+ the
-// attention, one token), gate / up matmuls + swiglu, decode and prefill), for measurements and for
-// the tests that compare them with plain launches. GEIST_CUDA_PDL=0 (read once per process,
-// launch_cuda.cuh) launches the small kernels, the Q8_0 / Q4_0 decode matmuls and the F16 / F32
-// attention without programmatic dependent launch.
+// GEIST_CUDA_GRAPHS=0 turns off decode-step graphs, GEIST_CUDA_FUSE=0 the fused launches of the
+// fused ops (Stream's add_rms_norm, matmul_many, matmul_swiglu, rope_attend, l2_norm_heads_pair,
+// deltanet_prep, gated_delta_rule_norm, and the batched rows' launches: each is then its plain
+// ops), for measurements and for the tests that compare them with plain launches. GEIST_CUDA_PDL=0
+// (read once per process, launch_cuda.cuh) launches the small kernels, the Q8_0 / Q4_0 decode
+// matmuls and the F16 / F32 attention without programmatic dependent launch.
 Status create_cuda_stream(std::unique_ptr<Stream>* out);
 
 // Every KV mode, with KvCache's regions and byte layouts; GEIST_E_INVALID_ARG for bad sizes
@@ -273,6 +195,14 @@ Status create_cuda_stream(std::unique_ptr<Stream>* out);
 Status create_cuda_kv_store(std::shared_ptr<StreamCore> core, KvMode mode,
                             const std::vector<KvLayerSpec>& layers, int32_t max_seq_len,
                             std::unique_ptr<KvStore>* out);
+
+// kv.attend_on(stream of c, ...) (KvStore) with rope pair r of q and k first: the store takes
+// r into its launches where they fit (StreamCore::rope_kv / rope_attention), else launches it
+// before its own. r nullptr: none (a replayed step). kv must be a store of this backend.
+void cuda_kv_attend_rope(KvStore& kv, StreamCore& c, RopePair* r, int32_t il,
+                         const AttentionShape& s, const float* q, int64_t q_stride, int32_t n,
+                         int32_t pos, const float* k, int64_t k_stride, const float* v,
+                         int64_t v_stride, float* out, int64_t out_stride);
 
 // A batched decode step's row of a plain (F32 / F16) store from create_cuda_kv_store
 // (CudaStream::rope_attend_rows): for the token at pos of layer il, the cache view its attention

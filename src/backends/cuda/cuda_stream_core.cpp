@@ -1,5 +1,5 @@
 // StreamCore (cuda_stream.h): the recorded error, the step record of graph capture / replay,
-// the held-back ops and their flush, and the synchronous copies.
+// and the synchronous copies.
 #include <cstdio>
 #include <cstring>
 
@@ -13,7 +13,6 @@ namespace geist::cuda {
 
 StreamCore::~StreamCore() {
   if (stream != nullptr) {
-    flush();
     cudaStreamSynchronize(stream);  // buffers freed after this may still be in use otherwise
     cudaStreamDestroy(stream);
   }
@@ -57,51 +56,6 @@ bool StreamCore::ok(cudaError_t e, const char* what) {
   return false;
 }
 
-void StreamCore::flush() {
-  flush_fused();  // cuda_stream_fused.cpp: its held ops were issued before any held here
-  if (prep.gates || prep.conv) {
-    const PendingPrep q = prep;
-    prep = PendingPrep{};
-    if (q.conv) {
-      DeltaPrep p = q.p;
-      if (!q.gates) p.gate_heads = 0;
-      cuda::deltanet_prep(stream, p);
-    } else {
-      cuda::deltanet_gates(stream, q.p.beta, q.p.g, 1, q.p.gate_heads, q.p.a, q.p.dt_bias);
-    }
-    ok(cudaGetLastError(), "deltanet prologue kernel launch");
-  }
-  if (held.count > 0) {
-    const int n = held.count;
-    held.count = 0;
-    if (held.n_tok > 8) {  // prefill: one quantization of x for all of them
-      ok(cuda::matmul_prefill_batch(stream, held.out, n, held.x, held.x_stride, held.n_tok,
-                                    held.scratch, held.scratch_bytes),
-         "matmul kernel launch");
-    } else {
-      ok(cuda::matmul_batch(stream, held.out, n, held.x, held.x_stride, held.n_tok),
-         "matmul kernel launch");
-    }
-  }
-  if (rope.n_tok > 0) {
-    const PendingRope r = rope;
-    rope.n_tok = 0;
-    rope.b = RopeTensor{};
-    ok(cuda::rope(stream, r.t, r.b, r.n_tok, r.head_dim, r.pos_off, r.pos_dev, r.p),
-       "rope kernel launch");
-  }
-  if (l2.n_tok > 0) {
-    const PendingL2 q = l2;
-    l2.n_tok = 0;
-    cuda::l2_norm_heads(stream, q.x, q.x_stride, q.n_tok, q.n_heads, q.d, q.eps, q.scale);
-    ok(cudaGetLastError(), "l2_norm_heads kernel launch");
-  }
-  if (pending.n == 0) return;
-  const PendingAdd p = pending;
-  pending = PendingAdd{};
-  ok(cuda::add(stream, p.y, p.x, p.n), "add kernel launch");
-}
-
 bool StreamCore::plain_only() {
   if (mode == StepMode::PLAIN) return true;  // CAPTURE / REPLAY: the step fails
   step_failed = true;
@@ -110,7 +64,6 @@ bool StreamCore::plain_only() {
 
 void StreamCore::download(void* host_dst, const void* device_src, size_t n) {
   if (n == 0) return;
-  flush();
   if (!plain_only()) return;
   const bool good = ok(cudaMemcpyAsync(host_dst, device_src, n, cudaMemcpyDeviceToHost, stream),
                        "cudaMemcpyAsync(device to host)") &&
@@ -120,7 +73,6 @@ void StreamCore::download(void* host_dst, const void* device_src, size_t n) {
 
 void StreamCore::upload(void* device_dst, const void* host_src, size_t n) {
   if (n == 0) return;
-  flush();
   if (!plain_only()) return;
   if (ok(cudaMemcpyAsync(device_dst, host_src, n, cudaMemcpyHostToDevice, stream),
          "cudaMemcpyAsync(host to device)")) {

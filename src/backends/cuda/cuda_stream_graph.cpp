@@ -41,8 +41,6 @@ void CudaStream::wait_for(Stream& other) {
   GEIST_CHECK(o != nullptr, "cuda: wait_for a stream of another backend");
   GEIST_CHECK(c.mode == StepMode::PLAIN && !in_step_, "cuda: wait_for inside a forward step");
   if (o == &c) return;
-  o->flush();
-  c.flush();
   if (!o->error.is_ok() && c.error.is_ok()) {
     c.error = o->error;  // this stream's next work reads what the failed one left
     return;
@@ -65,7 +63,6 @@ void CudaStream::wait_for(Stream& other) {
 
 void CudaStream::begin_forward(const int32_t* /*tokens*/, int32_t n, int32_t pos, int32_t n_seg) {
   StreamCore& c = *core_;
-  c.flush();
   c.mode = StepMode::PLAIN;
   c.step_failed = false;
   c.step_pos = pos;
@@ -115,7 +112,6 @@ void CudaStream::begin_forward(const int32_t* /*tokens*/, int32_t n, int32_t pos
 
 bool CudaStream::end_forward() {
   StreamCore& c = *core_;
-  c.flush();
   in_step_ = false;
   if (c.mode == StepMode::PLAIN) {
     ++stats_.plain_steps;

@@ -151,9 +151,6 @@ class CudaStream final : public Stream {
   // outside a capture (inside one the capture fails and the step runs plainly).
   cudaError_t matmul_ws(const WeightMatrix& w, const float* x, int64_t x_stride, int32_t n_tok,
                         float* y, int64_t y_stride);
-  // Decode matmuls are held back (StreamCore::held) while the next ones read the same
-  // activations, and then run as one launch: fewer launches, and small projections share the
-  // device with their neighbours. Each output is bitwise the same either way.
   void matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int32_t n_tok, float* y,
               int64_t y_stride) override;
   // One-token steps go through page-locked staging (a graph can copy only there); longer
@@ -164,20 +161,35 @@ class CudaStream final : public Stream {
   // argmax_host_).
   void matmul_argmax_to_host(const WeightMatrix& w, const float* x, int32_t n_tok, float* host_y,
                              int32_t* host_ids) override;
-  // A residual add is held back (StreamCore::pending) when fusing: the rms_norm that usually
-  // follows it takes it in (add_rms_norm), saving a launch and a pass over the rows.
   void rms_norm(const float* x, int64_t x_stride, const float* w, float* y, int64_t y_stride,
                 int32_t n_rows, int64_t n, float eps) override;
-  // A rope is held back when fusing: the next one (k after q) with the same shape and position
-  // joins it in one launch, and the pair waits for a plain KV cache's write of the step's rows
-  // (StreamCore::flush_rope_kv).
   void rope(float* x, int64_t x_stride, int32_t n_tok, int32_t n_head, int32_t head_dim,
             int32_t pos0, const RopeParams& p) override;
   void add(float* y, const float* x, int64_t n) override;
-  // Takes in the one-token gate / up matmuls held before it when fusing (cuda::matmul_swiglu).
+  // The fused ops (cuda_stream_named.cpp): inside a forward step with the fusions on, where the
+  // operands fit the fused kernel, its one launch; otherwise the plain ops (Stream's default).
+  // cuda::add_rms_norm.
+  void add_rms_norm(float* y, const float* x, const float* w, float* out, int64_t out_stride,
+                    int32_t n_rows, int64_t n, float eps) override;
+  // Decode matmuls (Q8_0 / Q4_0, up to 8 tokens) in launches of up to kMaxMatmulBatch
+  // (cuda::matmul_batch: fewer launches, small projections share the device), 8-bit prefill
+  // ones of one type sharing one quantization of x (cuda::matmul_prefill_batch); others alone.
+  void matmul_many(const MatmulDst* outs, int32_t n, const float* x, int64_t x_stride,
+                   int32_t n_tok) override;
+  // One token: cuda::matmul_swiglu; an 8-bit prefill: cuda::matmul_prefill_swiglu.
+  void matmul_swiglu(const WeightMatrix& gate_w, const WeightMatrix& up_w, const float* x,
+                     int64_t x_stride, int32_t n_tok, float* gate, float* up, float* out) override;
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override;
   void sigmoid_mul(float* x, int64_t x_stride, const float* gate, int64_t gate_stride,
                    int32_t n_rows, int64_t n) override;
+  // cuda_stream_fused.cpp: the head norms taken into the rope (cuda::rope with a norm in front)
+  // where they fit, q's and k's rope as one launch, which a plain (F32 / F16) cache takes into
+  // its write of the rows (cuda::rope_kv, decode steps) or, for one token, into the attention
+  // too (cuda::kv_attention_rope); each piece the separate launches where it does not fit.
+  void rope_attend(KvStore& kv, int32_t il, const AttentionShape& s, const RopeParams& p,
+                   const HeadNorms* norms, float* q, int64_t q_stride, float* k, int64_t k_stride,
+                   const float* v, int64_t v_stride, int32_t n_tok, int32_t pos, float* out,
+                   int64_t out_stride) override;
   // A batched decode step's rows of plain (F32 / F16) caches of this backend as one launch per
   // 64 rows (cuda::kv_attention_rope_rows, cuda_stream_rows.cpp): each row's rope, K / V rows
   // and attention, with the arguments its own attend would take. Other rows (another KV mode,
@@ -193,8 +205,6 @@ class CudaStream final : public Stream {
                       const float* dt_bias) override;
   void conv1d_silu(const float* x, int64_t x_stride, int32_t n_tok, int64_t n_ch, const float* w,
                    int32_t kernel, float* state, float* out, int64_t out_stride) override;
-  // Held back when fusing: the next call with the same shape (k after q) joins it in one
-  // launch.
   void l2_norm_heads(float* x, int64_t x_stride, int32_t n_tok, int32_t n_heads, int32_t d,
                      float eps, float scale) override;
   void gated_delta_rule(const GatedDeltaArgs& a, int32_t chunk) override;
@@ -207,6 +217,15 @@ class CudaStream final : public Stream {
                              int32_t chunk) override;
   void rms_norm_gated(const float* x, const float* z, const float* w, int32_t n_rows, int32_t d,
                       float eps, float* out) override;
+  // cuda::l2_norm_heads2 (both in one launch).
+  void l2_norm_heads_pair(float* q, float q_scale, float* k, float k_scale, int64_t x_stride,
+                          int32_t n_tok, int32_t n_heads, int32_t d, float eps) override;
+  // One token: cuda::deltanet_prep (gates, conv, state advance and the l2 norms in one launch);
+  // longer segments: the gates, the conv, then l2_norm_heads_pair.
+  void deltanet_prep(const DeltaNetPrepArgs& p) override;
+  // One token: cuda::gated_delta_rule_norm (the gated norm in the delta rule's launch).
+  void gated_delta_rule_norm(const GatedDeltaArgs& a, int32_t chunk, const float* z, const float* w,
+                             float eps) override;
 
  private:
   uint64_t buffers_gen() const;
@@ -218,6 +237,15 @@ class CudaStream final : public Stream {
   // A graph with another node count (a KIVI group filling adds a kernel) cannot be an update
   // of exec_: it is instantiated directly rather than through a failing update.
   bool instantiate(cudaGraph_t g);
+  // matmul_many's launches (cuda_stream_named.cpp), outs in the groups that share a launch.
+  void launch_matmuls(const MatmulDst* outs, int32_t n, const float* x, int64_t x_stride,
+                      int32_t n_tok);
+  // l2_norm_heads_pair's launches: one where the two fit cuda::l2_norm_heads2, else two.
+  void launch_l2_pair(float* q, float q_scale, float* k, float k_scale, int64_t x_stride,
+                      int32_t n_tok, int32_t n_heads, int32_t d, float eps);
+  // Whether outs[0, n) (n <= kMaxMatmulBatch) make one group of launch_matmuls.
+  bool one_matmul_group(const MatmulDst* outs, int32_t n, const float* x, int64_t x_stride,
+                        int32_t n_tok) const;
   // Copies the staged logits rows (0xFF bytes when !good) and the staged greedy id (0 when
   // !good) to their host destinations.
   void copy_logits_out(bool good);
@@ -232,7 +260,7 @@ class CudaStream final : public Stream {
   cudaEvent_t staged_;          // recorded after the last copy out of the staging buffers
   cudaEvent_t join_ = nullptr;  // wait_for's event, made at its first use
   bool graphs_;                 // decode steps may run as graphs
-  bool fuse_;                   // residual adds may fuse into the next rms_norm
+  bool fuse_;                   // the fused ops may make their fused launches
   Scratch ids_;                 // int32 [n] token ids of get_rows
   Scratch y_tmp_;               // float [n_tok][n_out] of matmul_to_host
   Scratch dn_scratch_;          // gated_delta_rule's device scratch

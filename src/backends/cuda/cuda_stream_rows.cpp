@@ -39,7 +39,6 @@ void CudaStream::conv1d_silu_rows(const float* x, int64_t x_stride, int32_t n_ro
     bool skip = core_->note_op(kRecConvRows, xr, x_stride, n, n_ch, w, kernel, o, out_stride);
     skip = note_states(*core_, states, r0, n, &st) || skip;
     if (skip) continue;
-    core_->flush();
     cuda::conv1d_silu_rows(core_->stream, xr, x_stride, n, n_ch, w, kernel, st, o, out_stride);
     core_->ok(cudaGetLastError(), "conv1d_silu_rows kernel launch");
   }
@@ -60,7 +59,6 @@ void CudaStream::gated_delta_rule_rows(const GatedDeltaArgs& a, int32_t n_rows,
                        b.k_stride, b.v, b.v_stride, b.g, b.beta, b.out, b.out_stride, n);
     skip = note_states(*core_, states, r0, n, &st) || skip;
     if (skip) continue;
-    core_->flush();
     cuda::gated_delta_rule_rows(core_->stream, b, n, st);
     core_->ok(cudaGetLastError(), "gated_delta_rule_rows kernel launch");
   }
@@ -87,8 +85,8 @@ bool CudaStream::rope_attend_rows_fused(int32_t il, const AttentionShape& s, con
   if (n_rows <= 0) return false;
   rope_rows_.resize(static_cast<size_t>(n_rows));
   // Row r's arguments as attend_on's one-token step takes them (CudaKvStore::attend_core's
-  // rope_attend, with the rope pair held by rope()): the position relative to the step's on
-  // the device in a recorded step (StreamCore::pos_ref), the store's rows and view.
+  // rope_attend, with the rope pair of CudaStream::rope_attend): the position relative to the
+  // step's on the device in a recorded step (StreamCore::pos_ref), the store's rows and view.
   const int32_t* pd = nullptr;
   for (int32_t r = 0; r < n_rows; ++r) {
     int32_t off = 0;
@@ -117,7 +115,6 @@ bool CudaStream::rope_attend_rows_fused(int32_t il, const AttentionShape& s, con
     skip = c.note_op(w.k.lo.data, w.v.lo.data, w.st.kv.f16, w.pos0) || skip;
   }
   if (!skip) {
-    c.flush();  // the held ops were issued before
     if (!c.ok(kv_attention_rope_rows(c.stream, s, rope_rows_.data(), n_rows, pd, out_stride),
               "rope + kv attention rows kernel launch")) {
       return true;  // recorded on the stream (or the capture fails and the step runs again)

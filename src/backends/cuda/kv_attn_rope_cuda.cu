@@ -116,7 +116,7 @@ bool rows_args(const AttentionShape& sh, const RopeRow* rows, int32_t n, const i
   if (std::adjacent_find(caches.begin(), caches.end()) != caches.end()) return false;
   // The rows' blocks run at once, each reading its q, k and v rows while it writes its q and k
   // rows and then its out row: out must be apart from q, k and v, and v from q and k (as
-  // flush_rope_attend asks of one token), over all the rows.
+  // StreamCore::rope_attention asks of one token), over all the rows.
   const int64_t hd = sh.head_dim_k;
   const int64_t nq = span(n, s0.q.x_stride, sh.n_head * hd);
   const int64_t nk = span(n, ks, sh.n_head_kv * hd);
