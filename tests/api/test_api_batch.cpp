@@ -35,18 +35,24 @@ TEST(ApiBatch, StoriesQwen35SessionsEqualLoneRuns) {
   check_model("stories-qwen35-f32.gguf", 300, GEIST_BACKEND_CPU);
 }
 
+// stories260K, and sessions of 64 positions on 2 threads (the per-session error tests).
+void batch_small_setup(ModelHandle* model, geist_session_params* p) {
+  char err[512] = "";
+  ASSERT_EQ(geist_model_load(stories260k_path().c_str(), nullptr, &model->m, err, sizeof err),
+            GEIST_OK)
+      << err;
+  geist_session_params_default(p);
+  p->max_seq_len = 64;
+  p->n_threads = 2;
+}
+
 // Errors are per session: an id outside the vocabulary or a chunk that does not fit fails
 // that item and leaves its session bit-identical; the others advance.
 TEST(ApiBatch, ErrorsArePerSession) {
   GEIST_REQUIRE_FIXTURES();
   ModelHandle model;
-  char err[512] = "";
-  ASSERT_EQ(geist_model_load(stories260k_path().c_str(), nullptr, &model.m, err, sizeof err),
-            GEIST_OK);
   geist_session_params p;
-  geist_session_params_default(&p);
-  p.max_seq_len = 64;
-  p.n_threads = 2;
+  ASSERT_NO_FATAL_FAILURE(batch_small_setup(&model, &p));
   SessionHandle ok, bad_id, full, lone;
   ASSERT_EQ(geist_session_create(model.m, &p, &ok.s), GEIST_OK);
   ASSERT_EQ(geist_session_create(model.m, &p, &bad_id.s), GEIST_OK);
@@ -105,13 +111,8 @@ TEST(ApiBatch, ErrorsArePerSession) {
 TEST(ApiBatch, DecodeInsideTheCallIsDecodesStatusAndToken) {
   GEIST_REQUIRE_FIXTURES();
   ModelHandle model;
-  char err[512] = "";
-  ASSERT_EQ(geist_model_load(stories260k_path().c_str(), nullptr, &model.m, err, sizeof err),
-            GEIST_OK);
   geist_session_params p;
-  geist_session_params_default(&p);
-  p.max_seq_len = 64;
-  p.n_threads = 2;
+  ASSERT_NO_FATAL_FAILURE(batch_small_setup(&model, &p));
   p.sampler.temperature = 0.8f;  // one sampled session next to greedy ones
   p.sampler.seed = 9;
   SessionHandle fresh, nearly_full, sampled, pending, owed, lone;

@@ -38,6 +38,9 @@ void check_step(const Case& c, uint32_t seed) {
   SCOPED_TRACE(::testing::Message() << "heads " << c.n_head << "/" << c.n_head_kv << " hd " << c.hd
                                     << " n_rot " << c.n_rot << " pos " << c.pos << " f16 " << c.f16
                                     << " shift " << c.shift << " factors " << c.factors);
+  // The kernels' shared-memory limits (a backend raises them when it makes a KV store; this
+  // test calls the kernels directly, so it must not depend on a test that ran before it).
+  ASSERT_EQ(cuda::kv_attention_setup(), cudaSuccess);
   const int64_t qd = int64_t{c.n_head} * c.hd, kd = int64_t{c.n_head_kv} * c.hd;
   const int32_t rows = c.pos + 9;
   const std::vector<float> q = randn(static_cast<size_t>(qd), seed, 1.0f);
