@@ -217,16 +217,14 @@ struct BatchRunner {
       if (it.decode && it.status && !it.session->forward_owed_) todo.push_back(&it);
     }
     if (todo.empty()) return;
-    const auto one = [](BatchItem& it) {
-      Session& s = *it.session;
-      it.token = s.sampler_.sample(s.logits_.data(), s.tokens_.data(), s.tokens_.size(),
-                                   static_cast<size_t>(s.n_generated_), s.sampler_params_, s.rng_);
-      s.append_decoded(it.token);
-    };
     SharedPool& pool = *todo[0]->session->pool_;
     std::lock_guard<std::mutex> lock(pool.mu);
     pool.pool.parallel_for(static_cast<int64_t>(todo.size()), [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) one(*todo[static_cast<size_t>(i)]);
+      for (int64_t i = b; i < e; ++i) {
+        BatchItem& it = *todo[static_cast<size_t>(i)];
+        it.token = it.session->sample_pending();
+        it.session->append_decoded(it.token);
+      }
     });
   }
 };

@@ -173,6 +173,11 @@ bool Session::next_is_argmax(size_t more) const {
   return Sampler::is_argmax(sampler_params_, tokens_.size() + more, n_gen);
 }
 
+int32_t Session::sample_pending() {
+  return sampler_.sample(logits_.data(), tokens_.data(), tokens_.size(),
+                         static_cast<size_t>(n_generated_), sampler_params_, rng_);
+}
+
 void Session::append_decoded(int32_t tok) {
   tokens_.push_back(tok);
   ++n_generated_;
@@ -191,8 +196,7 @@ Status Session::decode(int32_t* out_token) {
     GEIST_CHECK(tok >= 0 && tok < model_.n_vocab(), "a greedy choice lies in the vocabulary");
   } else {
     GEIST_RETURN_IF_ERROR(pay_forward());
-    tok = sampler_.sample(logits_.data(), tokens_.data(), tokens_.size(),
-                          static_cast<size_t>(n_generated_), sampler_params_, rng_);
+    tok = sample_pending();
   }
   append_decoded(tok);
   *out_token = tok;
