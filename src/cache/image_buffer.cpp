@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <new>
+#include <system_error>
 #include <utility>
 
 namespace geist_cache {
@@ -36,6 +37,76 @@ void fresh_buffer(std::vector<uint8_t>* v, size_t n, size_t capacity) {
 
 std::shared_ptr<BufferPool> BufferPool::create(size_t max_buffers, size_t max_bytes) {
   return std::shared_ptr<BufferPool>(new BufferPool(max_buffers, max_bytes));
+}
+
+BufferPool::~BufferPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  warm_cv_.notify_all();
+  if (warm_thread_.joinable()) warm_thread_.join();
+}
+
+size_t BufferPool::warm_capacity(size_t n) {
+  // Headroom for the next image of a conversation that grew by a turn: 1/16 of it, 2-16 MiB.
+  const size_t head = std::clamp(n / 16, 2 * kHugePage, 8 * kHugePage);
+  return (n + head + kHugePage - 1) / kHugePage * kHugePage;
+}
+
+bool BufferPool::holds_locked(size_t n) const {
+  for (const auto& v : spare_) {
+    if (v.capacity() >= n) return true;
+  }
+  return false;
+}
+
+void BufferPool::keep_warm(size_t n) {
+  if (n == 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stop_ || holds_locked(n)) return;
+  warm_want_ = n;
+  if (!warm_thread_.joinable()) {
+    try {
+      warm_thread_ = std::thread([this] { warm_worker(); });
+    } catch (const std::system_error&) {
+      warm_want_ = 0;  // no thread: buffers stay faulted in on the caller's path
+      return;
+    }
+  }
+  warm_cv_.notify_all();
+}
+
+void BufferPool::wait_warm() {
+  std::unique_lock<std::mutex> lock(mu_);
+  warm_cv_.wait(lock, [&] { return stop_ || (warm_want_ == 0 && !warm_busy_); });
+}
+
+void BufferPool::warm_worker() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    warm_cv_.wait(lock, [&] { return stop_ || warm_want_ != 0; });
+    if (stop_) break;
+    const size_t n = warm_want_;
+    warm_want_ = 0;
+    const size_t cap = warm_capacity(n);
+    if (holds_locked(n) || spare_.size() >= max_buffers_ || spare_bytes_ + cap > max_bytes_) {
+      warm_cv_.notify_all();
+      continue;
+    }
+    warm_busy_ = true;
+    lock.unlock();
+    std::vector<uint8_t> v;
+    try {
+      fresh_buffer(&v, cap, cap);  // every page touched: take() resizes within it
+    } catch (const std::bad_alloc&) {
+      v = {};
+    }
+    recycle(std::move(v));
+    lock.lock();
+    warm_busy_ = false;
+    warm_cv_.notify_all();
+  }
 }
 
 std::vector<uint8_t> BufferPool::take(size_t n) {
@@ -96,6 +167,11 @@ Image BufferPool::share(std::vector<uint8_t> v) {
 size_t BufferPool::spare_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   return spare_bytes_;
+}
+
+size_t BufferPool::spare_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return spare_.size();
 }
 
 }  // namespace geist_cache

@@ -5,10 +5,12 @@
 // makes it one fault per 2 MiB.
 #pragma once
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "cache/tier.h"
@@ -38,9 +40,17 @@ void advise_huge_pages(void* p, size_t n);
 // buffers. At most max_buffers of at most max_bytes in all are kept: the memory a pool holds
 // beyond what the cache accounts for. Thread-safe; made by create() (buffers it handed out may
 // outlive it: they are freed then).
+//
+// keep_warm(n) makes the first touch happen off the caller's path: the pool's own thread
+// (started by the first call) faults in a spare buffer that holds n bytes and a few MiB more
+// (the next image of a growing conversation), unless a spare holds n already or the limits
+// leave no room; the caller's next take() of up to that size then finds resident pages.
 class BufferPool : public std::enable_shared_from_this<BufferPool> {
  public:
   static std::shared_ptr<BufferPool> create(size_t max_buffers, size_t max_bytes);
+  ~BufferPool();
+  BufferPool(const BufferPool&) = delete;
+  BufferPool& operator=(const BufferPool&) = delete;
   // A buffer of n bytes, its contents unspecified: the smallest spare one that holds n, else a
   // fresh_buffer (its capacity rounded up as above). Throws std::bad_alloc like vector::resize.
   std::vector<uint8_t> take(size_t n);
@@ -48,15 +58,31 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   Image share(std::vector<uint8_t> v);
   // Keeps v for a later take() (when there is room), else frees it.
   void recycle(std::vector<uint8_t> v);
+  // Asks the pool's thread for a resident spare of at least n bytes (see the class comment).
+  // Returns at once; a later call while one is being made replaces its size.
+  void keep_warm(size_t n);
+  // Waits until no keep_warm() is pending (tests; a benchmark's setup).
+  void wait_warm();
   size_t spare_bytes() const;
+  size_t spare_count() const;
+  // The capacity keep_warm(n) gives its buffer: n plus headroom, in whole 2 MiB pages.
+  static size_t warm_capacity(size_t n);
 
  private:
   BufferPool(size_t max_buffers, size_t max_bytes)
       : max_buffers_(max_buffers), max_bytes_(max_bytes) {}
+  bool holds_locked(size_t n) const;  // a spare of capacity >= n exists
+  void warm_worker();
   const size_t max_buffers_, max_bytes_;
   mutable std::mutex mu_;
   std::vector<std::vector<uint8_t>> spare_;  // guarded by mu_
   size_t spare_bytes_ = 0;                   // capacity of spare_, guarded by mu_
+  // keep_warm's thread, guarded by mu_: the size asked for (0: none), whether one is being
+  // faulted in now, and stop.
+  std::condition_variable warm_cv_;
+  size_t warm_want_ = 0;
+  bool warm_busy_ = false, stop_ = false;
+  std::thread warm_thread_;
 };
 
 }  // namespace geist_cache

@@ -81,8 +81,14 @@ class PrefixCache {
   // one whose pages are resident when an image the cache let go of holds n (an evicted entry's
   // buffer comes back for the next checkpoint), else a fresh one. A fresh buffer's first touch
   // costs more than the snapshot written into it (a page fault per 4 KiB or 2 MiB page:
-  // cache/image_buffer.h). Thread-safe; throws std::bad_alloc like vector::resize.
-  std::vector<uint8_t> take_buffer(size_t n) { return image_buffers_->take(n); }
+  // cache/image_buffer.h), so each call also has the pool fault in the next one off this
+  // thread (BufferPool::keep_warm): from the second checkpoint on, while the cache fills, a
+  // checkpoint finds resident pages too. Thread-safe; throws std::bad_alloc like vector::resize.
+  std::vector<uint8_t> take_buffer(size_t n) {
+    std::vector<uint8_t> v = image_buffers_->take(n);
+    image_buffers_->keep_warm(n);
+    return v;
+  }
   CacheStats stats() const;
 
   // ---- tiers ----

@@ -252,7 +252,14 @@ void Scheduler::prompt_done(Slot& s) {
     }
     s.req->on_prompt_state(std::move(img));
   }
-  if (s.req->prefill_only) finish(s, "stop");
+  if (s.req->prefill_only) {
+    finish(s, "stop");
+    return;
+  }
+  // The first token needs no forward (the prompt's logits are pending): it is sampled and
+  // handed out now, not in the next step's batched call behind the other sequences' rows.
+  // The same sampler and RNG draw it either way, so the bits do not change.
+  decode_one(s, nullptr);
 }
 
 void Scheduler::decode_one(Slot& s, const geist_token* sampled) {

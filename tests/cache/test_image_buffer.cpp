@@ -68,6 +68,40 @@ TEST(BufferPool, KeepsAtMostItsCountAndBytes) {
   EXPECT_EQ(small->spare_bytes(), 0u);
 }
 
+// keep_warm: the next take() of up to the asked size (plus headroom for a grown image) finds a
+// spare faulted in by the pool's thread; none is made when one holds it already or the
+// limits leave no room.
+TEST(BufferPool, KeepWarmLeavesOneResidentSpareForTheNextTake) {
+  const size_t mib = size_t{1} << 20;
+  auto pool = BufferPool::create(2, 64 * mib);
+  pool->keep_warm(5 * mib);
+  pool->wait_warm();
+  ASSERT_EQ(pool->spare_count(), 1u);
+  const size_t cap = pool->spare_bytes();
+  EXPECT_GE(cap, 7 * mib);  // 5 MiB and at least 2 MiB of headroom, whole 2 MiB pages
+  EXPECT_EQ(cap % (2 * mib), 0u);
+  pool->keep_warm(5 * mib);  // one holds it: nothing more
+  pool->keep_warm(cap);
+  pool->wait_warm();
+  EXPECT_EQ(pool->spare_count(), 1u);
+  std::vector<uint8_t> a = pool->take(6 * mib);  // a grown image still fits
+  EXPECT_EQ(a.capacity(), cap);
+  EXPECT_EQ(a.size(), 6 * mib);
+  EXPECT_EQ(pool->spare_count(), 0u);
+  pool->keep_warm(40 * mib);  // 40 MiB and its headroom fit in the 64: one is made
+  pool->wait_warm();
+  EXPECT_EQ(pool->spare_count(), 1u);
+  auto full = BufferPool::create(1, 8 * mib);
+  full->keep_warm(7 * mib);  // its headroom goes past the pool's bytes: none
+  full->wait_warm();
+  EXPECT_EQ(full->spare_count(), 0u);
+  full->keep_warm(1);  // a small one fits
+  full->wait_warm();
+  EXPECT_EQ(full->spare_count(), 1u);
+  pool->keep_warm(2 * mib);
+  pool.reset();  // the pool's thread ends with it, a request pending or not
+}
+
 TEST(BufferPool, ImagesOutliveTheirPool) {
   auto pool = BufferPool::create(1, size_t{64} << 20);
   std::vector<uint8_t> v = pool->take(1000);
