@@ -310,12 +310,14 @@ Status create_cuda_stream(std::unique_ptr<Stream>* out) {
   GEIST_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&core->stream, cudaStreamNonBlocking));
   cudaEvent_t staged = nullptr;
   GEIST_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&staged, cudaEventDisableTiming));
-  std::unique_ptr<Stream> s(new (std::nothrow) CudaStream(
+  std::unique_ptr<CudaStream> s(new (std::nothrow) CudaStream(
       std::move(core), staged, !env_is_zero("GEIST_CUDA_GRAPHS"), !env_is_zero("GEIST_CUDA_FUSE")));
   if (!s) {
     cudaEventDestroy(staged);
     return Status(GEIST_E_OOM, "cuda: out of host memory");
   }
+  const char* stats = std::getenv("GEIST_CUDA_STATS");
+  s->set_print_stats(stats != nullptr && std::strcmp(stats, "1") == 0);
   *out = std::move(s);
   return Status::ok();
 }

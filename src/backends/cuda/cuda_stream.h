@@ -182,12 +182,13 @@ struct StreamCore {
 };
 
 // A new stream on the current device. Environment (read here, once per stream):
-// GEIST_CUDA_GRAPHS=0 turns off decode-step graphs, GEIST_CUDA_FUSE=0 the fused launches of the
-// fused ops (Stream's add_rms_norm, matmul_many, matmul_swiglu, rope_attend, l2_norm_heads_pair,
-// deltanet_prep, gated_delta_rule_norm, and the batched rows' launches: each is then its plain
-// ops), for measurements and for the tests that compare them with plain launches. GEIST_CUDA_PDL=0
-// (read once per process, launch_cuda.cuh) launches the small kernels, the Q8_0 / Q4_0 decode
-// matmuls and the F16 / F32 attention without programmatic dependent launch.
+// GEIST_CUDA_GRAPHS=0 turns off decode-step graphs, GEIST_CUDA_STATS=1 prints each stream's
+// CudaStepStats to stderr when it is destroyed (for measurements), GEIST_CUDA_FUSE=0 the fused
+// launches of the fused ops (Stream's add_rms_norm, matmul_many, matmul_swiglu, rope_attend,
+// l2_norm_heads_pair, deltanet_prep, gated_delta_rule_norm, and the batched rows' launches: each is
+// then its plain ops), for measurements and for the tests that compare them with plain launches.
+// GEIST_CUDA_PDL=0 (read once per process, launch_cuda.cuh) launches the small kernels, the Q8_0 /
+// Q4_0 decode matmuls and the F16 / F32 attention without programmatic dependent launch.
 Status create_cuda_stream(std::unique_ptr<Stream>* out);
 
 // Every KV mode, with KvCache's regions and byte layouts; GEIST_E_INVALID_ARG for bad sizes
@@ -226,6 +227,10 @@ struct CudaStepStats {
   int64_t plain_steps = 0;       // steps launched op by op (includes the repeats below)
   int64_t capture_failures = 0;  // captures that failed (the step was then run plainly)
   int64_t replays = 0;           // graph steps that replayed the last graph without a capture
+  // Host wall time (steady clock): between begin_forward and end_forward's return (the step's
+  // issue, and its wait when the step syncs), of that the wait for a graph step's results, and
+  // between a step's end and the next step's begin (the caller's work).
+  int64_t step_ns = 0, wait_ns = 0, gap_ns = 0;
 };
 // GEIST_E_INVALID_ARG for a stream of another backend.
 Status cuda_stream_stats(Stream& s, CudaStepStats* out);

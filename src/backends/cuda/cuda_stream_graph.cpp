@@ -30,6 +30,17 @@ CudaStream::CudaStream(std::shared_ptr<StreamCore> core, cudaEvent_t staged, boo
 
 CudaStream::~CudaStream() {
   cudaStreamSynchronize(core_->stream);  // the staging buffers may still be read
+  const CudaStepStats& t = stats_;
+  if (print_stats_ && t.plain_steps + t.graph_steps > 0) {
+    const double steps = static_cast<double>(t.plain_steps + t.graph_steps);
+    std::fprintf(stderr,
+                 "geist: cuda stream: %lld plain steps, %lld graph steps (%lld replays), %lld "
+                 "capture failures; per step: %.1f us issue+wait (%.1f us waiting for a graph), "
+                 "%.1f us between steps\n",
+                 static_cast<long long>(t.plain_steps), static_cast<long long>(t.graph_steps),
+                 static_cast<long long>(t.replays), static_cast<long long>(t.capture_failures),
+                 t.step_ns / steps / 1e3, t.wait_ns / steps / 1e3, t.gap_ns / steps / 1e3);
+  }
   if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
   cudaEventDestroy(staged_);
   if (join_ != nullptr) cudaEventDestroy(join_);
@@ -63,6 +74,11 @@ void CudaStream::wait_for(Stream& other) {
 
 void CudaStream::begin_forward(const int32_t* /*tokens*/, int32_t n, int32_t pos, int32_t n_seg) {
   StreamCore& c = *core_;
+  step_t0_ = std::chrono::steady_clock::now();
+  if (stats_.plain_steps + stats_.graph_steps > 0 && !in_step_) {
+    stats_.gap_ns +=
+        std::chrono::duration_cast<std::chrono::nanoseconds>(step_t0_ - step_t1_).count();
+  }
   c.mode = StepMode::PLAIN;
   c.step_failed = false;
   c.step_pos = pos;
@@ -111,6 +127,14 @@ void CudaStream::begin_forward(const int32_t* /*tokens*/, int32_t n, int32_t pos
 }
 
 bool CudaStream::end_forward() {
+  const bool ran = end_forward_step();
+  step_t1_ = std::chrono::steady_clock::now();
+  stats_.step_ns +=
+      std::chrono::duration_cast<std::chrono::nanoseconds>(step_t1_ - step_t0_).count();
+  return ran;
+}
+
+bool CudaStream::end_forward_step() {
   StreamCore& c = *core_;
   in_step_ = false;
   if (c.mode == StepMode::PLAIN) {
@@ -182,7 +206,11 @@ void CudaStream::launch_graph() {
                       "cudaMemcpy2DAsync(logits to host)");
   }
   if (logits_dst_ != nullptr || argmax_dst_ != nullptr) {
+    const auto t0 = std::chrono::steady_clock::now();
     ran = ran && c.ok(cudaStreamSynchronize(c.stream), "cudaStreamSynchronize(logits)");
+    stats_.wait_ns +=
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
     copy_logits_out(ran);
   }
 }

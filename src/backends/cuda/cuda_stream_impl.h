@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <bitset>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -125,6 +126,7 @@ class CudaStream final : public Stream {
 
   StreamCore& core() { return *core_; }
   const CudaStepStats& stats() const { return stats_; }
+  void set_print_stats(bool on) { print_stats_ = on; }
 
   void set_pool(ThreadPool*) override {}
   Status status() const override { return core_->error; }
@@ -229,6 +231,7 @@ class CudaStream final : public Stream {
 
  private:
   uint64_t buffers_gen() const;
+  bool end_forward_step();  // end_forward but its timing
   // Runs the step's graph (exec_), then copies the staged logits out if the step has any.
   void launch_graph();
   // Makes exec_ run graph g: updates the parameters of the existing instance when the
@@ -289,6 +292,8 @@ class CudaStream final : public Stream {
   bool warm_ = false;                         // a plain one-token step has sized the buffers
   bool retry_plain_ = false;                  // the last capture failed: the repeat runs plainly
   CudaStepStats stats_;
+  bool print_stats_ = false;  // GEIST_CUDA_STATS=1: stats_ to stderr at destruction
+  std::chrono::steady_clock::time_point step_t0_{}, step_t1_{};  // the last begin / end
   float* logits_dst_ = nullptr;        // host rows of the step's logits (copied at the end)
   const float* logits_src_ = nullptr;  // a graph step's device rows copied straight to logits_dst_
   int64_t logits_stride_ = 0;          // floats between rows of logits_dst_
