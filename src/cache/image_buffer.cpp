@@ -90,6 +90,19 @@ void BufferPool::warm_worker() {
     const size_t n = warm_want_;
     warm_want_ = 0;
     const size_t cap = warm_capacity(n);
+    if (!holds_locked(n) && spare_.size() >= max_buffers_ && !spare_.empty()) {
+      // Every spare is too small for the size in demand (images of shorter prompts): the
+      // smallest makes room for one that serves it.
+      auto smallest = std::min_element(
+          spare_.begin(), spare_.end(),
+          [](const auto& a, const auto& b) { return a.capacity() < b.capacity(); });
+      std::vector<uint8_t> drop = std::move(*smallest);
+      spare_.erase(smallest);
+      spare_bytes_ -= drop.capacity();
+      lock.unlock();
+      drop = {};  // freed outside the lock
+      lock.lock();
+    }
     if (holds_locked(n) || spare_.size() >= max_buffers_ || spare_bytes_ + cap > max_bytes_) {
       warm_cv_.notify_all();
       continue;
@@ -116,8 +129,9 @@ std::vector<uint8_t> BufferPool::take(size_t n) {
     std::lock_guard<std::mutex> lock(mu_);
     size_t best = spare_.size();
     for (size_t i = 0; i < spare_.size(); ++i) {
+      // The smallest that holds n; of equal ones the last given back (its pages are warm).
       if (spare_[i].capacity() >= n &&
-          (best == spare_.size() || spare_[i].capacity() < spare_[best].capacity())) {
+          (best == spare_.size() || spare_[i].capacity() <= spare_[best].capacity())) {
         best = i;
       }
     }
@@ -130,8 +144,7 @@ std::vector<uint8_t> BufferPool::take(size_t n) {
   if (v.capacity() >= n) {
     v.resize(n);  // within its capacity: no allocation, the pages are resident
   } else {
-    const size_t cap = n >= 2 * kHugePage ? (n + kHugePage - 1) / kHugePage * kHugePage : n;
-    fresh_buffer(&v, n, cap);
+    fresh_buffer(&v, n, n >= 2 * kHugePage ? warm_capacity(n) : n);
   }
   return v;
 }
