@@ -99,9 +99,11 @@ void BufferPool::warm_worker() {
       std::vector<uint8_t> drop = std::move(*smallest);
       spare_.erase(smallest);
       spare_bytes_ -= drop.capacity();
+      warm_busy_ = true;  // wait_warm() waits on through the unlocked free
       lock.unlock();
-      drop = {};  // freed outside the lock
+      std::vector<uint8_t>().swap(drop);  // freed outside the lock
       lock.lock();
+      warm_busy_ = false;
     }
     if (holds_locked(n) || spare_.size() >= max_buffers_ || spare_bytes_ + cap > max_bytes_) {
       warm_cv_.notify_all();
