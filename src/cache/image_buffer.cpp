@@ -90,21 +90,6 @@ void BufferPool::warm_worker() {
     const size_t n = warm_want_;
     warm_want_ = 0;
     const size_t cap = warm_capacity(n);
-    if (!holds_locked(n) && spare_.size() >= max_buffers_ && !spare_.empty()) {
-      // Every spare is too small for the size in demand (images of shorter prompts): the
-      // smallest makes room for one that serves it.
-      auto smallest = std::min_element(
-          spare_.begin(), spare_.end(),
-          [](const auto& a, const auto& b) { return a.capacity() < b.capacity(); });
-      std::vector<uint8_t> drop = std::move(*smallest);
-      spare_.erase(smallest);
-      spare_bytes_ -= drop.capacity();
-      warm_busy_ = true;  // wait_warm() waits on through the unlocked free
-      lock.unlock();
-      std::vector<uint8_t>().swap(drop);  // freed outside the lock
-      lock.lock();
-      warm_busy_ = false;
-    }
     if (holds_locked(n) || spare_.size() >= max_buffers_ || spare_bytes_ + cap > max_bytes_) {
       warm_cv_.notify_all();
       continue;

@@ -44,8 +44,7 @@ void advise_huge_pages(void* p, size_t n);
 // keep_warm(n) makes the first touch happen off the caller's path: the pool's own thread
 // (started by the first call) faults in a spare buffer that holds n bytes and a few MiB more
 // (the next image of a growing conversation), unless a spare holds n already or the limits
-// leave no room (when every spare is smaller than n and the count is full, the smallest is
-// freed for it); the caller's next take() of up to that size then finds resident pages.
+// leave no room; the caller's next take() of up to that size then finds resident pages.
 class BufferPool : public std::enable_shared_from_this<BufferPool> {
  public:
   static std::shared_ptr<BufferPool> create(size_t max_buffers, size_t max_bytes);

@@ -104,26 +104,6 @@ TEST(BufferPool, KeepWarmLeavesOneResidentSpareForTheNextTake) {
   pool.reset();  // the pool's thread ends with it, a request pending or not
 }
 
-// Spares too small for the size in demand (a full pool of a shorter prompt's buffers) do not
-// block keep_warm: the smallest is freed for a buffer that holds it.
-TEST(BufferPool, KeepWarmReplacesASpareTooSmall) {
-  const size_t mib = size_t{1} << 20;
-  auto pool = BufferPool::create(2, 64 * mib);
-  pool->recycle(std::vector<uint8_t>(1 * mib));
-  pool->recycle(std::vector<uint8_t>(2 * mib));
-  ASSERT_EQ(pool->spare_count(), 2u);
-  pool->keep_warm(5 * mib);
-  pool->wait_warm();
-  EXPECT_EQ(pool->spare_count(), 2u);
-  std::vector<uint8_t> a = pool->take(5 * mib);
-  EXPECT_GE(a.capacity(), 7 * mib);    // the warm one, not a fresh buffer of 5 MiB + headroom...
-  EXPECT_EQ(pool->spare_count(), 1u);  // ...which would have left both small spares
-  std::vector<uint8_t> b = pool->take(2 * mib);  // the 2 MiB spare stayed, the 1 MiB one went
-  EXPECT_GE(b.capacity(), 2 * mib);
-  EXPECT_LT(b.capacity(), 4 * mib);
-  EXPECT_EQ(pool->spare_count(), 0u);
-}
-
 TEST(BufferPool, ImagesOutliveTheirPool) {
   auto pool = BufferPool::create(1, size_t{64} << 20);
   std::vector<uint8_t> v = pool->take(1000);
