@@ -116,9 +116,8 @@ std::vector<uint8_t> BufferPool::take(size_t n) {
     std::lock_guard<std::mutex> lock(mu_);
     size_t best = spare_.size();
     for (size_t i = 0; i < spare_.size(); ++i) {
-      // The smallest that holds n; of equal ones the last given back (its pages are warm).
       if (spare_[i].capacity() >= n &&
-          (best == spare_.size() || spare_[i].capacity() <= spare_[best].capacity())) {
+          (best == spare_.size() || spare_[i].capacity() < spare_[best].capacity())) {
         best = i;
       }
     }
@@ -131,7 +130,8 @@ std::vector<uint8_t> BufferPool::take(size_t n) {
   if (v.capacity() >= n) {
     v.resize(n);  // within its capacity: no allocation, the pages are resident
   } else {
-    fresh_buffer(&v, n, n >= 2 * kHugePage ? warm_capacity(n) : n);
+    const size_t cap = n >= 2 * kHugePage ? (n + kHugePage - 1) / kHugePage * kHugePage : n;
+    fresh_buffer(&v, n, cap);
   }
   return v;
 }

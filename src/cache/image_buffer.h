@@ -34,12 +34,12 @@ void advise_huge_pages(void* p, size_t n);
 // buffer's first touch costs more than the snapshot or the read into it. Buffers handed out
 // through share() come back when their last holder lets go (an image the RAM cache did not
 // keep: at once; one it kept: when it is evicted), and the next image of as many bytes reuses
-// one whose pages are resident. A fresh buffer of 4 MiB or more gets the capacity
-// warm_capacity() gives (headroom past its size, never touched), so that the images of one
-// model, which grow by a few KiB per token, fit in one another's buffers (a prompt's images at
-// its last grid point and at its end take turns in the same buffers). At most max_buffers of at
-// most max_bytes in all are kept: the memory a pool holds beyond what the cache accounts for.
-// Thread-safe; made by create() (buffers it handed out may outlive it: they are freed then).
+// one whose pages are resident. A fresh buffer of 4 MiB or more gets a capacity rounded up to
+// a multiple of 2 MiB (at most 2 MiB past its size, never touched: the huge page its end falls
+// in), so that the images of one model, which grow by a few KiB per token, fit in one another's
+// buffers. At most max_buffers of at most max_bytes in all are kept: the memory a pool holds
+// beyond what the cache accounts for. Thread-safe; made by create() (buffers it handed out may
+// outlive it: they are freed then).
 //
 // keep_warm(n) makes the first touch happen off the caller's path: the pool's own thread
 // (started by the first call) faults in a spare buffer that holds n bytes and a few MiB more
@@ -52,7 +52,7 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
   // A buffer of n bytes, its contents unspecified: the smallest spare one that holds n, else a
-  // fresh_buffer (its capacity as above). Throws std::bad_alloc like vector::resize.
+  // fresh_buffer (its capacity rounded up as above). Throws std::bad_alloc like vector::resize.
   std::vector<uint8_t> take(size_t n);
   // An Image of v whose buffer comes back here when the Image's last copy is dropped.
   Image share(std::vector<uint8_t> v);

@@ -89,8 +89,6 @@ class PrefixCache {
     image_buffers_->keep_warm(n);
     return v;
   }
-  // Waits until the spare buffer take_buffer() asked for is made (tests).
-  void wait_warm() { image_buffers_->wait_warm(); }
   CacheStats stats() const;
 
   // ---- tiers ----
