@@ -12,6 +12,11 @@ namespace {
 // A failed capture costs one step issued twice; after this many a stream stops trying.
 constexpr int kMaxCaptureFailures = 2;
 
+int64_t ns_between(std::chrono::steady_clock::time_point a,
+                   std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count();
+}
+
 }  // namespace
 
 CudaStream::CudaStream(std::shared_ptr<StreamCore> core, cudaEvent_t staged, bool graphs, bool fuse)
@@ -76,8 +81,7 @@ void CudaStream::begin_forward(const int32_t* /*tokens*/, int32_t n, int32_t pos
   StreamCore& c = *core_;
   step_t0_ = std::chrono::steady_clock::now();
   if (stats_.plain_steps + stats_.graph_steps > 0 && !in_step_) {
-    stats_.gap_ns +=
-        std::chrono::duration_cast<std::chrono::nanoseconds>(step_t0_ - step_t1_).count();
+    stats_.gap_ns += ns_between(step_t1_, step_t0_);
   }
   c.mode = StepMode::PLAIN;
   c.step_failed = false;
@@ -129,8 +133,7 @@ void CudaStream::begin_forward(const int32_t* /*tokens*/, int32_t n, int32_t pos
 bool CudaStream::end_forward() {
   const bool ran = end_forward_step();
   step_t1_ = std::chrono::steady_clock::now();
-  stats_.step_ns +=
-      std::chrono::duration_cast<std::chrono::nanoseconds>(step_t1_ - step_t0_).count();
+  stats_.step_ns += ns_between(step_t0_, step_t1_);
   return ran;
 }
 
@@ -208,9 +211,7 @@ void CudaStream::launch_graph() {
   if (logits_dst_ != nullptr || argmax_dst_ != nullptr) {
     const auto t0 = std::chrono::steady_clock::now();
     ran = ran && c.ok(cudaStreamSynchronize(c.stream), "cudaStreamSynchronize(logits)");
-    stats_.wait_ns +=
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
-            .count();
+    stats_.wait_ns += ns_between(t0, std::chrono::steady_clock::now());
     copy_logits_out(ran);
   }
 }
