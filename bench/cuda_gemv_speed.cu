@@ -1,13 +1,13 @@
-// Decode GEMV speed on the GPU against the device's read bandwidth: the one-token Q8_0 matmuls
-// of the llama-1b and qwen35-0.8b shapes (cuda::matmul_batch, and cuda::matmul_swiglu for the
-// gate / up pair), each timed as 64 launches captured in a CUDA graph (as a decode step runs
-// them) over copies of the weights that together pass 400 MB, so that L2 holds none of them;
-// next to a plain read of the same bytes in the same process. Not a test; prints numbers.
-// Build (after a CUDA build in build/cuda):
+// Decode GEMV speed on the GPU against the device's read bandwidth: the Q8_0 matmuls of a decode
+// step of the llama-1b and qwen35-0.8b shapes for 1-8 tokens (cuda::matmul_batch; one token:
+// cuda::matmul_swiglu for the gate / up pair, more: matmul_batch of the pair), each timed as 64
+// launches captured in a CUDA graph (as a decode step runs them) over copies of the weights that
+// together pass 400 MB, so that L2 holds none of them; next to a plain read of the same bytes in
+// the same process. Not a test; prints numbers. Build (after a CUDA build in build/cuda):
 //   B=build/cuda; nvcc -O3 -std=c++20 -arch=sm_90 -Isrc -Iinclude bench/cuda_gemv_speed.cu \
 //     -o cuda_gemv_speed $B/libgeist_backends_cuda.a $B/libgeist_backends.a $B/libgeist_kv.a \
 //     $B/libgeist_kernels.a $B/libgeist_formats.a $B/libgeist_base.a -lpthread
-//   ./cuda_gemv_speed [name-filter]
+//   ./cuda_gemv_speed [name-filter [tokens]]   (tokens 1-8, default 1; "" filters nothing)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -103,16 +103,22 @@ int main(int argc, char** argv) {
       {"llama-1b output", 2048, 128256, false}, {"qwen35 gate+up", 1024, 3584, true},
       {"qwen35 down", 3584, 1024, false},       {"qwen35 output", 1024, 248320, false},
   };
+  const int32_t n_tok = argc > 2 ? std::atoi(argv[2]) : 1;
+  if (n_tok < 1 || n_tok > 8) {
+    std::printf("tokens: 1 to 8\n");
+    return 2;
+  }
+  CK(geist::cuda::matmul_decode_setup());
   cudaStream_t s;
   CK(cudaStreamCreate(&s));
   uint32_t* sink;
   CK(cudaMalloc(&sink, 4));
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  std::printf("%-18s %10s %10s %9s %10s %8s\n", "shape", "MB", "gemv us", "GB/s", "read GB/s",
-              "ratio");
+  std::printf("tokens %d\n%-18s %10s %10s %9s %10s %8s\n", n_tok, "shape", "MB", "gemv us", "GB/s",
+              "read GB/s", "ratio");
   for (const Shape& sh : shapes) {
-    if (argc > 1 && std::strstr(sh.name, argv[1]) == nullptr) continue;
+    if (argc > 1 && argv[1][0] != 0 && std::strstr(sh.name, argv[1]) == nullptr) continue;
     const int mats = sh.pair ? 2 : 1;
     const size_t bytes = geist::cuda::device_weight_bytes(GgmlType::Q8_0, sh.n_in, sh.n_out);
     const size_t scales_at = static_cast<size_t>(64 * ((sh.n_in / 32 + 1) / 2) * sh.n_out);
@@ -127,20 +133,24 @@ int main(int argc, char** argv) {
           GgmlType::Q8_0,    bufs[i], sh.n_in, sh.n_out, static_cast<size_t>(sh.n_in / 32 * 34),
           WeightLayout::ROWS};
     }
-    std::vector<float> xh(static_cast<size_t>(sh.n_in));
+    std::vector<float> xh(static_cast<size_t>(sh.n_in * n_tok));
     for (size_t i = 0; i < xh.size(); ++i) xh[i] = std::sin(0.37f * i) * (1.0f + i % 7);
     float *x, *y0, *y1;
     CK(cudaMalloc(&x, xh.size() * 4));
-    CK(cudaMalloc(&y0, sh.n_out * 4));
-    CK(cudaMalloc(&y1, sh.n_out * 4));
+    CK(cudaMalloc(&y0, sh.n_out * n_tok * 4));
+    CK(cudaMalloc(&y1, sh.n_out * n_tok * 4));
     CK(cudaMemcpy(x, xh.data(), xh.size() * 4, cudaMemcpyHostToDevice));
     const float gemv_us = time_graph(s, copies, [&](int c) {
-      if (sh.pair) {
+      if (sh.pair && n_tok == 1) {
         CK(geist::cuda::matmul_swiglu(s, {ws[2 * c], y0, sh.n_out}, {ws[2 * c + 1], y1, sh.n_out},
                                       x, y0));
+      } else if (sh.pair) {
+        const geist::cuda::MatmulOut o[2] = {{ws[2 * c], y0, sh.n_out},
+                                             {ws[2 * c + 1], y1, sh.n_out}};
+        CK(geist::cuda::matmul_batch(s, o, 2, x, sh.n_in, n_tok));
       } else {
         const geist::cuda::MatmulOut o{ws[c], y0, sh.n_out};
-        CK(geist::cuda::matmul_batch(s, &o, 1, x, sh.n_in, 1));
+        CK(geist::cuda::matmul_batch(s, &o, 1, x, sh.n_in, n_tok));
       }
     });
     const float read_us = time_graph(s, copies, [&](int c) {

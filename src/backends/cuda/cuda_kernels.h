@@ -62,6 +62,9 @@ struct MatmulOut {
   int64_t y_stride;
 };
 bool matmul_batchable(const WeightMatrix& w, int32_t n_tok);
+// Once per process before decode matmuls are captured (raises the three- to eight-token GEMV's
+// shared-memory limit; a launch outside a capture raises it itself where it must).
+cudaError_t matmul_decode_setup();
 cudaError_t matmul_batch(cudaStream_t s, const MatmulOut* outs, int n, const float* x,
                          int64_t x_stride, int32_t n_tok);
 

@@ -5,6 +5,7 @@
 #include <climits>
 
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/gemv_q8_cuda.cuh"
 #include "backends/cuda/launch_cuda.cuh"
 #include "backends/cuda/matmul_common.cuh"
 #include "backends/cuda/matmul_q8_cuda.cuh"
@@ -14,26 +15,26 @@ namespace geist::cuda {
 
 namespace q8 {
 
+// Whether the kernel after a GEMV streaming `bytes` of weights may launch while it runs
+// (launch_pdl: pdl_trigger right after the wait; else each block triggers by exiting). The
+// decode matmul after it then asks L2 for its own weights (prefetch_rest) early; past half the
+// L2 this GEMV's stream evicts them before they are read, and the early blocks only compete for
+// DRAM. H200 tg128: llama-1b's 35.6 MB gate / up + swiglu before its 17.8 MB down projection
+// 1094-1101 tok/s triggered early, 1139-1148 at exit; qwen35-0.8b's 7.8 MB gate / up 978-996
+// early, 943-947 at exit.
+cudaError_t early_trigger(const DecBatch& b, bool* early) {
+  size_t bytes = 0;
+  for (int i = 0; i < b.n; ++i) bytes += b.w[i].row_bytes * static_cast<size_t>(b.w[i].n_out);
+  int dev = 0, l2 = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev);
+  *early = bytes <= static_cast<size_t>(l2) / 2;
+  return e;
+}
+
 namespace {
 
 using namespace mm;  // NOLINT(build/namespaces): the helpers shared with the prefill kernel
-
-// ---- GEMV for one or two tokens (the decode steps) ----
-// Bandwidth first: a block owns 16 rows, a warp two of them, and lane l takes block pair
-// 32 s + l of both rows in pass s, so that a warp reads 2 KB of each row with one 64-byte
-// load per lane (4 x 16 bytes, several passes' loads in flight across warps). The block
-// quantizes the activations into shared memory once before its first pass (the first pass's
-// weight loads are already in flight then), the isums are exact dp4a sums held per lane, and
-// after each pass the lanes write (float(isum_b), dw_b * dx_b) to the warp's shared slice,
-// where one lane per (row, token) folds the pass's blocks into its acc in block order (the
-// next pass's weight loads are issued before the fold, so they overlap it).
-constexpr int kGvWarps = 8;
-constexpr int kGvThreads = 32 * kGvWarps;
-constexpr int kGvRowsPerWarp = 2;
-constexpr int kGvRows = kGvWarps * kGvRowsPerWarp;  // == kDecRows: the same block numbering
-constexpr int kGvPass = 32;                         // block pairs per pass: one per lane
-constexpr size_t kGvMaxSmem = 48 * 1024;            // no opt-in (see dec_seg in matmul_q8)
-static_assert(kGvRows == kDecRows, "the batch's block numbering is shared");
 
 // float2 entries per row of the fold slices: [2 * kGvPass][nt] (block, token), padded by 16
 // bytes so that rows start on different banks and stay 16-byte aligned.
@@ -61,46 +62,6 @@ __device__ __forceinline__ void prefetch_rest(const DevW& w, int64_t r0, int64_t
   for (int64_t i = tid; i < nr * per; i += kGvThreads) {
     const uint8_t* p = w.data + (r0 + i / per) * stride + skip + kLine * (i % per);
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-  }
-}
-
-__device__ __forceinline__ int32_t dot16(uint4 a, uint4 b, int h) {  // h: chunk 2k or 2k + 1
-  const int32_t s =
-      __dp4a(static_cast<int>(h == 0 ? a.x : a.z), static_cast<int>(h == 0 ? b.x : b.z), 0);
-  return __dp4a(static_cast<int>(h == 0 ? a.y : a.w), static_cast<int>(h == 0 ? b.y : b.w), s);
-}
-
-// The activations' codes of NT tokens into shared memory, by the whole block (4 lanes per
-// 32-block; whole warps stay in the loop for the shuffles): codes [NT][P][pairs][4] with quad q
-// of pair k stored at quad (q + k / 2) % 4 (lane l then reads its quad j of pair 32 s + l at
-// (j + l / 2) % 4, and the 8 lanes of a quarter warp hit the 8 different 16-byte bank groups),
-// steps dxs [NT][2 * pairs]. The caller synchronises the block after it.
-template <int P, int NT>
-__device__ __forceinline__ void quantize_x(const float* __restrict__ x, int64_t x_stride, bool vec,
-                                           int pairs, int nb, uint4* codes, float* dxs, int tid) {
-  const int lane = tid & 31, wp = tid >> 5;
-  const int items = NT * 2 * pairs * 4;
-  for (int base = wp * 32; base < items; base += kGvThreads) {
-    const int it = base + lane;
-    const bool live = it < items;
-    const int grp = it >> 2, q = it & 3;
-    const int t = live ? grp / (2 * pairs) : 0, b = live ? grp % (2 * pairs) : 0;
-    float va[4], vb[4];
-    const int64_t i0 = static_cast<int64_t>(b) * 32 + 4 * q;
-    x_load4(x, x_stride, NT, vec, live && b < nb, t, i0, va);
-    x_load4(x, x_stride, NT, vec, live && b < nb, t, i0 + 16, vb);
-    const float v[8] = {va[0], va[1], va[2], va[3], vb[0], vb[1], vb[2], vb[3]};
-    uint32_t lo[P], hi[P];
-    const float dx = quant_quad<P>(v, lo, hi);
-    if (live) {
-      const int k = b >> 1;
-      uint2* dst =
-          reinterpret_cast<uint2*>(codes + (t * P * pairs + k) * 4 + ((q + (k >> 1)) & 3)) +
-          (b & 1);
-#pragma unroll
-      for (int p = 0; p < P; ++p) dst[p * pairs * 8] = make_uint2(lo[p], hi[p]);
-      if (q == 0) dxs[t * 2 * pairs + b] = dx;
-    }
   }
 }
 
@@ -168,23 +129,6 @@ __device__ __forceinline__ float fold_pass(const float2* f, int NT, int nb, int 
     acc = __fmaf_rn(v.x, v.y, acc);
   }
   return acc;
-}
-
-// Whether the kernel after a GEMV streaming `bytes` of weights may launch while it runs
-// (launch_pdl: pdl_trigger right after the wait; else each block triggers by exiting). The
-// decode matmul after it then asks L2 for its own weights (prefetch_rest) early; past half the
-// L2 this GEMV's stream evicts them before they are read, and the early blocks only compete for
-// DRAM. H200 tg128: llama-1b's 35.6 MB gate / up + swiglu before its 17.8 MB down projection
-// 1094-1101 tok/s triggered early, 1139-1148 at exit; qwen35-0.8b's 7.8 MB gate / up 978-996
-// early, 943-947 at exit.
-cudaError_t early_trigger(const DecBatch& b, bool* early) {
-  size_t bytes = 0;
-  for (int i = 0; i < b.n; ++i) bytes += b.w[i].row_bytes * static_cast<size_t>(b.w[i].n_out);
-  int dev = 0, l2 = 0;
-  cudaError_t e = cudaGetDevice(&dev);
-  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev);
-  *early = bytes <= static_cast<size_t>(l2) / 2;
-  return e;
 }
 
 // The end of a warp's gate row r (lane 0's acc) and up row r (lane 1's) in the fused launch:
@@ -255,7 +199,7 @@ __global__ void __launch_bounds__(kGvThreads, 3)
   pdl_wait();
   if (early) pdl_trigger();  // else at exit (early_trigger)
 
-  quantize_x<P, NT>(x, x_stride, vec, pairs, nb, codes, dxs, tid);
+  quantize_x<P, NT>(x, x_stride, vec, pairs, nb, codes, dxs, 2 * pairs, tid);
   __syncthreads();
 
   const int fi = lane / NT, ft = lane % NT;  // the fold's row and token (lane < RW * NT)
@@ -338,7 +282,7 @@ __global__ void __launch_bounds__(kGvThreads, kGsBlocksPerSm)
   fetch(1, 1);
   pdl_wait();
   if (early) pdl_trigger();  // else at exit (early_trigger)
-  quantize_x<P, 1>(x, 0, vec, pairs, nb, codes, dxs, tid);
+  quantize_x<P, 1>(x, 0, vec, pairs, nb, codes, dxs, 2 * pairs, tid);
   __syncthreads();
   float acc = 0.0f;
   for (int st0 = 0; st0 < nsteps; st0 += 2) {

@@ -33,14 +33,20 @@
 // stream in while the kernel ahead (a norm, a rope, swiglu) finishes; the activations are read
 // and the outputs written only after the wait.
 //
-// Decode, 3 to 8 tokens (decode_kernel, and one or two tokens where gemv_kernel's shared memory
-// would pass 48 KB; Q8_0: n_in > 18432, or two tokens and n_in > 7616): a block owns 16 rows, walks
-// the row in segments of dec_seg 32-blocks. Per segment it quantizes the activations of the
-// segment into shared memory (8 lanes per token and block: no extra launch, and no scratch),
-// the 8 warps share the segment's block pairs through the mma and write each block's
-// (float(isum_b), dw_b * dx_b) to shared memory, and then one thread per (row, token) folds the
-// segment's blocks into its acc in order. The weight loads of the next segment are issued
-// before the fold, so they are in flight while it runs.
+// Decode, 3 to 8 tokens (gemv_rows_q8_cuda.cu: gemv_rows_kernel; the steps of a batched decode
+// of 3-8 sessions): the one-token GEMV's loads, with the blocks walking the row groups and the
+// activations of all the tokens quantized once per block.
+//
+// decode_kernel below takes what neither GEMV can (their shared memory past the device's limit:
+// Q8_0 n_in > 18432 for one token, or more tokens and n_in past the limits in gemv_q8_cuda.cu
+// and gemv_rows_q8_cuda.cu): a block owns 16 rows, walks the row in segments of dec_seg
+// 32-blocks. Per segment it quantizes the activations of the segment into shared memory (8
+// lanes per token and block: no extra launch, and no scratch), the 8 warps share the segment's
+// block pairs through the mma and write each block's (float(isum_b), dw_b * dx_b) to shared
+// memory, and then one thread per (row, token) folds the segment's blocks into its acc in
+// order. The weight loads of the next segment are issued before the fold, so they are in
+// flight while it runs. H200 (session 21, ncu): 5-20x the weights' read time at 3-8 tokens,
+// which is why the GEMV above replaced it there.
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/launch_cuda.cuh"
 #include "backends/cuda/matmul_common.cuh"
@@ -206,12 +212,15 @@ cudaError_t launch_decode(cudaStream_t s, const MatmulOut* outs, int n, const fl
   const bool vec = x_stride % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
   cudaError_t err = cudaSuccess;
   if (gemv_launch(s, T, b, blocks, x, x_stride, n_tok, vec, &err)) return err;
+  if (rows_launch(s, T, b, blocks, x, x_stride, n_tok, vec, &err)) return err;
   const int seg = dec_seg(n_tok);
   return launch_pdl(decode_kernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(kDecThreads),
                     dec_smem(q8_planes(T), n_tok, seg), s, b, x, x_stride, n_tok, vec, seg);
 }
 
 }  // namespace
+
+cudaError_t matmul_decode_setup() { return q8::gemv_rows_setup(); }
 
 bool matmul_batchable(const WeightMatrix& w, int32_t n_tok) {
   return (w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0) && n_tok >= 1 && n_tok <= 8 &&

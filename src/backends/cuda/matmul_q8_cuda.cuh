@@ -50,4 +50,14 @@ __device__ __forceinline__ void select_matrix(const DecBatch& bt, DevW* w, float
 bool gemv_launch(cudaStream_t s, GgmlType t, const DecBatch& b, int64_t blocks, const float* x,
                  int64_t x_stride, int32_t n_tok, bool vec, cudaError_t* err);
 
+// The three- to eight-token GEMV (gemv_rows_q8_cuda.cu) for the same batch: launched and its
+// status returned where its shared memory can be had (within 48 KB, or the raised limit);
+// else false (nothing launched).
+bool rows_launch(cudaStream_t s, GgmlType t, const DecBatch& b, int64_t groups, const float* x,
+                 int64_t x_stride, int32_t n_tok, bool vec, cudaError_t* err);
+
+// Raises the shared-memory limit of the three- to eight-token GEMV's kernels to the device's
+// opt-in maximum (matmul_decode_setup).
+cudaError_t gemv_rows_setup();
+
 }  // namespace geist::cuda::q8
