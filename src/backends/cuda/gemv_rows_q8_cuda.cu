@@ -189,27 +189,23 @@ using RowsKernel = void (*)(const DecBatch, int64_t, const float*, int64_t, bool
 
 template <GgmlType T>
 RowsKernel rows_kernel(int32_t n_tok) {
-  switch (n_tok) {
-    case 3:
-      return gemv_rows_kernel<T, 3>;
-    case 4:
-      return gemv_rows_kernel<T, 4>;
-    case 5:
-      return gemv_rows_kernel<T, 5>;
-    case 6:
-      return gemv_rows_kernel<T, 6>;
-    case 7:
-      return gemv_rows_kernel<T, 7>;
-    case 8:
-      return gemv_rows_kernel<T, 8>;
-    default:
-      return nullptr;
-  }
+  static constexpr RowsKernel k[] = {gemv_rows_kernel<T, 3>, gemv_rows_kernel<T, 4>,
+                                     gemv_rows_kernel<T, 5>, gemv_rows_kernel<T, 6>,
+                                     gemv_rows_kernel<T, 7>, gemv_rows_kernel<T, 8>};
+  static_assert(sizeof(k) / sizeof(k[0]) == kRwMaxTok - kRwMinTok + 1);
+  return n_tok >= kRwMinTok && n_tok <= kRwMaxTok ? k[n_tok - kRwMinTok] : nullptr;
 }
 
 RowsKernel rows_kernel(GgmlType t, int32_t n_tok) {
   return t == GgmlType::Q8_0 ? rows_kernel<GgmlType::Q8_0>(n_tok)
                              : rows_kernel<GgmlType::Q4_0>(n_tok);
+}
+
+// An attribute of the current device.
+cudaError_t device_attr(cudaDeviceAttr attr, int* v) {
+  int dev = 0;
+  const cudaError_t e = cudaGetDevice(&dev);
+  return e == cudaSuccess ? cudaDeviceGetAttribute(v, attr, dev) : e;
 }
 
 // Whether `kernel` may be launched with `smem` bytes of dynamic shared memory: at most 48 KB,
@@ -224,10 +220,8 @@ cudaError_t smem_ok(RowsKernel kernel, size_t smem, cudaStream_t s, bool* ok) {
     *ok = true;
     return cudaSuccess;
   }
-  int dev = 0, optin = 0;
-  e = cudaGetDevice(&dev);
-  if (e == cudaSuccess)
-    e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  int optin = 0;
+  e = device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin, &optin);
   if (e != cudaSuccess || smem > static_cast<size_t>(optin)) return e;
   cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
   e = cudaStreamIsCapturing(s, &cs);
@@ -241,10 +235,8 @@ cudaError_t smem_ok(RowsKernel kernel, size_t smem, cudaStream_t s, bool* ok) {
 }  // namespace
 
 cudaError_t gemv_rows_setup() {
-  int dev = 0, optin = 0;
-  cudaError_t e = cudaGetDevice(&dev);
-  if (e == cudaSuccess)
-    e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  int optin = 0;
+  cudaError_t e = device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin, &optin);
   for (const GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0}) {
     for (int32_t n = kRwMinTok; n <= kRwMaxTok && e == cudaSuccess; ++n) {
       e = cudaFuncSetAttribute(rows_kernel(t, n), cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -262,12 +254,11 @@ bool rows_launch(cudaStream_t s, GgmlType t, const DecBatch& b, int64_t groups, 
   bool ok = false;
   cudaError_t e = smem_ok(kernel, smem, s, &ok);
   if (e == cudaSuccess && !ok) return false;  // decode_kernel takes it
-  int per_sm = 0, dev = 0, sms = 0;
+  int per_sm = 0, sms = 0;
   if (e == cudaSuccess) {
     e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGvThreads, smem);
   }
-  if (e == cudaSuccess) e = cudaGetDevice(&dev);
-  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (e == cudaSuccess) e = device_attr(cudaDevAttrMultiProcessorCount, &sms);
   bool early = true;
   if (e == cudaSuccess) e = early_trigger(b, &early);
   if (e == cudaSuccess) {
