@@ -108,7 +108,6 @@ int main(int argc, char** argv) {
     std::printf("tokens: 1 to 8\n");
     return 2;
   }
-  CK(geist::cuda::matmul_decode_setup());
   cudaStream_t s;
   CK(cudaStreamCreate(&s));
   uint32_t* sink;
@@ -140,6 +139,9 @@ int main(int argc, char** argv) {
     CK(cudaMalloc(&y0, sh.n_out * n_tok * 4));
     CK(cudaMalloc(&y1, sh.n_out * n_tok * 4));
     CK(cudaMemcpy(x, xh.data(), xh.size() * 4, cudaMemcpyHostToDevice));
+    const size_t ws_bytes = geist::cuda::matmul_batch_scratch_bytes(ws[0], n_tok);
+    void* scratch = nullptr;
+    if (ws_bytes > 0) CK(cudaMalloc(&scratch, ws_bytes));
     const float gemv_us = time_graph(s, copies, [&](int c) {
       if (sh.pair && n_tok == 1) {
         CK(geist::cuda::matmul_swiglu(s, {ws[2 * c], y0, sh.n_out}, {ws[2 * c + 1], y1, sh.n_out},
@@ -147,10 +149,10 @@ int main(int argc, char** argv) {
       } else if (sh.pair) {
         const geist::cuda::MatmulOut o[2] = {{ws[2 * c], y0, sh.n_out},
                                              {ws[2 * c + 1], y1, sh.n_out}};
-        CK(geist::cuda::matmul_batch(s, o, 2, x, sh.n_in, n_tok));
+        CK(geist::cuda::matmul_batch(s, o, 2, x, sh.n_in, n_tok, scratch, ws_bytes));
       } else {
         const geist::cuda::MatmulOut o{ws[c], y0, sh.n_out};
-        CK(geist::cuda::matmul_batch(s, &o, 1, x, sh.n_in, n_tok));
+        CK(geist::cuda::matmul_batch(s, &o, 1, x, sh.n_in, n_tok, scratch, ws_bytes));
       }
     });
     const float read_us = time_graph(s, copies, [&](int c) {
@@ -166,6 +168,7 @@ int main(int argc, char** argv) {
     CK(cudaFree(x));
     CK(cudaFree(y0));
     CK(cudaFree(y1));
+    if (scratch != nullptr) CK(cudaFree(scratch));
   }
   return 0;
 }

@@ -380,13 +380,13 @@ TEST_F(CudaKv, AttentionIsBitwiseIndependentOfCallSplit) {
 
 // One-token attends (decode steps: attn_dec_kernel, the warps of a block sharing each tile)
 // give the rows of one long call (attn_mma_kernel) bitwise, for the head sizes of the tensor-core
-// path, F32 and F16 rows, groups of 1, 4 and 16 query heads per kv head, and steps on both
-// sides of the 64-key tiles.
+// path, F32 and F16 rows, groups of 1, 4 and 16 query heads per kv head, and steps over five
+// 64-key tiles (attn_dec_kernel copies the next tile while it computes one: both stages reused).
 TEST_F(CudaKv, DecodeStepsEqualOneCallRowsBitwise) {
   struct Shape {
     int32_t n_head, n_head_kv, hd;
   };
-  const int32_t total = 140, first = 60;  // steps at positions 60..139
+  const int32_t total = 300, first = 60;  // steps at positions 60..299
   for (const Shape sh : {Shape{32, 8, 64}, Shape{4, 4, 128}, Shape{8, 2, 256}, Shape{16, 1, 64}}) {
     const int32_t n_kv = sh.n_head_kv * sh.hd;
     const int64_t qs = int64_t{sh.n_head} * sh.hd;

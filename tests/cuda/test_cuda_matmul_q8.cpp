@@ -6,6 +6,7 @@
 // decode kernel (n_tok <= 8), the prefill kernel (n_tok > 8), and the fused decode launch.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -238,32 +239,41 @@ TEST_F(CudaMatmulQ8, LargeMatrixGemvEqualsTheCpuFormula) {
 }
 
 // The fused decode launch (q / k / v of a layer) over matrices of both types: each output is
-// the formula's, as in a launch of its own.
+// the formula's, as in a launch of its own; 5 and 8 tokens with the codes' scratch (the mma
+// GEMV) and without it (decode_kernel).
 TEST_F(CudaMatmulQ8, FusedDecodeLaunchEqualsTheFormula) {
   const int64_t n_in = 2048;
   const GgmlType types[3] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q8_0};
   const int64_t n_outs[3] = {300, 64, 48};
   std::vector<uint8_t> bytes[3];
   cuda::MatmulOut outs[3];
-  for (const int32_t n_tok : {1, 5}) {
+  for (const int32_t n_tok : {1, 5, -5, 8, -8}) {
+    const bool with_scratch = n_tok > 0;
+    const int32_t n_tok_abs = with_scratch ? n_tok : -n_tok;
+    SCOPED_TRACE(with_scratch ? "scratch" : "no scratch");
     std::vector<DeviceVec<float>> ys(3);
-    const std::vector<float> xh = activations(static_cast<size_t>(n_in * n_tok), 3u);
+    const std::vector<float> xh = activations(static_cast<size_t>(n_in * n_tok_abs), 3u);
     const DeviceVec<float> x(xh);
     for (int i = 0; i < 3; ++i) {
       const WeightMatrix w = weight(types[i], n_in, n_outs[i], 40u + i, &bytes[i]);
-      ys[i].alloc(static_cast<size_t>(n_tok * n_outs[i]));
+      ys[i].alloc(static_cast<size_t>(n_tok_abs * n_outs[i]));
       outs[i] = cuda::MatmulOut{w, ys[i].ptr(), n_outs[i]};
-      ASSERT_TRUE(cuda::matmul_batchable(w, n_tok));
+      ASSERT_TRUE(cuda::matmul_batchable(w, n_tok_abs));
     }
+    const size_t need = cuda::matmul_batch_scratch_bytes(outs[0].w, n_tok_abs);
+    EXPECT_EQ(need > 0, n_tok_abs >= 3);
+    DeviceVec<uint8_t> scratch(std::max<size_t>(need, 1));
     cudaStream_t s = nullptr;
     GEIST_CUDA_OK(cudaStreamCreate(&s));
-    GEIST_CUDA_OK(cuda::matmul_batch(s, outs, 3, x.ptr(), n_in, n_tok));
+    GEIST_CUDA_OK(cuda::matmul_batch(s, outs, 3, x.ptr(), n_in, n_tok_abs,
+                                     with_scratch ? scratch.ptr() : nullptr,
+                                     with_scratch ? need : 0));
     GEIST_CUDA_OK(cudaStreamSynchronize(s));
     cudaStreamDestroy(s);
     for (int i = 0; i < 3; ++i) {
-      SCOPED_TRACE("matrix " + std::to_string(i) + " n_tok=" + std::to_string(n_tok));
+      SCOPED_TRACE("matrix " + std::to_string(i) + " n_tok=" + std::to_string(n_tok_abs));
       const std::vector<float> want =
-          reference(types[i], bytes[i], n_in, n_outs[i], xh, n_in, n_tok);
+          reference(types[i], bytes[i], n_in, n_outs[i], xh, n_in, n_tok_abs);
       const std::vector<float> got = ys[i].download();
       for (size_t k = 0; k < want.size(); ++k) {
         ASSERT_EQ(std::memcmp(&got[k], &want[k], sizeof(float)), 0)

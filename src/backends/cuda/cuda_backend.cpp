@@ -181,7 +181,6 @@ Status create_cuda_backend(std::unique_ptr<Backend>* out) {
                          prop.name, prop.major, prop.minor, kMinMajor);
   }
   GEIST_CUDA_RETURN_IF_ERROR(cudaFree(nullptr));  // creates the context now, not in a forward
-  GEIST_CUDA_RETURN_IF_ERROR(cuda::matmul_decode_setup());
   char desc[512];
   std::snprintf(desc, sizeof(desc), "cuda (%s, sm_%d%d, %.0f GiB)", prop.name, prop.major,
                 prop.minor, static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024 * 1024));

@@ -62,11 +62,13 @@ struct MatmulOut {
   int64_t y_stride;
 };
 bool matmul_batchable(const WeightMatrix& w, int32_t n_tok);
-// Once per process before decode matmuls are captured (raises the three- to eight-token GEMV's
-// shared-memory limit; a launch outside a capture raises it itself where it must).
-cudaError_t matmul_decode_setup();
+// scratch: device bytes for the activation codes of 3-8 tokens (matmul_batch_scratch_bytes of
+// any W_i: they share n_in; 0 for other token counts); without it those run on a slower kernel,
+// the same bits. In use until the launches finish.
+size_t matmul_batch_scratch_bytes(const WeightMatrix& w, int32_t n_tok);
 cudaError_t matmul_batch(cudaStream_t s, const MatmulOut* outs, int n, const float* x,
-                         int64_t x_stride, int32_t n_tok);
+                         int64_t x_stride, int32_t n_tok, void* scratch = nullptr,
+                         size_t scratch_bytes = 0);
 
 // matmul_batch() of {gate.w -> gate.y, up.w -> up.y} for one token and swiglu(gate.y, up.y, out,
 // n_out) in one launch (a decode step's feed-forward): every row bitwise what the separate

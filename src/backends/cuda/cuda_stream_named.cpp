@@ -87,7 +87,8 @@ void CudaStream::launch_matmuls(const MatmulDst* outs, int32_t n, const float* x
                                            g.scratch_bytes),
                 "matmul kernel launch");
     } else {
-      core_->ok(cuda::matmul_batch(core_->stream, g.out, k, x, x_stride, n_tok),
+      core_->ok(cuda::matmul_batch(core_->stream, g.out, k, x, x_stride, n_tok, g.scratch,
+                                   g.scratch_bytes),
                 "matmul kernel launch");
     }
   };
@@ -110,6 +111,10 @@ void CudaStream::launch_matmuls(const MatmulDst* outs, int32_t n, const float* x
           core_->ok(matmul_ws(w, x, x_stride, n_tok, d.y, d.y_stride), "matmul kernel launch");
           continue;
         }
+      } else {  // decode: 3-8 tokens' codes (any type of the group: the size is the same)
+        ws_bytes = cuda::matmul_batch_scratch_bytes(w, n_tok);
+        ws = ws_bytes > 0 ? act_q8_.get(*core_, ws_bytes, "matmul activation scratch") : nullptr;
+        if (ws == nullptr) ws_bytes = 0;  // then the slower decode kernel, the same bits
       }
       g.scratch = ws;
       g.scratch_bytes = ws_bytes;

@@ -1,7 +1,8 @@
 // Internal to the 8-bit decode GEMVs (gemv_q8_cuda.cu: one and two tokens; gemv_rows_q8_cuda.cu:
-// three to eight): the layout they share (a block of kGvWarps warps owns kGvRows rows, lane l
-// takes block pair 32 s + l in pass s), the activations' quantizer into shared memory, the
-// exact dp4a dot and the early-trigger rule. The arithmetic is the one stated at the top of
+// three to eight): the one- and two-token layout (a block of kGvWarps warps owns kGvRows rows,
+// lane l takes block pair 32 s + l in pass s) and its exact dp4a dot, the activations' quantizer
+// (into shared memory, or by a grid into the 3-8-token GEMV's scratch) and the early-trigger
+// rule. The arithmetic is the one stated at the top of
 // matmul_q8_cuda.cu, bitwise.
 #pragma once
 
@@ -40,14 +41,15 @@ __device__ __forceinline__ int32_t dot16(uint4 a, uint4 b, int h) {  // h: chunk
 // 32-block; whole warps stay in the loop for the shuffles): codes [NT][P][pairs][4] with quad q
 // of pair k stored at quad (q + k / 2) % 4 (lane l then reads its quad j of pair 32 s + l at
 // (j + l / 2) % 4, and the 8 lanes of a quarter warp hit the 8 different 16-byte bank groups),
-// steps dxs [NT][ds] (ds >= 2 * pairs). The caller synchronises the block after it.
+// steps dxs [NT][ds] (ds >= 2 * pairs). The caller synchronises the block after it. Thread tid
+// of nthreads (a multiple of 32): the block's, or a grid's writing to global memory.
 template <int P, int NT>
 __device__ __forceinline__ void quantize_x(const float* __restrict__ x, int64_t x_stride, bool vec,
                                            int pairs, int nb, uint4* codes, float* dxs, int ds,
-                                           int tid) {
+                                           int tid, int nthreads = kGvThreads) {
   const int lane = tid & 31, wp = tid >> 5;
   const int items = NT * 2 * pairs * 4;
-  for (int base = wp * 32; base < items; base += kGvThreads) {
+  for (int base = wp * 32; base < items; base += nthreads) {
     const int it = base + lane;
     const bool live = it < items;
     const int grp = it >> 2, q = it & 3;

@@ -52,6 +52,17 @@ __device__ __forceinline__ void split_pair(const void* p, uint32_t* hi, uint32_t
   split2(f.x, f.y, hi, lo);
 }
 
+// split_pair's words for two elements given by value (a value channel's two keys in a
+// key-major tile).
+template <bool F16, class E>
+__device__ __forceinline__ void split_vals(E x, E y, uint32_t* hi, uint32_t* lo) {
+  if constexpr (F16) {
+    split2(__half2float(x), __half2float(y), hi, lo);
+  } else {
+    split2(x, y, hi, lo);
+  }
+}
+
 // Keys [j0, j0 + kKeys) of the head at byte k_off of each row into sK [kKeys][LK] (HD
 // elements each), zeros past last_pos; by threads tid of nthreads.
 template <class E, int HD, int LK>
@@ -114,17 +125,24 @@ __device__ __forceinline__ void q_frags(const uint32_t* sQh, const uint32_t* sQl
 }
 
 // One 16-element step of a product tile: d += A . B with A given as hi / lo bf16 fragments and
-// B's two pairs at b and b + 8 (a key's channels, or a value channel's keys), as mma(hi, hi),
-// mma(hi, lo), mma(lo, hi) in that order.
+// B's two pairs split to bh / bl (words 0 and 1: the pair at k 2qd and the one at 2qd + 8), as
+// mma(hi, hi), mma(hi, lo), mma(lo, hi) in that order.
+__device__ __forceinline__ void mma3(float (&d)[4], const uint32_t (&ah)[4],
+                                     const uint32_t (&al)[4], const uint32_t (&bh)[2],
+                                     const uint32_t (&bl)[2]) {
+  mma_bf16(d, ah[0], ah[1], ah[2], ah[3], bh[0], bh[1]);
+  mma_bf16(d, ah[0], ah[1], ah[2], ah[3], bl[0], bl[1]);
+  mma_bf16(d, al[0], al[1], al[2], al[3], bh[0], bh[1]);
+}
+
+// mma3 with B's two pairs at b and b + 8 (a key's channels, or a value channel's keys).
 template <bool F16, class E>
 __device__ __forceinline__ void split_mma3(float (&d)[4], const uint32_t (&ah)[4],
                                            const uint32_t (&al)[4], const E* b) {
-  uint32_t bh0, bl0, bh1, bl1;
-  split_pair<F16>(b, &bh0, &bl0);
-  split_pair<F16>(b + 8, &bh1, &bl1);
-  mma_bf16(d, ah[0], ah[1], ah[2], ah[3], bh0, bh1);
-  mma_bf16(d, ah[0], ah[1], ah[2], ah[3], bl0, bl1);
-  mma_bf16(d, al[0], al[1], al[2], al[3], bh0, bh1);
+  uint32_t bh[2], bl[2];
+  split_pair<F16>(b, &bh[0], &bl[0]);
+  split_pair<F16>(b + 8, &bh[1], &bl[1]);
+  mma3(d, ah, al, bh, bl);
 }
 
 // A score fragment scaled, and -inf past each row's position (p0: row r0, elements 0 and 1;

@@ -419,7 +419,8 @@ cudaError_t repack_weight(cudaStream_t s, const WeightMatrix& w, uint8_t* dst) {
 }
 
 size_t matmul_scratch_bytes(const WeightMatrix& w, int32_t n_tok) {
-  return n_tok > 8 ? matmul_prefill_scratch_bytes(w.type, w.n_in, n_tok) : 0;
+  return n_tok > 8 ? matmul_prefill_scratch_bytes(w.type, w.n_in, n_tok)
+                   : matmul_batch_scratch_bytes(w, n_tok);
 }
 
 cudaError_t matmul(cudaStream_t s, const WeightMatrix& w, const float* x, int64_t x_stride,
@@ -430,11 +431,14 @@ cudaError_t matmul(cudaStream_t s, const WeightMatrix& w, const float* x, int64_
         scratch_bytes >= matmul_prefill_scratch_bytes(w.type, w.n_in, 1)) {
       return matmul_prefill(s, w, x, x_stride, n_tok, y, y_stride, scratch, scratch_bytes);
     }
-    // Without a scratch: the decode kernel, 8 tokens at a time (the same bits).
+    // Decode, or without a prefill scratch: the decode kernels, 8 tokens at a time (the same
+    // bits; the scratch only where it was sized for them).
+    const bool dec = n_tok <= 8 && scratch_bytes >= matmul_batch_scratch_bytes(w, n_tok);
     for (int32_t t = 0; t < n_tok; t += 8) {
       const MatmulOut one{w, y + t * y_stride, y_stride};
       const cudaError_t e =
-          matmul_batch(s, &one, 1, x + t * x_stride, x_stride, n_tok - t < 8 ? n_tok - t : 8);
+          matmul_batch(s, &one, 1, x + t * x_stride, x_stride, n_tok - t < 8 ? n_tok - t : 8,
+                       dec ? scratch : nullptr, dec ? scratch_bytes : 0);
       if (e != cudaSuccess) return e;
     }
     return cudaSuccess;

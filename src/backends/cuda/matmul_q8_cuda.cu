@@ -34,17 +34,16 @@
 // and the outputs written only after the wait.
 //
 // Decode, 3 to 8 tokens (gemv_rows_q8_cuda.cu: gemv_rows_kernel; the steps of a batched decode
-// of 3-8 sessions): the one-token GEMV's loads, with the blocks walking the row groups and the
-// activations of all the tokens quantized once per block.
+// of 3-8 sessions): the int8 mma over 8-row groups with the tokens as its rows, the blocks
+// walking the row groups, the activations quantized once per call into a device scratch.
 //
-// decode_kernel below takes what neither GEMV can (their shared memory past the device's limit:
-// Q8_0 n_in > 18432 for one token, or more tokens and n_in past the limits in gemv_q8_cuda.cu
-// and gemv_rows_q8_cuda.cu): a block owns 16 rows, walks the row in segments of dec_seg
-// 32-blocks. Per segment it quantizes the activations of the segment into shared memory (8
-// lanes per token and block: no extra launch, and no scratch), the 8 warps share the segment's
-// block pairs through the mma and write each block's (float(isum_b), dw_b * dx_b) to shared
-// memory, and then one thread per (row, token) folds the segment's blocks into its acc in
-// order. The weight loads of the next segment are issued before the fold, so they are in
+// decode_kernel below takes what neither GEMV can (the one- and two-token GEMV's shared memory
+// past 48 KB: Q8_0 n_in > 18432 for one token; 3-8 tokens without a scratch): a block owns 16 rows,
+// walks the row in segments of dec_seg 32-blocks. Per segment it quantizes the activations of the
+// segment into shared memory (8 lanes per token and block: no extra launch, and no scratch), the 8
+// warps share the segment's block pairs through the mma and write each block's (float(isum_b), dw_b
+// * dx_b) to shared memory, and then one thread per (row, token) folds the segment's blocks into
+// its acc in order. The weight loads of the next segment are issued before the fold, so they are in
 // flight while it runs. H200 (session 21, ncu): 5-20x the weights' read time at 3-8 tokens,
 // which is why the GEMV above replaced it there.
 #include "backends/cuda/cuda_kernels.h"
@@ -197,7 +196,7 @@ __global__ void __launch_bounds__(kDecThreads)
 // One launch for outs[0, n), all of type T.
 template <GgmlType T>
 cudaError_t launch_decode(cudaStream_t s, const MatmulOut* outs, int n, const float* x,
-                          int64_t x_stride, int32_t n_tok) {
+                          int64_t x_stride, int32_t n_tok, void* scratch, size_t scratch_bytes) {
   DecBatch b{};
   b.n = n;
   int64_t blocks = 0;
@@ -212,7 +211,9 @@ cudaError_t launch_decode(cudaStream_t s, const MatmulOut* outs, int n, const fl
   const bool vec = x_stride % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
   cudaError_t err = cudaSuccess;
   if (gemv_launch(s, T, b, blocks, x, x_stride, n_tok, vec, &err)) return err;
-  if (rows_launch(s, T, b, blocks, x, x_stride, n_tok, vec, &err)) return err;
+  if (rows_launch(s, T, b, blocks, x, x_stride, n_tok, vec, scratch, scratch_bytes, &err)) {
+    return err;
+  }
   const int seg = dec_seg(n_tok);
   return launch_pdl(decode_kernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(kDecThreads),
                     dec_smem(q8_planes(T), n_tok, seg), s, b, x, x_stride, n_tok, vec, seg);
@@ -220,15 +221,17 @@ cudaError_t launch_decode(cudaStream_t s, const MatmulOut* outs, int n, const fl
 
 }  // namespace
 
-cudaError_t matmul_decode_setup() { return q8::gemv_rows_setup(); }
-
 bool matmul_batchable(const WeightMatrix& w, int32_t n_tok) {
   return (w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0) && n_tok >= 1 && n_tok <= 8 &&
          w.n_out > 0 && w.n_in > 0 && w.n_in % 32 == 0;
 }
 
+size_t matmul_batch_scratch_bytes(const WeightMatrix& w, int32_t n_tok) {
+  return matmul_batchable(w, n_tok) ? q8::rows_scratch_bytes(n_tok, w.n_in) : 0;
+}
+
 cudaError_t matmul_batch(cudaStream_t s, const MatmulOut* outs, int n, const float* x,
-                         int64_t x_stride, int32_t n_tok) {
+                         int64_t x_stride, int32_t n_tok, void* scratch, size_t scratch_bytes) {
   if (n < 1 || n > kMaxMatmulBatch) return cudaErrorInvalidValue;
   for (int i = 0; i < n; ++i) {
     if (!matmul_batchable(outs[i].w, n_tok) || outs[i].w.n_in != outs[0].w.n_in) {
@@ -239,10 +242,11 @@ cudaError_t matmul_batch(cudaStream_t s, const MatmulOut* outs, int n, const flo
   for (int i = 0; i < n;) {
     int j = i + 1;
     while (j < n && outs[j].w.type == outs[i].w.type) ++j;
-    const cudaError_t e =
-        outs[i].w.type == GgmlType::Q8_0
-            ? launch_decode<GgmlType::Q8_0>(s, outs + i, j - i, x, x_stride, n_tok)
-            : launch_decode<GgmlType::Q4_0>(s, outs + i, j - i, x, x_stride, n_tok);
+    const cudaError_t e = outs[i].w.type == GgmlType::Q8_0
+                              ? launch_decode<GgmlType::Q8_0>(s, outs + i, j - i, x, x_stride,
+                                                              n_tok, scratch, scratch_bytes)
+                              : launch_decode<GgmlType::Q4_0>(s, outs + i, j - i, x, x_stride,
+                                                              n_tok, scratch, scratch_bytes);
     if (e != cudaSuccess) return e;
     i = j;
   }

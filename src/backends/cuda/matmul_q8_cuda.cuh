@@ -1,6 +1,6 @@
-// Internal to the 8-bit decode matmuls (matmul_q8_cuda.cu: the dispatch and the 3-to-8-token
-// kernel; gemv_q8_cuda.cu: the one- and two-token GEMVs and their fused launches): the batch of
-// matrices one launch reads and the numbering of its blocks.
+// Internal to the 8-bit decode matmuls (matmul_q8_cuda.cu: the dispatch and decode_kernel;
+// gemv_q8_cuda.cu: the one- and two-token GEMVs and their fused launches; gemv_rows_q8_cuda.cu:
+// the 3-to-8-token GEMV): the batch of matrices one launch reads and the numbering of its blocks.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -50,14 +50,15 @@ __device__ __forceinline__ void select_matrix(const DecBatch& bt, DevW* w, float
 bool gemv_launch(cudaStream_t s, GgmlType t, const DecBatch& b, int64_t blocks, const float* x,
                  int64_t x_stride, int32_t n_tok, bool vec, cudaError_t* err);
 
-// The three- to eight-token GEMV (gemv_rows_q8_cuda.cu) for the same batch: launched and its
-// status returned where its shared memory can be had (within 48 KB, or the raised limit);
-// else false (nothing launched).
-bool rows_launch(cudaStream_t s, GgmlType t, const DecBatch& b, int64_t groups, const float* x,
-                 int64_t x_stride, int32_t n_tok, bool vec, cudaError_t* err);
+// Device bytes of the activation codes the three- to eight-token GEMV reads (rows_launch's
+// scratch) for n_tok tokens of n_in, either weight type; 0 where it does not run.
+size_t rows_scratch_bytes(int32_t n_tok, int64_t n_in);
 
-// Raises the shared-memory limit of the three- to eight-token GEMV's kernels to the device's
-// opt-in maximum (matmul_decode_setup).
-cudaError_t gemv_rows_setup();
+// The three- to eight-token GEMV (gemv_rows_q8_cuda.cu) for the same batch, its activations
+// quantized into scratch by a launch of their own: launched and its status returned; false
+// (nothing launched) for other token counts or a scratch under rows_scratch_bytes.
+bool rows_launch(cudaStream_t s, GgmlType t, const DecBatch& b, int64_t groups, const float* x,
+                 int64_t x_stride, int32_t n_tok, bool vec, void* scratch, size_t scratch_bytes,
+                 cudaError_t* err);
 
 }  // namespace geist::cuda::q8
