@@ -104,8 +104,8 @@ struct Tile {
   int32_t p_full;  // positions [0, p_full) are seen by every query (the first token's range)
   int32_t n_pos;   // positions of the last token: [0, n_pos)
   float* qrot;     // [nq][width] scratch for the rotated queries
-  float* buf;      // [width] one decoded row slice
-  float* w;        // [nq] one position's weights
+  float* buf;      // [kAxpyPositions][width] decoded row slices (row r at buf + r * width)
+  float* w;        // [kAxpyPositions][kTileQ] positions' weights
   float* dots;     // [nq] one position's raw dots
   float* gsc;      // [nq][kKvBlock] CH group scores
   int32_t width;   // cover_width
@@ -235,8 +235,13 @@ void segment_scores(const KvSource& src, const KvSegment& s, int32_t pa, int32_t
   }
   for (int32_t p = pa; p < pb; ++p) {
     const int j0 = it.first(p);
-    const float* x = plain_row(src, s, bits, p, off, n, it.buf);
-    simd::attn_dot_rows(it.q + j0 * n, n, it.nq - j0, x, n, dots + j0);
+    if (s.enc == KvEnc::F16) {  // widened as it is read: the same bits as plain_row's copy
+      const uint8_t* row = s.data + seg_row(s, p) * s.row_bytes + static_cast<int64_t>(off) * 2;
+      simd::attn_dot_rows_f16(it.q + j0 * n, n, it.nq - j0, row, n, dots + j0);
+    } else {
+      const float* x = plain_row(src, s, bits, p, off, n, it.buf);
+      simd::attn_dot_rows(it.q + j0 * n, n, it.nq - j0, x, n, dots + j0);
+    }
     put(p, j0);
   }
 }
@@ -249,7 +254,39 @@ bool segment_values(const KvSource& src, const KvSegment& s, int32_t pa, int32_t
   const int bits = decode_bits(s.enc);
   const bool rot = is_rotated(s.enc);
   float* w = it.w;
-  for (int32_t p = pa; p < pb; ++p) {
+  constexpr int P = simd::kAxpyPositions;
+  int32_t p = pa;
+  // Runs of P positions that the same queries see, in one pass over acc (the same bits).
+  for (; p + P <= pb && it.first(p) == it.first(p + P - 1); p += P) {
+    const int j0 = it.first(p);
+    const float* xs[P];
+    const uint8_t* hs[P];  // F16: the rows' halves, widened as they are read
+    int64_t len = n;
+    for (int r = 0; r < P; ++r) {
+      for (int j = j0; j < it.nq; ++j) w[r * kTileQ + j] = it.scores[j * it.kv_len + p + r];
+      float* buf = it.buf + r * it.width;
+      if (s.enc == KvEnc::F16) {
+        hs[r] = s.data + seg_row(s, p + r) * s.row_bytes + static_cast<int64_t>(off) * 2;
+      } else if (rot) {
+        const uint8_t* row = s.data + seg_row(s, p + r) * s.row_bytes;
+        const Cover cv = cover_of(off, n, s.block);
+        simd::attn_decode_blocks(bits, row + cv.first * block_bytes(s.enc, s.block), cv.nb, s.block,
+                                 buf);
+        xs[r] = buf;
+        len = cv.nb * s.block;
+      } else {
+        xs[r] = plain_row(src, s, bits, p + r, off, n, buf);
+      }
+    }
+    if (s.enc == KvEnc::F16) {
+      simd::attn_axpy_rows4_f16(w + j0, kTileQ, it.nq - j0, hs, n, acc + j0 * n, n);
+    } else if (rot) {
+      simd::attn_axpy_rows4(w + j0, kTileQ, it.nq - j0, xs, len, acc_rot + j0 * it.width, it.width);
+    } else {
+      simd::attn_axpy_rows4(w + j0, kTileQ, it.nq - j0, xs, n, acc + j0 * n, n);
+    }
+  }
+  for (; p < pb; ++p) {
     const int j0 = it.first(p);
     for (int j = j0; j < it.nq; ++j) w[j] = it.scores[j * it.kv_len + p];
     if (rot) {
@@ -285,8 +322,9 @@ Tiling tiling_of(const AttentionShape& s, int32_t n_tok) {
 size_t tile_scratch_floats(const AttentionShape& s, int32_t kv_len) {
   const size_t width = static_cast<size_t>(cover_width(s));
   const size_t per_q = static_cast<size_t>(kv_len) + 2 * static_cast<size_t>(s.head_dim_k) +
-                       2 * width + static_cast<size_t>(s.head_dim_v) + 4 + kKvBlock;
-  return kTileQ * per_q + width;
+                       2 * width + static_cast<size_t>(s.head_dim_v) + 3 + simd::kAxpyPositions +
+                       kKvBlock;
+  return kTileQ * per_q + simd::kAxpyPositions * width;
 }
 }  // namespace
 
@@ -386,17 +424,17 @@ void kv_item(const AttentionShape& s, const KvJob& j, int64_t item, float* base)
   Tile it;
   it.scores = base;  // [kTileQ][kv_len]
   it.kv_len = kv_len;
-  float* qt = it.scores + int64_t{kTileQ} * kv_len;  // [kTileQ][nk]
-  it.qrot = qt + kTileQ * nk;                        // [kTileQ][width]
-  float* acc_rot = it.qrot + kTileQ * width;         // [kTileQ][width]
-  float* acc = acc_rot + kTileQ * width;             // [kTileQ][nv]
-  float* uw = acc + kTileQ * nv;                     // [kTileQ][n_rot <= nk] (RefDots)
-  it.dots = uw + kTileQ * nk;                        // [kTileQ]
-  it.w = it.dots + kTileQ;                           // [kTileQ]
-  float* cst = it.w + kTileQ;                        // [kTileQ]
-  float* cd = cst + kTileQ;                          // [kTileQ]
-  it.gsc = cd + kTileQ;                              // [kTileQ][kKvBlock]
-  it.buf = it.gsc + kTileQ * kKvBlock;               // [width]
+  float* qt = it.scores + int64_t{kTileQ} * kv_len;   // [kTileQ][nk]
+  it.qrot = qt + kTileQ * nk;                         // [kTileQ][width]
+  float* acc_rot = it.qrot + kTileQ * width;          // [kTileQ][width]
+  float* acc = acc_rot + kTileQ * width;              // [kTileQ][nv]
+  float* uw = acc + kTileQ * nv;                      // [kTileQ][n_rot <= nk] (RefDots)
+  it.dots = uw + kTileQ * nk;                         // [kTileQ]
+  it.w = it.dots + kTileQ;                            // [kAxpyPositions][kTileQ]
+  float* cst = it.w + simd::kAxpyPositions * kTileQ;  // [kTileQ]
+  float* cd = cst + kTileQ;                           // [kTileQ]
+  it.gsc = cd + kTileQ;                               // [kTileQ][kKvBlock]
+  it.buf = it.gsc + kTileQ * kKvBlock;                // [kAxpyPositions][width]
   it.width = width;
   it.q = qt;
   const int32_t t0 = static_cast<int32_t>(item / j.per_tile) * tl.tt;

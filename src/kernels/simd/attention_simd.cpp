@@ -43,6 +43,21 @@ using DI8 = hn::Rebind<int8_t, DF>;
 using DU8 = hn::Rebind<uint8_t, DF>;
 using DH = hn::Rebind<hwy::float16_t, DF>;
 
+// A row of values as the row kernels read it: f32 as it is, or IEEE half widened on load (the
+// conversion is exact, so a kernel gives the same bits from either form of the same values).
+struct F32Row {
+  const float* p;
+  HWY_INLINE hn::Vec<DF> Load(DF df, int64_t i) const { return hn::LoadU(df, p + i); }
+  HWY_INLINE float At(int64_t i) const { return p[i]; }
+};
+struct F16Row {
+  const uint8_t* p;
+  HWY_INLINE hn::Vec<DF> Load(DF df, int64_t i) const {
+    return hn::PromoteTo(df, hn::LoadU(DH(), reinterpret_cast<const hwy::float16_t*>(p + 2 * i)));
+  }
+  HWY_INLINE float At(int64_t i) const { return f16_to_f32(load_u16(p + 2 * i)); }
+};
+
 // Lane sums of v[0..3] into out[0..3], by a transposing tree: out[j] =
 // ((v_j[0] + v_j[2]) + (v_j[1] + v_j[3])) + (the same over lanes 4..7), a fixed tree for each
 // vector whatever the other three hold.
@@ -67,15 +82,15 @@ HWY_INLINE void SumOfLanes4(DF df, const hn::Vec<DF>* v, float* out) {
 #endif
 }
 
-template <int NQ>
-void DotRowsN(const float* q, int64_t q_stride, const float* x, int64_t n, float* out) {
+template <int NQ, class Row>
+void DotRowsN(const float* q, int64_t q_stride, Row x, int64_t n, float* out) {
   const DF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   hn::Vec<DF> acc[4];
   for (int j = 0; j < 4; ++j) acc[j] = hn::Zero(df);
   int64_t i = 0;
   for (; i + N <= n; i += N) {
-    const auto xv = hn::LoadU(df, x + i);
+    const auto xv = x.Load(df, i);
     for (int j = 0; j < NQ; ++j)
       acc[j] = hn::MulAdd(hn::LoadU(df, q + j * q_stride + i), xv, acc[j]);
   }
@@ -83,14 +98,15 @@ void DotRowsN(const float* q, int64_t q_stride, const float* x, int64_t n, float
   SumOfLanes4(df, acc, sums);
   for (int j = 0; j < NQ; ++j) {
     float tail = 0.0f;
-    for (int64_t k = i; k < n; ++k) tail += q[j * q_stride + k] * x[k];
+    for (int64_t k = i; k < n; ++k) tail += q[j * q_stride + k] * x.At(k);
     out[j] = sums[j] + tail;
   }
 }
 
 // Rows in groups of four: each row's sum runs the same chain whatever the group, so the split
 // into groups does not change any result.
-void DotRows(const float* q, int64_t q_stride, int nq, const float* x, int64_t n, float* out) {
+template <class Row>
+void DotRowsOf(const float* q, int64_t q_stride, int nq, Row x, int64_t n, float* out) {
   int j = 0;
   for (; j + 4 <= nq; j += 4) DotRowsN<4>(q + j * q_stride, q_stride, x, n, out + j);
   switch (nq - j) {
@@ -103,6 +119,12 @@ void DotRows(const float* q, int64_t q_stride, int nq, const float* x, int64_t n
     default:
       return;
   }
+}
+void DotRows(const float* q, int64_t q_stride, int nq, const float* x, int64_t n, float* out) {
+  DotRowsOf(q, q_stride, nq, F32Row{x}, n, out);
+}
+void DotRowsF16(const float* q, int64_t q_stride, int nq, const uint8_t* x, int64_t n, float* out) {
+  DotRowsOf(q, q_stride, nq, F16Row{x}, n, out);
 }
 
 // Each output element is one chain of multiply-adds in call order, so neither nq nor the
@@ -134,6 +156,63 @@ void AxpyRows(const float* w, int nq, const float* x, int64_t n, float* acc, int
   for (int j = 0; j < nq; ++j) {
     for (int64_t k = i; k < n; ++k) acc[j * acc_stride + k] += w[j] * x[k];
   }
+}
+
+// kAxpyPositions positions at once: acc loaded and stored once for all of them, each element's
+// chain the same as kAxpyPositions AxpyRows calls in position order (one MulAdd per position),
+// so the same bits.
+template <class Row>
+void AxpyRows4Of(const float* w, int64_t w_stride, int nq, const Row* x, int64_t n, float* acc,
+                 int64_t acc_stride) {
+  constexpr int P = kAxpyPositions;
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  int64_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    hn::Vec<DF> xv[P][2];
+    for (int r = 0; r < P; ++r) {
+      xv[r][0] = x[r].Load(df, i);
+      xv[r][1] = x[r].Load(df, i + N);
+    }
+    for (int j = 0; j < nq; ++j) {
+      float* a = acc + j * acc_stride + i;
+      auto a0 = hn::LoadU(df, a), a1 = hn::LoadU(df, a + N);
+      for (int r = 0; r < P; ++r) {
+        const auto wv = hn::Set(df, w[r * w_stride + j]);
+        a0 = hn::MulAdd(wv, xv[r][0], a0);
+        a1 = hn::MulAdd(wv, xv[r][1], a1);
+      }
+      hn::StoreU(a0, df, a);
+      hn::StoreU(a1, df, a + N);
+    }
+  }
+  for (; i + N <= n; i += N) {
+    for (int j = 0; j < nq; ++j) {
+      float* a = acc + j * acc_stride + i;
+      auto a0 = hn::LoadU(df, a);
+      for (int r = 0; r < P; ++r) {
+        a0 = hn::MulAdd(hn::Set(df, w[r * w_stride + j]), x[r].Load(df, i), a0);
+      }
+      hn::StoreU(a0, df, a);
+    }
+  }
+  for (int r = 0; r < P; ++r) {
+    for (int j = 0; j < nq; ++j) {
+      for (int64_t k = i; k < n; ++k) acc[j * acc_stride + k] += w[r * w_stride + j] * x[r].At(k);
+    }
+  }
+}
+void AxpyRows4(const float* w, int64_t w_stride, int nq, const float* const* x, int64_t n,
+               float* acc, int64_t acc_stride) {
+  F32Row rows[kAxpyPositions];
+  for (int r = 0; r < kAxpyPositions; ++r) rows[r] = F32Row{x[r]};
+  AxpyRows4Of(w, w_stride, nq, rows, n, acc, acc_stride);
+}
+void AxpyRows4F16(const float* w, int64_t w_stride, int nq, const uint8_t* const* x, int64_t n,
+                  float* acc, int64_t acc_stride) {
+  F16Row rows[kAxpyPositions];
+  for (int r = 0; r < kAxpyPositions; ++r) rows[r] = F16Row{x[r]};
+  AxpyRows4Of(w, w_stride, nq, rows, n, acc, acc_stride);
 }
 
 // max, then e_i = exp(x_i - max) (Highway's Exp, <= 1 ulp) summed in N lanes (lane l takes
@@ -281,6 +360,9 @@ namespace geist::simd {
 
 HWY_EXPORT(DotRows);
 HWY_EXPORT(AxpyRows);
+HWY_EXPORT(AxpyRows4);
+HWY_EXPORT(DotRowsF16);
+HWY_EXPORT(AxpyRows4F16);
 HWY_EXPORT(WidenF16);
 HWY_EXPORT(DecodeBlocks);
 HWY_EXPORT(ChGroupScores);
@@ -296,6 +378,24 @@ void attn_axpy_rows(const float* w, int nq, const float* x, int64_t n, float* ac
                     int64_t acc_stride) {
   GEIST_CHECK(nq >= 1, "attn_axpy_rows: nq must be positive");
   HWY_DYNAMIC_DISPATCH(AxpyRows)(w, nq, x, n, acc, acc_stride);
+}
+
+void attn_axpy_rows4(const float* w, int64_t w_stride, int nq, const float* const* x, int64_t n,
+                     float* acc, int64_t acc_stride) {
+  GEIST_CHECK(nq >= 1, "attn_axpy_rows4: nq must be positive");
+  HWY_DYNAMIC_DISPATCH(AxpyRows4)(w, w_stride, nq, x, n, acc, acc_stride);
+}
+
+void attn_dot_rows_f16(const float* q, int64_t q_stride, int nq, const uint8_t* x, int64_t n,
+                       float* out) {
+  GEIST_CHECK(nq >= 1, "attn_dot_rows_f16: nq must be positive");
+  HWY_DYNAMIC_DISPATCH(DotRowsF16)(q, q_stride, nq, x, n, out);
+}
+
+void attn_axpy_rows4_f16(const float* w, int64_t w_stride, int nq, const uint8_t* const* x,
+                         int64_t n, float* acc, int64_t acc_stride) {
+  GEIST_CHECK(nq >= 1, "attn_axpy_rows4_f16: nq must be positive");
+  HWY_DYNAMIC_DISPATCH(AxpyRows4F16)(w, w_stride, nq, x, n, acc, acc_stride);
 }
 
 void attn_widen_f16(const uint8_t* src, int64_t n, float* dst) {

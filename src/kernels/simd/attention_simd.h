@@ -19,6 +19,21 @@ void attn_dot_rows(const float* q, int64_t q_stride, int nq, const float* x, int
 void attn_axpy_rows(const float* w, int nq, const float* x, int64_t n, float* acc,
                     int64_t acc_stride);
 
+// attn_axpy_rows for kAxpyPositions positions in one pass over acc: for r < kAxpyPositions in
+// order, acc[j * acc_stride + i] += w[r * w_stride + j] * x[r][i]; bitwise the same as that many
+// attn_axpy_rows calls in order, with acc loaded and stored once.
+constexpr int kAxpyPositions = 4;
+void attn_axpy_rows4(const float* w, int64_t w_stride, int nq, const float* const* x, int64_t n,
+                     float* acc, int64_t acc_stride);
+
+// attn_dot_rows and attn_axpy_rows4 over rows of IEEE half values (2 bytes each,
+// little-endian, any alignment), widened as they are loaded: bitwise the same as widening them
+// with attn_widen_f16 first.
+void attn_dot_rows_f16(const float* q, int64_t q_stride, int nq, const uint8_t* x, int64_t n,
+                       float* out);
+void attn_axpy_rows4_f16(const float* w, int64_t w_stride, int nq, const uint8_t* const* x,
+                         int64_t n, float* acc, int64_t acc_stride);
+
 // dst[0, n) = IEEE half values src[0, n) (2 bytes each, little-endian, any alignment) widened.
 void attn_widen_f16(const uint8_t* src, int64_t n, float* dst);
 
