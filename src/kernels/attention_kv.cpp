@@ -233,9 +233,10 @@ void segment_scores(const KvSource& src, const KvSegment& s, int32_t pa, int32_t
     }
     return;
   }
+  const bool f16 = s.enc == KvEnc::F16 && n % 8 == 0;  // attn_dot_rows_f16's rows
   for (int32_t p = pa; p < pb; ++p) {
     const int j0 = it.first(p);
-    if (s.enc == KvEnc::F16) {  // widened as it is read: the same bits as plain_row's copy
+    if (f16) {  // widened as it is read: the same bits as plain_row's copy
       const uint8_t* row = s.data + seg_row(s, p) * s.row_bytes + static_cast<int64_t>(off) * 2;
       simd::attn_dot_rows_f16(it.q + j0 * n, n, it.nq - j0, row, n, dots + j0);
     } else {
@@ -255,6 +256,7 @@ bool segment_values(const KvSource& src, const KvSegment& s, int32_t pa, int32_t
   const bool rot = is_rotated(s.enc);
   float* w = it.w;
   constexpr int P = simd::kAxpyPositions;
+  const bool f16 = s.enc == KvEnc::F16 && n % 8 == 0;  // attn_axpy_rows4_f16's rows
   int32_t p = pa;
   // Runs of P positions that the same queries see, in one pass over acc (the same bits).
   for (; p + P <= pb && it.first(p) == it.first(p + P - 1); p += P) {
@@ -265,7 +267,7 @@ bool segment_values(const KvSource& src, const KvSegment& s, int32_t pa, int32_t
     for (int r = 0; r < P; ++r) {
       for (int j = j0; j < it.nq; ++j) w[r * kTileQ + j] = it.scores[j * it.kv_len + p + r];
       float* buf = it.buf + r * it.width;
-      if (s.enc == KvEnc::F16) {
+      if (f16) {
         hs[r] = s.data + seg_row(s, p + r) * s.row_bytes + static_cast<int64_t>(off) * 2;
       } else if (rot) {
         const uint8_t* row = s.data + seg_row(s, p + r) * s.row_bytes;
@@ -278,7 +280,7 @@ bool segment_values(const KvSource& src, const KvSegment& s, int32_t pa, int32_t
         xs[r] = plain_row(src, s, bits, p + r, off, n, buf);
       }
     }
-    if (s.enc == KvEnc::F16) {
+    if (f16) {
       simd::attn_axpy_rows4_f16(w + j0, kTileQ, it.nq - j0, hs, n, acc + j0 * n, n);
     } else if (rot) {
       simd::attn_axpy_rows4(w + j0, kTileQ, it.nq - j0, xs, len, acc_rot + j0 * it.width, it.width);

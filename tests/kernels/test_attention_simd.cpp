@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "kernel_test_util.h"
 #include "kernels/attention.h"
 #include "kernels/attention_kv.h"
 #include "kernels/quant.h"
@@ -276,76 +277,82 @@ TEST(AttentionSimd, RowKernelsIndependentOfRowCount) {
   }
 }
 
-// attn_axpy_rows4 is kAxpyPositions attn_axpy_rows calls in position order, bitwise, for row
+// On every SIMD target: attn_axpy_rows4 is kAxpyPositions attn_axpy_rows calls in position
+// order, bitwise, for row
 // counts 1..11, widths with and without a tail, and a weight stride past nq; and its values are
 // acc + sum_r w_r x_r (double reference, a few ulps of the four-term sum).
 TEST(AttentionSimd, AxpyRows4IsPositionCallsInOrder) {
-  std::mt19937 rng(12);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  constexpr int P = simd::kAxpyPositions;
-  for (int64_t n : {3, 8, 24, 64, 67, 128, 256}) {
-    for (int nq : {1, 4, 11}) {
-      const int64_t ws = 13;  // weight row stride
-      std::vector<float> w(static_cast<size_t>(P * ws)), x(static_cast<size_t>(P * n));
-      std::vector<float> start(static_cast<size_t>(nq * n));
-      for (float& f : w) f = nd(rng);
-      for (float& f : x) f = nd(rng);
-      for (float& f : start) f = nd(rng);
-      std::vector<float> want = start, acc = start;
-      const float* xs[P];
-      for (int r = 0; r < P; ++r) {
-        xs[r] = x.data() + r * n;
-        simd::attn_axpy_rows(w.data() + r * ws, nq, xs[r], n, want.data(), n);
-      }
-      simd::attn_axpy_rows4(w.data(), ws, nq, xs, n, acc.data(), n);
-      EXPECT_EQ(std::memcmp(acc.data(), want.data(), acc.size() * 4), 0) << n << " " << nq;
-      for (size_t e = 0; e < acc.size(); ++e) {
-        const int j = static_cast<int>(e / static_cast<size_t>(n));
-        const int64_t i = static_cast<int64_t>(e % static_cast<size_t>(n));
-        double ref = start[e], mag = std::fabs(double{start[e]});
+  test::for_each_target([&] {
+    std::mt19937 rng(12);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    constexpr int P = simd::kAxpyPositions;
+    for (int64_t n : {3, 8, 24, 64, 67, 128, 256}) {
+      for (int nq : {1, 4, 11}) {
+        const int64_t ws = 13;  // weight row stride
+        std::vector<float> w(static_cast<size_t>(P * ws)), x(static_cast<size_t>(P * n));
+        std::vector<float> start(static_cast<size_t>(nq * n));
+        for (float& f : w) f = nd(rng);
+        for (float& f : x) f = nd(rng);
+        for (float& f : start) f = nd(rng);
+        std::vector<float> want = start, acc = start;
+        const float* xs[P];
         for (int r = 0; r < P; ++r) {
-          const double t = double{w[static_cast<size_t>(r * ws + j)]} * xs[r][i];
-          ref += t;
-          mag += std::fabs(t);
+          xs[r] = x.data() + r * n;
+          simd::attn_axpy_rows(w.data() + r * ws, nq, xs[r], n, want.data(), n);
         }
-        EXPECT_NEAR(acc[e], ref, 4 * 6e-8 * mag + 1e-30) << n << " " << nq << " " << e;
+        simd::attn_axpy_rows4(w.data(), ws, nq, xs, n, acc.data(), n);
+        EXPECT_EQ(std::memcmp(acc.data(), want.data(), acc.size() * 4), 0) << n << " " << nq;
+        for (size_t e = 0; e < acc.size(); ++e) {
+          const int j = static_cast<int>(e / static_cast<size_t>(n));
+          const int64_t i = static_cast<int64_t>(e % static_cast<size_t>(n));
+          double ref = start[e], mag = std::fabs(double{start[e]});
+          for (int r = 0; r < P; ++r) {
+            const double t = double{w[static_cast<size_t>(r * ws + j)]} * xs[r][i];
+            ref += t;
+            mag += std::fabs(t);
+          }
+          EXPECT_NEAR(acc[e], ref, 4 * 6e-8 * mag + 1e-30) << n << " " << nq << " " << e;
+        }
       }
     }
-  }
+  });
 }
 
-// The f16 row kernels are the f32 ones on the widened rows, bitwise (odd byte offsets, tails).
+// On every SIMD target: the f16 row kernels are the f32 ones on the widened rows, bitwise (odd
+// byte offsets; widths that are multiples of 8, the kernels' precondition).
 TEST(AttentionSimd, F16RowKernelsEqualWidenedRows) {
-  std::mt19937 rng(13);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  constexpr int P = simd::kAxpyPositions;
-  for (int64_t n : {5, 8, 64, 67, 256}) {
-    const int nq = 6;
-    std::vector<uint8_t> halves(static_cast<size_t>(P * n * 2 + 1));
-    for (size_t i = 0; i + 1 < halves.size(); i += 2) {
-      const uint16_t h = fp32_to_fp16(nd(rng));
-      std::memcpy(&halves[i + 1], &h, 2);  // from byte 1: an odd address
+  test::for_each_target([&] {
+    std::mt19937 rng(13);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    constexpr int P = simd::kAxpyPositions;
+    for (int64_t n : {8, 64, 72, 256}) {
+      const int nq = 6;
+      std::vector<uint8_t> halves(static_cast<size_t>(P * n * 2 + 1));
+      for (size_t i = 0; i + 1 < halves.size(); i += 2) {
+        const uint16_t h = fp32_to_fp16(nd(rng));
+        std::memcpy(&halves[i + 1], &h, 2);  // from byte 1: an odd address
+      }
+      std::vector<float> wide(static_cast<size_t>(P * n));
+      const uint8_t* hs[P];
+      const float* xs[P];
+      for (int r = 0; r < P; ++r) {
+        hs[r] = halves.data() + 1 + r * n * 2;
+        simd::attn_widen_f16(hs[r], n, wide.data() + r * n);
+        xs[r] = wide.data() + r * n;
+      }
+      std::vector<float> q(static_cast<size_t>(nq * n)), w(static_cast<size_t>(P * nq));
+      for (float& f : q) f = nd(rng);
+      for (float& f : w) f = nd(rng);
+      std::vector<float> d16(nq), d32(nq);
+      simd::attn_dot_rows_f16(q.data(), n, nq, hs[0], n, d16.data());
+      simd::attn_dot_rows(q.data(), n, nq, xs[0], n, d32.data());
+      EXPECT_EQ(std::memcmp(d16.data(), d32.data(), d16.size() * 4), 0) << n;
+      std::vector<float> a16(q), a32(q);
+      simd::attn_axpy_rows4_f16(w.data(), nq, nq, hs, n, a16.data(), n);
+      simd::attn_axpy_rows4(w.data(), nq, nq, xs, n, a32.data(), n);
+      EXPECT_EQ(std::memcmp(a16.data(), a32.data(), a16.size() * 4), 0) << n;
     }
-    std::vector<float> wide(static_cast<size_t>(P * n));
-    const uint8_t* hs[P];
-    const float* xs[P];
-    for (int r = 0; r < P; ++r) {
-      hs[r] = halves.data() + 1 + r * n * 2;
-      simd::attn_widen_f16(hs[r], n, wide.data() + r * n);
-      xs[r] = wide.data() + r * n;
-    }
-    std::vector<float> q(static_cast<size_t>(nq * n)), w(static_cast<size_t>(P * nq));
-    for (float& f : q) f = nd(rng);
-    for (float& f : w) f = nd(rng);
-    std::vector<float> d16(nq), d32(nq);
-    simd::attn_dot_rows_f16(q.data(), n, nq, hs[0], n, d16.data());
-    simd::attn_dot_rows(q.data(), n, nq, xs[0], n, d32.data());
-    EXPECT_EQ(std::memcmp(d16.data(), d32.data(), d16.size() * 4), 0) << n;
-    std::vector<float> a16(q), a32(q);
-    simd::attn_axpy_rows4_f16(w.data(), nq, nq, hs, n, a16.data(), n);
-    simd::attn_axpy_rows4(w.data(), nq, nq, xs, n, a32.data(), n);
-    EXPECT_EQ(std::memcmp(a16.data(), a32.data(), a16.size() * 4), 0) << n;
-  }
+  });
 }
 
 TEST(AttentionSimd, PlainKernelMatchesScalarAndF32SourceBitwise) {

@@ -388,13 +388,13 @@ void attn_axpy_rows4(const float* w, int64_t w_stride, int nq, const float* cons
 
 void attn_dot_rows_f16(const float* q, int64_t q_stride, int nq, const uint8_t* x, int64_t n,
                        float* out) {
-  GEIST_CHECK(nq >= 1, "attn_dot_rows_f16: nq must be positive");
+  GEIST_CHECK(nq >= 1 && n % 8 == 0, "attn_dot_rows_f16: nq positive, n a multiple of 8");
   HWY_DYNAMIC_DISPATCH(DotRowsF16)(q, q_stride, nq, x, n, out);
 }
 
 void attn_axpy_rows4_f16(const float* w, int64_t w_stride, int nq, const uint8_t* const* x,
                          int64_t n, float* acc, int64_t acc_stride) {
-  GEIST_CHECK(nq >= 1, "attn_axpy_rows4_f16: nq must be positive");
+  GEIST_CHECK(nq >= 1 && n % 8 == 0, "attn_axpy_rows4_f16: nq positive, n a multiple of 8");
   HWY_DYNAMIC_DISPATCH(AxpyRows4F16)(w, w_stride, nq, x, n, acc, acc_stride);
 }
 

@@ -28,7 +28,9 @@ void attn_axpy_rows4(const float* w, int64_t w_stride, int nq, const float* cons
 
 // attn_dot_rows and attn_axpy_rows4 over rows of IEEE half values (2 bytes each,
 // little-endian, any alignment), widened as they are loaded: bitwise the same as widening them
-// with attn_widen_f16 first.
+// with attn_widen_f16 first. n must be a multiple of 8: the vector loops then cover the row, and
+// no scalar tail is left (the compiler fuses a tail's multiply-add in one form and not the other
+// on some targets; AVX2 did).
 void attn_dot_rows_f16(const float* q, int64_t q_stride, int nq, const uint8_t* x, int64_t n,
                        float* out);
 void attn_axpy_rows4_f16(const float* w, int64_t w_stride, int nq, const uint8_t* const* x,
