@@ -158,12 +158,17 @@ void ref_prepare(const KvKeyRef& ref, int32_t off, int32_t n, const Tile& it, fl
 
 // Decodes row p's values [off, off + n) of a row segment that is not rotated; returns them
 // (in place for aligned F32 rows, else in buf).
+// An F16 segment's row p from channel off: its halves as stored.
+const uint8_t* f16_row(const KvSegment& s, int32_t p, int32_t off) {
+  return s.data + seg_row(s, p) * s.row_bytes + static_cast<int64_t>(off) * 2;
+}
+
 const float* plain_row(const KvSource& src, const KvSegment& s, int bits, int32_t p, int32_t off,
                        int32_t n, float* buf) {
   const uint8_t* row = s.data + seg_row(s, p) * s.row_bytes;
   if (s.enc == KvEnc::F32) return f32_span(row, off, n, buf);
   if (s.enc == KvEnc::F16) {
-    simd::attn_widen_f16(row + off * 2, n, buf);
+    simd::attn_widen_f16(f16_row(s, p, off), n, buf);
     return buf;
   }
   if (bits != 0) {
@@ -237,8 +242,7 @@ void segment_scores(const KvSource& src, const KvSegment& s, int32_t pa, int32_t
   for (int32_t p = pa; p < pb; ++p) {
     const int j0 = it.first(p);
     if (f16) {  // widened as it is read: the same bits as plain_row's copy
-      const uint8_t* row = s.data + seg_row(s, p) * s.row_bytes + static_cast<int64_t>(off) * 2;
-      simd::attn_dot_rows_f16(it.q + j0 * n, n, it.nq - j0, row, n, dots + j0);
+      simd::attn_dot_rows_f16(it.q + j0 * n, n, it.nq - j0, f16_row(s, p, off), n, dots + j0);
     } else {
       const float* x = plain_row(src, s, bits, p, off, n, it.buf);
       simd::attn_dot_rows(it.q + j0 * n, n, it.nq - j0, x, n, dots + j0);
@@ -254,54 +258,46 @@ bool segment_values(const KvSource& src, const KvSegment& s, int32_t pa, int32_t
                     int32_t n, const Tile& it, float* acc, float* acc_rot) {
   const int bits = decode_bits(s.enc);
   const bool rot = is_rotated(s.enc);
+  const bool f16 = s.enc == KvEnc::F16 && n % 8 == 0;  // attn_axpy_rows4_f16's rows
+  const Cover cv = rot ? cover_of(off, n, s.block) : Cover{};
+  // Rotated rows: their codes over the cover, summed into acc_rot; others into acc.
+  const int64_t len = rot ? int64_t{cv.nb} * s.block : n;
+  float* dst = rot ? acc_rot : acc;
+  const int64_t dst_stride = rot ? it.width : n;
+  const auto value_row = [&](int32_t p, float* buf) -> const float* {
+    if (!rot) return plain_row(src, s, bits, p, off, n, buf);
+    const uint8_t* row = s.data + seg_row(s, p) * s.row_bytes;
+    simd::attn_decode_blocks(bits, row + cv.first * block_bytes(s.enc, s.block), cv.nb, s.block,
+                             buf);
+    return buf;
+  };
   float* w = it.w;
   constexpr int P = simd::kAxpyPositions;
-  const bool f16 = s.enc == KvEnc::F16 && n % 8 == 0;  // attn_axpy_rows4_f16's rows
   int32_t p = pa;
-  // Runs of P positions that the same queries see, in one pass over acc (the same bits).
+  // Runs of P positions that the same queries see, in one pass over dst (the same bits).
   for (; p + P <= pb && it.first(p) == it.first(p + P - 1); p += P) {
     const int j0 = it.first(p);
     const float* xs[P];
     const uint8_t* hs[P];  // F16: the rows' halves, widened as they are read
-    int64_t len = n;
     for (int r = 0; r < P; ++r) {
       for (int j = j0; j < it.nq; ++j) w[r * kTileQ + j] = it.scores[j * it.kv_len + p + r];
-      float* buf = it.buf + r * it.width;
       if (f16) {
-        hs[r] = s.data + seg_row(s, p + r) * s.row_bytes + static_cast<int64_t>(off) * 2;
-      } else if (rot) {
-        const uint8_t* row = s.data + seg_row(s, p + r) * s.row_bytes;
-        const Cover cv = cover_of(off, n, s.block);
-        simd::attn_decode_blocks(bits, row + cv.first * block_bytes(s.enc, s.block), cv.nb, s.block,
-                                 buf);
-        xs[r] = buf;
-        len = cv.nb * s.block;
+        hs[r] = f16_row(s, p + r, off);
       } else {
-        xs[r] = plain_row(src, s, bits, p + r, off, n, buf);
+        xs[r] = value_row(p + r, it.buf + r * it.width);
       }
     }
     if (f16) {
       simd::attn_axpy_rows4_f16(w + j0, kTileQ, it.nq - j0, hs, n, acc + j0 * n, n);
-    } else if (rot) {
-      simd::attn_axpy_rows4(w + j0, kTileQ, it.nq - j0, xs, len, acc_rot + j0 * it.width, it.width);
     } else {
-      simd::attn_axpy_rows4(w + j0, kTileQ, it.nq - j0, xs, n, acc + j0 * n, n);
+      simd::attn_axpy_rows4(w + j0, kTileQ, it.nq - j0, xs, len, dst + j0 * dst_stride, dst_stride);
     }
   }
   for (; p < pb; ++p) {
     const int j0 = it.first(p);
     for (int j = j0; j < it.nq; ++j) w[j] = it.scores[j * it.kv_len + p];
-    if (rot) {
-      const uint8_t* row = s.data + seg_row(s, p) * s.row_bytes;
-      const Cover cv = cover_of(off, n, s.block);
-      simd::attn_decode_blocks(bits, row + cv.first * block_bytes(s.enc, s.block), cv.nb, s.block,
-                               it.buf);
-      simd::attn_axpy_rows(w + j0, it.nq - j0, it.buf, cv.nb * s.block, acc_rot + j0 * it.width,
-                           it.width);
-      continue;
-    }
-    const float* x = plain_row(src, s, bits, p, off, n, it.buf);
-    simd::attn_axpy_rows(w + j0, it.nq - j0, x, n, acc + j0 * n, n);
+    simd::attn_axpy_rows(w + j0, it.nq - j0, value_row(p, it.buf), len, dst + j0 * dst_stride,
+                         dst_stride);
   }
   return rot && pa < pb;
 }

@@ -102,20 +102,17 @@ void CudaStream::launch_matmuls(const MatmulDst* outs, int32_t n, const float* x
     }
     if (!joins(g, d, n_tok)) {
       launch();
-      void* ws = nullptr;
-      size_t ws_bytes = 0;
-      if (prefill_matmul(w, n_tok)) {
-        ws_bytes = cuda::matmul_scratch_bytes(w, n_tok);
-        ws = act_q8_.get(*core_, ws_bytes, "matmul activation scratch");
-        if (ws == nullptr) {  // no scratch: matmul() takes the tokens through the decode kernel
-          core_->ok(matmul_ws(w, x, x_stride, n_tok, d.y, d.y_stride), "matmul kernel launch");
-          continue;
-        }
-      } else {  // decode: 3-8 tokens' codes (any type of the group: the size is the same)
-        ws_bytes = cuda::matmul_batch_scratch_bytes(w, n_tok);
-        ws = ws_bytes > 0 ? act_q8_.get(*core_, ws_bytes, "matmul activation scratch") : nullptr;
-        if (ws == nullptr) ws_bytes = 0;  // then the slower decode kernel, the same bits
+      // The activation codes' scratch: a prefill's, or 3-8 decode tokens' (the same size for
+      // any type of the group).
+      size_t ws_bytes = cuda::matmul_scratch_bytes(w, n_tok);
+      void* ws =
+          ws_bytes > 0 ? act_q8_.get(*core_, ws_bytes, "matmul activation scratch") : nullptr;
+      if (ws == nullptr && prefill_matmul(w, n_tok)) {
+        // No scratch: matmul() takes the tokens through the decode kernel.
+        core_->ok(matmul_ws(w, x, x_stride, n_tok, d.y, d.y_stride), "matmul kernel launch");
+        continue;
       }
+      if (ws == nullptr) ws_bytes = 0;  // decode: the slower kernel, the same bits
       g.scratch = ws;
       g.scratch_bytes = ws_bytes;
     }
