@@ -9,11 +9,18 @@
 // matmul() picks (default), the decode kernel's rows or the prefill kernel's panels forced, or
 // `compare`: decode and panels calls alternated in one loop (a loaded machine slows both
 // alike), best of REPS each and their ratio.
+// RING_MB=M in the environment: each call reads the next of as many copies of the matrix as fit
+// in M MiB (huge pages where granted, as the CPU backend's weights), so with M well above the L3
+// the weights come from DRAM, as in a model's decode step; without it the one matrix is warm in
+// cache after the first call.
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -99,9 +106,27 @@ int main(int argc, char** argv) {
     grouped.resize(weight_groups16_bytes(wm));
     weight_to_groups16(wm, grouped.data(), &wm);
   }
+  const char* ring_mb = std::getenv("RING_MB");
+  const std::vector<uint8_t>& one = groups ? grouped : w;
+  const size_t copy_bytes = (one.size() + 4095) / 4096 * 4096;
+  const size_t n_copies =
+      ring_mb ? std::max<size_t>(1, (std::strtoull(ring_mb, nullptr, 10) << 20) / copy_bytes) : 0;
+  constexpr size_t kHuge = size_t{1} << 21;
+  const size_t ring_bytes = (copy_bytes * n_copies + kHuge - 1) / kHuge * kHuge;
+  std::unique_ptr<uint8_t, decltype(&std::free)> ring(
+      n_copies ? static_cast<uint8_t*>(std::aligned_alloc(kHuge, ring_bytes)) : nullptr,
+      &std::free);
+  if (ring) {
+    (void)madvise(ring.get(), ring_bytes, MADV_HUGEPAGE);
+    for (size_t c = 0; c < n_copies; ++c)
+      std::memcpy(ring.get() + c * copy_bytes, one.data(), one.size());
+  }
+  size_t next_copy = 0;
   auto call = [&](int64_t nt, Q8Layout layout) {
+    WeightMatrix m = wm;
+    if (ring) m.data = ring.get() + (next_copy++ % n_copies) * copy_bytes;
     const auto t0 = std::chrono::steady_clock::now();
-    matmul_q8_layout(wm, x.data(), n_in, nt, y.data(), n_out, scratch.data(), pool, layout);
+    matmul_q8_layout(m, x.data(), n_in, nt, y.data(), n_out, scratch.data(), pool, layout);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
   for (const int64_t nt : n_toks) {

@@ -121,9 +121,12 @@ TEST(OpsMatmul, RowsBitwiseIndependentOfBatchAndThreads) {
 // double product of the dequantized weights.
 TEST(OpsMatmul, Q8LayoutsForcedGiveMatmulsBits) {
   std::mt19937 rng(77);
-  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+  // Every type with a GROUPS16 form: each has its own q8_rows_max.
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K,
+                        GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::IQ4_NL,
+                        GgmlType::IQ4_XS, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q5_K}) {
     SCOPED_TRACE(ggml_type_name(type));
-    const int64_t n_in = 512, n_out = 35, n_tok = 40;
+    const int64_t n_in = 512, n_out = 35, n_tok = 70;
     const Matrix m = random_matrix(type, n_in, n_out, &rng);
     if (!weight_groups16_useful(m.w)) GTEST_SKIP() << "no 8-bit kernels on this CPU (no GROUPS16)";
     std::vector<uint8_t> grouped(weight_groups16_bytes(m.w));

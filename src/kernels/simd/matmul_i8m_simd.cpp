@@ -23,6 +23,7 @@
 #include "kernels/simd/f16.h"
 #include "kernels/simd/matmul_i8m_packed.h"
 #include "kernels/simd/matmul_simd.h"
+#include "kernels/simd/stream_prefetch.h"
 
 #if HWY_ARCH_X86
 #include <immintrin.h>
@@ -224,8 +225,6 @@ void I8mPanelsGeneric(I8mForm f, const uint8_t* src, size_t row_bytes, int count
 #define GEIST_I8M_VNNI_ATTR \
   __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512vnni,avx2,fma,f16c")))
 
-constexpr int64_t kI8mPrefetchBlocks = 12;  // decode's software prefetch distance, in blocks
-
 // The unsigned operands of one 4-byte nibble unit u (16 lanes' or one broadcast): low and high
 // nibbles as codes (NIBBLES5 with their high bits from `high`, the rows' high-bit words: bit u of
 // a byte for the low element, bit 4 + u for the high one).
@@ -251,10 +250,7 @@ GEIST_I8M_VNNI_ATTR void I8mGroupTile(const uint8_t* grp, int64_t nb, int64_t n_
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = grp + b * kBlock;
-    for (int64_t l = 0; l < kBlock; l += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(blk + kI8mPrefetchBlocks * kBlock + l),
-                   _MM_HINT_T0);
-    }
+    prefetch_stream(blk, kBlock);
     auto bcast = [&](int t, int at) {
       int32_t v;
       std::memcpy(&v, q + t * 2 * n_in + b * 32 + at, 4);

@@ -8,6 +8,7 @@
 // IQ4K: kIq4Values[q]), ms = m0 * hs0 + m1 * hs1 exact, then acc = fma(float(isum), S * dx_b,
 // acc) and acc = fma(M, -(float(ms) * dx_b), acc) (not Q3K, IQ4K) per block in block order.
 #include "kernels/simd/matmul_i8m_packed.h"
+#include "kernels/simd/stream_prefetch.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -29,8 +30,7 @@ namespace {
 
 using quant_detail::load_u32;
 
-constexpr int64_t kQ2kDUnit = 80 / 4;   // the unit of d | dmin << 16
-constexpr int64_t kPrefetchSupers = 2;  // software prefetch distance, in super-blocks
+constexpr int64_t kQ2kDUnit = 80 / 4;  // the unit of d | dmin << 16
 
 // Q2K decode: T tokens (rows layout) against the 16 rows of the group at grp. Units of 16 rows:
 // 0-3 the 16 scale bytes (low nibble sc, high nibble m, one per 16 elements), 4-19 the 2-bit
@@ -48,10 +48,7 @@ GEIST_I8MP_ATTR void q2k_group_tile(const uint8_t* grp, int64_t n_in, const int8
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t s = 0; s < n_in / 256; ++s) {
     const uint8_t* sb = grp + s * kI8mQ2kGroupSuper;
-    for (int64_t l = 0; l < kI8mQ2kGroupSuper; l += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(sb + kPrefetchSupers * kI8mQ2kGroupSuper + l),
-                   _MM_HINT_T0);
-    }
+    prefetch_stream(sb, kI8mQ2kGroupSuper);
     const __m512i dd = _mm512_loadu_si512(sb + kQ2kDUnit * 64);
     const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
     const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
@@ -114,10 +111,7 @@ GEIST_I8MP_ATTR void q3k_group_tile(const uint8_t* grp, int64_t n_in, const int8
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t s = 0; s < n_in / 256; ++s) {
     const uint8_t* sb = grp + s * kI8mQ3kGroupSuper;
-    for (int64_t l = 0; l < kI8mQ3kGroupSuper; l += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(sb + kPrefetchSupers * kI8mQ3kGroupSuper + l),
-                   _MM_HINT_T0);
-    }
+    prefetch_stream(sb, kI8mQ3kGroupSuper);
     const __m512 d =
         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kI8mQ3kD)));
     const __m512i su[3] = {_mm512_loadu_si512(sb + 24 * 64), _mm512_loadu_si512(sb + 25 * 64),
@@ -184,10 +178,7 @@ GEIST_I8MP_ATTR void q5k_group_tile(const uint8_t* grp, int64_t n_in, const int8
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t s = 0; s < n_in / 256; ++s) {
     const uint8_t* sb = grp + s * kI8mQ5kGroupSuper;
-    for (int64_t l = 0; l < kI8mQ5kGroupSuper; l += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(sb + kPrefetchSupers * kI8mQ5kGroupSuper + l),
-                   _MM_HINT_T0);
-    }
+    prefetch_stream(sb, kI8mQ5kGroupSuper);
     const __m512i w0 = _mm512_loadu_si512(sb), w1 = _mm512_loadu_si512(sb + 64);
     const __m512i w2 = _mm512_loadu_si512(sb + 128), w3 = _mm512_loadu_si512(sb + 192);
     const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w0));
@@ -268,10 +259,7 @@ GEIST_I8MP_ATTR void iq4k_group_tile(const uint8_t* grp, int64_t n_in, const int
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t s = 0; s < n_in / 256; ++s) {
     const uint8_t* sb = grp + s * kI8mIq4kGroupSuper;
-    for (int64_t l = 0; l < kI8mIq4kGroupSuper; l += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(sb + kPrefetchSupers * kI8mIq4kGroupSuper + l),
-                   _MM_HINT_T0);
-    }
+    prefetch_stream(sb, kI8mIq4kGroupSuper);
     const __m512i w0 = _mm512_loadu_si512(sb), w1 = _mm512_loadu_si512(sb + 64);
     const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w0));
     const __m512i sh = _mm512_srli_epi32(w0, 16);

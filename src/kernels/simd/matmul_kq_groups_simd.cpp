@@ -21,6 +21,7 @@
 
 #include "kernels/simd/matmul_kq_detail.h"
 #include "kernels/simd/matmul_simd.h"
+#include "kernels/simd/stream_prefetch.h"
 
 #if HWY_ARCH_X86
 #include <immintrin.h>
@@ -44,9 +45,6 @@ constexpr int64_t kQ6KGroupSuper = kq_detail::kq_group_super(true);
 #define GEIST_KQG_VNNI_ATTR \
   __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512vnni,avx2,fma,f16c")))
 
-// Each weight byte is read once: fetch this many super-blocks (of 16 rows: 2304 bytes each)
-// ahead so a matrix that is cold in cache streams at full speed from its first page.
-constexpr int64_t kPrefetchSupers = 2;
 // Tokens per register tile; more tokens take several tiles, the later ones reading the group's
 // rows from L1 / L2 (a group's super-block is 2.3 / 3.4 KiB).
 constexpr int kKqTileMax = 4;
@@ -66,10 +64,7 @@ GEIST_KQG_VNNI_ATTR void KqGroupTile(const uint8_t* grp, int64_t n_in, const int
   constexpr int kChains = T <= 2 ? 2 : 1;
   for (int64_t s = 0; s < n_in / kSuper; ++s) {
     const uint8_t* sb = grp + s * kQ4KGroupSuper;
-    for (int64_t l = 0; l < kQ4KGroupSuper; l += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(sb + kPrefetchSupers * kQ4KGroupSuper + l),
-                   _MM_HINT_T0);
-    }
+    prefetch_stream(sb, kQ4KGroupSuper);
     // Header units of 16 rows: d | dmin << 16, then the 12 packed scale bytes as three words.
     const __m512i w0 = _mm512_loadu_si512(sb);
     const __m512i w1 = _mm512_loadu_si512(sb + 64);
@@ -146,10 +141,7 @@ GEIST_KQG_VNNI_ATTR void KqGroupTileQ6(const uint8_t* grp, int64_t n_in, const i
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t s = 0; s < n_in / kSuper; ++s) {
     const uint8_t* sb = grp + s * kQ6KGroupSuper;
-    for (int64_t l = 0; l < kQ6KGroupSuper; l += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(sb + kPrefetchSupers * kQ6KGroupSuper + l),
-                   _MM_HINT_T0);
-    }
+    prefetch_stream(sb, kQ6KGroupSuper);
     // Units: ql 0-31, qh 32-47, the 16 int8 scales 48-51; then d [16] (f16).
     const __m512 d = _mm512_cvtph_ps(
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kq_detail::kQ6KGroupD)));

@@ -19,6 +19,7 @@
 #include "base/status.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/simd/matmul_simd.h"
+#include "kernels/simd/stream_prefetch.h"
 
 #if HWY_ARCH_X86
 #include <immintrin.h>
@@ -44,7 +45,6 @@ namespace HWY_NAMESPACE {
 // sessions reads the weights once). For few tokens two accumulators per plane keep the
 // dependency chains short; more tokens are independent chains themselves (and need the
 // registers). The sums are exact, so their order does not matter.
-constexpr int64_t kPrefetchBlocks = 16;  // distance of the decode kernel's software prefetch
 // Tokens per register tile (5 zmm each for Q8_0). GCC 12 unrolls the token loops fully up to 4
 // and keeps the tile in registers; at 5-8 it leaves them rolled, with the sums on the stack.
 // More tokens take several tiles, the later ones reading the group's rows from L1 / L2.
@@ -70,11 +70,7 @@ GEIST_Q8G_VNNI_ATTR void GroupTileVnni(const uint8_t* grp, int64_t nb, int64_t n
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = grp + b * kStride;
-    // Each weight byte is read once: fetch a few blocks ahead so the stream of a matrix that
-    // is cold in cache starts at full speed (the prefetchers ramp up per 4 KiB page).
-    for (int64_t l = 0; l < kStride; l += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetchBlocks * kStride + l), _MM_HINT_T0);
-    }
+    prefetch_stream(blk, kStride);           // each weight byte is read once: keep DRAM busy
     __m512i s1[T][kChains], s2[T][kChains];  // [token][chain]: coarse and fine plane sums
     for (int t = 0; t < T; ++t) {
       for (int c = 0; c < kChains; ++c) s1[t][c] = s2[t][c] = _mm512_setzero_si512();

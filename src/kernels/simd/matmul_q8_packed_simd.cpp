@@ -17,6 +17,7 @@
 #include "kernels/simd/f16.h"
 #include "kernels/simd/matmul_q8_packed.h"
 #include "kernels/simd/matmul_simd.h"
+#include "kernels/simd/stream_prefetch.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -66,8 +67,6 @@ void q8p_generic(GgmlType t, bool panel, const uint8_t* src, size_t row_bytes, i
 #define GEIST_Q8P_ATTR \
   __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512vnni,avx2,fma,f16c")))
 
-constexpr int64_t kPrefetchBlocks = 16;  // decode's software prefetch distance
-
 // kIq4Values + 128 in every 128-bit lane.
 GEIST_Q8P_ATTR inline __m512i iq4_table() {
   alignas(16) uint8_t tb[16];
@@ -99,9 +98,7 @@ GEIST_Q8P_ATTR void group_tile(const uint8_t* grp, int64_t nb, int64_t n_in, con
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = grp + b * kBlock;
-    for (int64_t l = 0; l < kBlock; l += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetchBlocks * kBlock + l), _MM_HINT_T0);
-    }
+    prefetch_stream(blk, kBlock);
     __m512i s[T][2];  // [token][low / high elements]
     for (int t = 0; t < T; ++t) s[t][0] = s[t][1] = _mm512_setzero_si512();
     const __m512i high = kQ5 ? _mm512_loadu_si512(blk + kQ8pHighAt) : _mm512_setzero_si512();

@@ -466,16 +466,28 @@ bool q8_panels_fast() { return HWY_DYNAMIC_DISPATCH(Q8Fast)(); }
 
 int64_t q8_rows_max(GgmlType t, bool groups) {
   if (!groups || !q8_panels_fast()) return 2;
-  // Measured with bench/matmul_speed's layouts forced (docs/BENCHMARKS.md, "Batched decode at
-  // B = 16"): the decode kernel's 4-token tiles beat the panels at every count up to 64 for these
-  // types, Q6_K's up to 48 (at 64 the panels won).
+  // Measured with bench/matmul_speed's layouts forced (`compare`) on matrices cold in cache, as a
+  // decode step's are (RING_MB; docs/BENCHMARKS.md, "Batched decode at B = 16" and "Session 24"):
+  // the largest token count at which the decode kernel's tiles still beat the panels, with a
+  // margin, on both the 2048 x 8192 and the 8192 x 2048 shapes.
   switch (t) {
     case GgmlType::Q8_0:
     case GgmlType::Q4_0:
     case GgmlType::Q4_K:
       return 64;
+    case GgmlType::Q4_1:
     case GgmlType::Q6_K:
       return 48;
+    case GgmlType::IQ4_NL:
+      return 24;
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+    case GgmlType::IQ4_XS:
+    case GgmlType::Q2_K:
+      return 16;
+    case GgmlType::Q3_K:
+    case GgmlType::Q5_K:
+      return 8;
     default:
       return 2;
   }

@@ -198,9 +198,9 @@ bool q8_panels_fast();
 
 // Up to how many tokens matmul() gives type-t weights (GROUPS16 or not) the row layout and
 // dot_q8_rows rather than panels (and how long a chunk's tail past its whole panels may be to
-// take the row layout too): in GROUPS16 with VNNI, 64 for Q8_0, Q4_0 and Q4_K, 48 for Q6_K
-// (their decode kernels dot each weight load with up to 4 tokens; measured faster than the
-// panels up to there), 2 otherwise. Either choice gives the same bits.
+// take the row layout too): in GROUPS16 with VNNI a per-type count from 8 (Q3_K, Q5_K) to 64
+// (Q8_0, Q4_0, Q4_K), up to which the decode kernels (each weight load dotted with up to 4
+// tokens) measured faster than the panels; 2 otherwise. Either choice gives the same bits.
 int64_t q8_rows_max(GgmlType t, bool groups);
 
 // Row layout: q [2][n_in] (q1 plane, then q2; with planes == 1 the q2 plane is not written),
