@@ -70,8 +70,8 @@ GEIST_Q8G_VNNI_ATTR void GroupTileVnni(const uint8_t* grp, int64_t nb, int64_t n
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = grp + b * kStride;
-    prefetch_stream(blk, kStride);           // each weight byte is read once: keep DRAM busy
-    __m512i s1[T][kChains], s2[T][kChains];  // [token][chain]: coarse and fine plane sums
+    prefetch_stream(blk, kStride, /*near=*/true);  // each weight byte is read once
+    __m512i s1[T][kChains], s2[T][kChains];        // [token][chain]: coarse and fine plane sums
     for (int t = 0; t < T; ++t) {
       for (int c = 0; c < kChains; ++c) s1[t][c] = s2[t][c] = _mm512_setzero_si512();
     }
