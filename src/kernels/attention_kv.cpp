@@ -239,7 +239,23 @@ void segment_scores(const KvSource& src, const KvSegment& s, int32_t pa, int32_t
     return;
   }
   const bool f16 = s.enc == KvEnc::F16 && n % 8 == 0;  // attn_dot_rows_f16's rows
-  for (int32_t p = pa; p < pb; ++p) {
+  int32_t p = pa;
+  if (f16) {
+    // Runs of P positions that the same queries see, P rows a call (the same bits as P calls).
+    constexpr int P = simd::kDotPositions;
+    float d4[P * kTileQ];
+    for (; p + P <= pb && it.first(p) == it.first(p + P - 1); p += P) {
+      const int j0 = it.first(p);
+      const uint8_t* hs[P];
+      for (int r = 0; r < P; ++r) hs[r] = f16_row(s, p + r, off);
+      simd::attn_dot_rows4_f16(it.q + j0 * n, n, it.nq - j0, hs, n, d4, kTileQ);
+      for (int r = 0; r < P; ++r) {
+        std::copy(d4 + r * kTileQ, d4 + r * kTileQ + (it.nq - j0), dots + j0);
+        put(p + r, j0);
+      }
+    }
+  }
+  for (; p < pb; ++p) {
     const int j0 = it.first(p);
     if (f16) {  // widened as it is read: the same bits as plain_row's copy
       simd::attn_dot_rows_f16(it.q + j0 * n, n, it.nq - j0, f16_row(s, p, off), n, dots + j0);

@@ -351,6 +351,18 @@ TEST(AttentionSimd, F16RowKernelsEqualWidenedRows) {
       simd::attn_axpy_rows4_f16(w.data(), nq, nq, hs, n, a16.data(), n);
       simd::attn_axpy_rows4(w.data(), nq, nq, xs, n, a32.data(), n);
       EXPECT_EQ(std::memcmp(a16.data(), a32.data(), a16.size() * 4), 0) << n;
+      // kDotPositions rows a call: each row's dots those of its own call, for every query count
+      // (groups of four and each remainder).
+      static_assert(simd::kDotPositions == P);
+      for (int m = 1; m <= nq; ++m) {
+        std::vector<float> d4(static_cast<size_t>(P * m)), one(static_cast<size_t>(m));
+        simd::attn_dot_rows4_f16(q.data(), n, m, hs, n, d4.data(), m);
+        for (int r = 0; r < P; ++r) {
+          simd::attn_dot_rows_f16(q.data(), n, m, hs[r], n, one.data());
+          EXPECT_EQ(std::memcmp(d4.data() + r * m, one.data(), one.size() * 4), 0)
+              << n << " " << m << " " << r;
+        }
+      }
     }
   });
 }

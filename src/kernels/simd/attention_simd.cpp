@@ -127,6 +127,73 @@ void DotRowsF16(const float* q, int64_t q_stride, int nq, const uint8_t* x, int6
   DotRowsOf(q, q_stride, nq, F16Row{x}, n, out);
 }
 
+// DotRowsN for P rows x[0..P) at once: each query chunk is loaded once for the P rows, and each
+// output runs DotRowsN's chain (one MulAdd per chunk in order, the same lane tree, the same
+// tail), so the bits are P DotRowsN calls'.
+template <int NQ, int P>
+void DotPosN(const float* q, int64_t q_stride, const F16Row* x, int64_t n, float* out,
+             int64_t out_stride) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  hn::Vec<DF> acc[P][4];
+  for (int r = 0; r < P; ++r) {
+    for (int j = 0; j < 4; ++j) acc[r][j] = hn::Zero(df);
+  }
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    hn::Vec<DF> qv[NQ];
+    for (int j = 0; j < NQ; ++j) qv[j] = hn::LoadU(df, q + j * q_stride + i);
+    for (int r = 0; r < P; ++r) {
+      const auto xv = x[r].Load(df, i);
+      for (int j = 0; j < NQ; ++j) acc[r][j] = hn::MulAdd(qv[j], xv, acc[r][j]);
+    }
+  }
+  for (int r = 0; r < P; ++r) {
+    float sums[4];
+    SumOfLanes4(df, acc[r], sums);
+    for (int j = 0; j < NQ; ++j) {
+      float tail = 0.0f;
+      for (int64_t k = i; k < n; ++k) tail += q[j * q_stride + k] * x[r].At(k);
+      out[r * out_stride + j] = sums[j] + tail;
+    }
+  }
+}
+
+// Rows per pass of DotPosN: its accumulators (4 per row) and the query chunks stay in registers
+// where there are 32 vector registers (AVX-512, AArch64); 16-register targets take two.
+#if (HWY_ARCH_X86 && (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL)) || HWY_ARCH_ARM_A64
+constexpr int kDotPass = 4;
+#else
+constexpr int kDotPass = 2;
+#endif
+static_assert(kDotPositions % kDotPass == 0);
+
+void DotRows4F16(const float* q, int64_t q_stride, int nq, const uint8_t* const* x, int64_t n,
+                 float* out, int64_t out_stride) {
+  for (int r0 = 0; r0 < kDotPositions; r0 += kDotPass) {
+    F16Row rows[kDotPass];
+    for (int r = 0; r < kDotPass; ++r) rows[r] = F16Row{x[r0 + r]};
+    float* o = out + r0 * out_stride;
+    int j = 0;
+    for (; j + 4 <= nq; j += 4) {
+      DotPosN<4, kDotPass>(q + j * q_stride, q_stride, rows, n, o + j, out_stride);
+    }
+    switch (nq - j) {
+      case 1:
+        DotPosN<1, kDotPass>(q + j * q_stride, q_stride, rows, n, o + j, out_stride);
+        break;
+      case 2:
+        DotPosN<2, kDotPass>(q + j * q_stride, q_stride, rows, n, o + j, out_stride);
+        break;
+      case 3:
+        DotPosN<3, kDotPass>(q + j * q_stride, q_stride, rows, n, o + j, out_stride);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
 // Each output element is one chain of multiply-adds in call order, so neither nq nor the
 // loop order over rows changes a result. Rows of 64 values keep x in registers.
 void AxpyRows(const float* w, int nq, const float* x, int64_t n, float* acc, int64_t acc_stride) {
@@ -362,6 +429,7 @@ HWY_EXPORT(DotRows);
 HWY_EXPORT(AxpyRows);
 HWY_EXPORT(AxpyRows4);
 HWY_EXPORT(DotRowsF16);
+HWY_EXPORT(DotRows4F16);
 HWY_EXPORT(AxpyRows4F16);
 HWY_EXPORT(WidenF16);
 HWY_EXPORT(DecodeBlocks);
@@ -390,6 +458,11 @@ void attn_dot_rows_f16(const float* q, int64_t q_stride, int nq, const uint8_t* 
                        float* out) {
   GEIST_CHECK(nq >= 1 && n % 8 == 0, "attn_dot_rows_f16: nq positive, n a multiple of 8");
   HWY_DYNAMIC_DISPATCH(DotRowsF16)(q, q_stride, nq, x, n, out);
+}
+
+void attn_dot_rows4_f16(const float* q, int64_t q_stride, int nq, const uint8_t* const* x,
+                        int64_t n, float* out, int64_t out_stride) {
+  HWY_DYNAMIC_DISPATCH(DotRows4F16)(q, q_stride, nq, x, n, out, out_stride);
 }
 
 void attn_axpy_rows4_f16(const float* w, int64_t w_stride, int nq, const uint8_t* const* x,

@@ -35,6 +35,12 @@ void attn_dot_rows_f16(const float* q, int64_t q_stride, int nq, const uint8_t* 
                        float* out);
 void attn_axpy_rows4_f16(const float* w, int64_t w_stride, int nq, const uint8_t* const* x,
                          int64_t n, float* acc, int64_t acc_stride);
+// attn_dot_rows_f16 for kDotPositions rows x[r] at once: out[r * out_stride + j] is, bitwise,
+// what attn_dot_rows_f16(q, q_stride, nq, x[r], n, out + r * out_stride) writes (each query
+// chunk loaded once for the rows). n a multiple of 8, as there.
+constexpr int kDotPositions = 4;
+void attn_dot_rows4_f16(const float* q, int64_t q_stride, int nq, const uint8_t* const* x,
+                        int64_t n, float* out, int64_t out_stride);
 
 // dst[0, n) = IEEE half values src[0, n) (2 bytes each, little-endian, any alignment) widened.
 void attn_widen_f16(const uint8_t* src, int64_t n, float* dst);
