@@ -21,6 +21,9 @@ if [ "${1:-}" = "--arm64" ]; then
     $SUDO apt-get update -qq
   fi
   pkgs+=(g++-aarch64-linux-gnu qemu-user libhwy-dev:arm64 libgtest-dev:arm64 libxxhash-dev:arm64)
+  # The server and the Redis tier (cpp-httplib with OpenSSL, zlib and Brotli; hiredis).
+  pkgs+=(libcpp-httplib-dev:arm64 libssl-dev:arm64 zlib1g-dev:arm64 libbrotli-dev:arm64
+    libhiredis-dev:arm64)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
