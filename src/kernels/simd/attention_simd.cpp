@@ -129,7 +129,10 @@ void DotRowsF16(const float* q, int64_t q_stride, int nq, const uint8_t* x, int6
 
 // DotRowsN for P rows x[0..P) at once: each query chunk is loaded once for the P rows, and each
 // output runs DotRowsN's chain (one MulAdd per chunk in order, the same lane tree, the same
-// tail), so the bits are P DotRowsN calls'.
+// tail), so the bits are P DotRowsN calls'. Kept apart from DotRowsN on purpose: with one
+// template for both (DotRowsN as P = 1), GCC fused the f32 rows' scalar tail (n % 8 != 0) into a
+// multiply-add in some instantiations and not others, and AttentionSimd.RowKernelsIndependent-
+// OfRowCount failed; -ffp-contract=off on this file fixes that but changes the q4 KV mode's bits.
 template <int NQ, int P>
 void DotPosN(const float* q, int64_t q_stride, const F16Row* x, int64_t n, float* out,
              int64_t out_stride) {
