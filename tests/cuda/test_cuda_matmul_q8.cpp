@@ -3,7 +3,7 @@
 // activations quantized by the CPU's scalar quantize_row_q8_reference, the weight codes read
 // from the GGUF blocks, isum_b an exact integer dot, then acc = fma(float(isum_b), dw_b * dx_b,
 // acc) from +0 in block order. The device must give exactly these bits (tolerance 0), for the
-// decode kernel (n_tok <= 8), the prefill kernel (n_tok > 8), and the fused decode launch.
+// decode kernels (n_tok <= 16), the prefill kernel (n_tok > 16), and the fused decode launch.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -116,8 +116,9 @@ TEST_F(CudaMatmulQ8, EqualsTheCpuFormulaBitwise) {
     int64_t n_in, n_out;
   };
   // n_out not multiples of the tiles (16, 64, 128); odd block counts (1, 3, 45, 129); n_in
-  // 16384, where the 3-8-token GEMV's shared memory for Q8_0 passes an H200's limit from six
-  // tokens on (decode_kernel takes those).
+  // 16384, where the one-token GEMV's shared memory for Q8_0 passes 48 KB (decode_kernel takes
+  // it). 3-16 tokens are the mma GEMV (one 8-token tile, two from 9 on, its shared memory past
+  // 48 KB from 11), 77 and 300 the prefill kernels.
   const Shape shapes[] = {{32, 5},     {64, 130},  {96, 17},    {1440, 70}, {2048, 129},
                           {4128, 200}, {8192, 33}, {8192, 257}, {16384, 20}};
   for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0}) {
@@ -125,7 +126,7 @@ TEST_F(CudaMatmulQ8, EqualsTheCpuFormulaBitwise) {
       std::vector<uint8_t> bytes;
       const WeightMatrix w =
           weight(type, sh.n_in, sh.n_out, 7u + static_cast<uint32_t>(sh.n_in + sh.n_out), &bytes);
-      for (const int32_t n_tok : {1, 2, 3, 4, 5, 6, 7, 8, 9, 77, 300}) {
+      for (const int32_t n_tok : {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 16, 17, 77, 300}) {
         if (sh.n_out > 200 && n_tok > 77) continue;  // host time
         // Aligned rows, and rows that are not 16-byte aligned (the quantizers' scalar loads).
         const int64_t x_stride = sh.n_in + (n_tok % 2 == 0 ? 4 : 1);
@@ -205,7 +206,7 @@ TEST_F(CudaMatmulQ8, QuantizerEdgesEqualTheCpuFormula) {
 }
 
 // GEMVs of matrices with thousands of 16-row groups (an output projection) go through the
-// kernels whose blocks walk the row groups (one token: gemv_stream_kernel; 3-8 tokens:
+// kernels whose blocks walk the row groups (one token: gemv_stream_kernel; 3-16 tokens:
 // gemv_rows_kernel): the formula's bits for every row, with n_out not a multiple of the groups
 // or of the grid, one and several passes per row, and an odd block count.
 TEST_F(CudaMatmulQ8, LargeMatrixGemvEqualsTheCpuFormula) {
@@ -216,7 +217,7 @@ TEST_F(CudaMatmulQ8, LargeMatrixGemvEqualsTheCpuFormula) {
   for (const Shape& sh : shapes) {
     std::vector<uint8_t> bytes;
     const WeightMatrix w = weight(GgmlType::Q8_0, sh.n_in, sh.n_out, 5u, &bytes);
-    for (const int32_t n_tok : {1, 5}) {
+    for (const int32_t n_tok : {1, 5, 16}) {
       if (n_tok > 1 && sh.n_in > 2080) continue;  // host time of the reference
       SCOPED_TRACE("n_in=" + std::to_string(sh.n_in) + " n_out=" + std::to_string(sh.n_out) +
                    " n_tok=" + std::to_string(n_tok));
@@ -239,15 +240,15 @@ TEST_F(CudaMatmulQ8, LargeMatrixGemvEqualsTheCpuFormula) {
 }
 
 // The fused decode launch (q / k / v of a layer) over matrices of both types: each output is
-// the formula's, as in a launch of its own; 5 and 8 tokens with the codes' scratch (the mma
-// GEMV) and without it (decode_kernel).
+// the formula's, as in a launch of its own; 5, 8, 12 and 16 tokens with the codes' scratch (the
+// mma GEMV: one token tile, two) and without it (decode_kernel, 8 tokens a launch).
 TEST_F(CudaMatmulQ8, FusedDecodeLaunchEqualsTheFormula) {
   const int64_t n_in = 2048;
   const GgmlType types[3] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q8_0};
   const int64_t n_outs[3] = {300, 64, 48};
   std::vector<uint8_t> bytes[3];
   cuda::MatmulOut outs[3];
-  for (const int32_t n_tok : {1, 5, -5, 8, -8}) {
+  for (const int32_t n_tok : {1, 5, -5, 8, -8, 12, -12, 16, -16}) {
     const bool with_scratch = n_tok > 0;
     const int32_t n_tok_abs = with_scratch ? n_tok : -n_tok;
     SCOPED_TRACE(with_scratch ? "scratch" : "no scratch");

@@ -53,16 +53,18 @@ cudaError_t matmul(cudaStream_t s, const WeightMatrix& w, const float* x, int64_
 
 // Several matmuls over the same activations as one launch (decode: the q / k / v or gate / up
 // projections of a layer): y_i = W_i x for i < n, each bitwise what matmul() writes alone.
-// Only where matmul_batchable(w, n_tok) holds for every W_i (Q8_0 or Q4_0, n_tok <= 8), all
-// with the same n_in (a change of weight type starts another launch).
+// Only where matmul_batchable(w, n_tok) holds for every W_i (Q8_0 or Q4_0, n_tok <=
+// kBatchMaxTok), all with the same n_in (a change of weight type starts another launch). More
+// tokens take the prefill kernels (matmul_prefill_batch), the same bits.
 constexpr int kMaxMatmulBatch = 4;
+constexpr int32_t kBatchMaxTok = 16;
 struct MatmulOut {
   WeightMatrix w;
   float* y;  // [n_tok][y_stride]
   int64_t y_stride;
 };
 bool matmul_batchable(const WeightMatrix& w, int32_t n_tok);
-// scratch: device bytes for the activation codes of 3-8 tokens (matmul_batch_scratch_bytes of
+// scratch: device bytes for the activation codes of 3-16 tokens (matmul_batch_scratch_bytes of
 // any W_i: they share n_in; 0 for other token counts); without it those run on a slower kernel,
 // the same bits. In use until the launches finish.
 size_t matmul_batch_scratch_bytes(const WeightMatrix& w, int32_t n_tok);

@@ -12,7 +12,7 @@ namespace geist::cuda {
 
 namespace {
 
-constexpr int32_t kRopeKvMaxTokens = 8;  // the decode steps (matmul_batchable's n_tok)
+constexpr int32_t kRopeKvMaxTokens = kBatchMaxTok;  // the decode steps (matmul_batchable's n_tok)
 
 // Floats spanned by n_rows rows of n at the given stride.
 int64_t rows_span(int32_t n_rows, int64_t stride, int64_t n) {

@@ -24,7 +24,7 @@ int64_t rows_span(int32_t n_rows, int64_t stride, int64_t n) {
 
 // An 8-bit prefill matmul: those of one type share one quantization of x.
 bool prefill_matmul(const WeightMatrix& w, int32_t n_tok) {
-  return n_tok > 8 && cuda::matmul_prefill_supported(w.type) && w.n_in % 32 == 0;
+  return n_tok > cuda::kBatchMaxTok && cuda::matmul_prefill_supported(w.type) && w.n_in % 32 == 0;
 }
 
 // Matmuls of one x that share a launch (launch_matmuls).
@@ -82,7 +82,7 @@ void CudaStream::launch_matmuls(const MatmulDst* outs, int32_t n, const float* x
     if (g.count == 0) return;
     const int k = g.count;
     g.count = 0;
-    if (n_tok > 8) {
+    if (n_tok > cuda::kBatchMaxTok) {
       core_->ok(cuda::matmul_prefill_batch(core_->stream, g.out, k, x, x_stride, n_tok, g.scratch,
                                            g.scratch_bytes),
                 "matmul kernel launch");
@@ -102,7 +102,7 @@ void CudaStream::launch_matmuls(const MatmulDst* outs, int32_t n, const float* x
     }
     if (!joins(g, d, n_tok)) {
       launch();
-      // The activation codes' scratch: a prefill's, or 3-8 decode tokens' (the same size for
+      // The activation codes' scratch: a prefill's, or 3-16 decode tokens' (the same size for
       // any type of the group).
       size_t ws_bytes = cuda::matmul_scratch_bytes(w, n_tok);
       void* ws =
@@ -167,8 +167,9 @@ void CudaStream::matmul_swiglu(const WeightMatrix& gate_w, const WeightMatrix& u
   // One group of the two matmuls, a kernel for the type and shapes, and out gate, up, or apart
   // from both and from x.
   const bool decode = n_tok == 1;
-  const bool kernel_ok = decode ? cuda::matmul_swiglu_ok(gate_w, up_w)
-                                : n_tok > 8 && cuda::matmul_prefill_swiglu_ok(gate_w, up_w);
+  const bool kernel_ok =
+      decode ? cuda::matmul_swiglu_ok(gate_w, up_w)
+             : n_tok > cuda::kBatchMaxTok && cuda::matmul_prefill_swiglu_ok(gate_w, up_w);
   const bool fits =
       kernel_ok && one_matmul_group(two, 2, x, x_stride, n_tok) &&
       (out == gate || out == up || (disjoint(out, n, gate, n) && disjoint(out, n, up, n))) &&

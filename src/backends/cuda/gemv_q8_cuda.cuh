@@ -1,7 +1,7 @@
 // Internal to the 8-bit decode GEMVs (gemv_q8_cuda.cu: one and two tokens; gemv_rows_q8_cuda.cu:
-// three to eight): the one- and two-token layout (a block of kGvWarps warps owns kGvRows rows,
+// three to sixteen): the one- and two-token layout (a block of kGvWarps warps owns kGvRows rows,
 // lane l takes block pair 32 s + l in pass s) and its exact dp4a dot, the activations' quantizer
-// (into shared memory, or by a grid into the 3-8-token GEMV's scratch) and the early-trigger
+// (into shared memory, or by a grid into the 3-16-token GEMV's scratch) and the early-trigger
 // rule. The arithmetic is the one stated at the top of
 // matmul_q8_cuda.cu, bitwise.
 #pragma once

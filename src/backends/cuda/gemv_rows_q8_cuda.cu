@@ -1,25 +1,28 @@
-// The three- to eight-token GEMV of the 8-bit path (Q8_0, Q4_0): the matmuls of a batched decode
-// step of 3-8 sessions. The arithmetic is the one stated at the top of matmul_q8_cuda.cu,
+// The three- to sixteen-token GEMV of the 8-bit path (Q8_0, Q4_0): the matmuls of a batched
+// decode step of 3-16 sessions. The arithmetic is the one stated at the top of matmul_q8_cuda.cu,
 // bitwise: the same (float(isum_b), dw_b * dx_b) terms folded from +0 in block order.
 //
 // The exact int8 dots are tensor-core products (mma m16n8k32 s8): a row group is 8 weight rows,
-// the mma's 8 columns; its 16 rows are the tokens' activation codes, tokens 0..7 of the first
-// plane in rows 0..7 and (Q8_0) of the second plane in rows 8..15, so that lane (g, q) of a warp
-// holds in its C registers both planes of token g against weight rows 2q and 2q + 1, and
-// isum_b = kQ8Fine * c0 + c2 (c1, c3 for row 2q + 1) exactly; Q4_0 leaves rows 8..15 zero. The
-// repacked Q8_0 rows (and PairLoader's Q4_0 quads) are the B fragments as they lie: lane (g, q)
-// loads quad q of a block pair of row g, 16 bytes, and the activation codes are the A fragments
-// the same way: quantize_x's layout, written once per call by rows_quantize_kernel to a device
-// scratch (every block of the GEMV quantizing all the tokens itself cost more than the weights'
-// read at n_in 8192) and read by the warps through the read-only cache. A step of a block is one
-// pass of 32 block pairs of a group, 4 pairs a warp; the warps write their blocks' float(isum_b)
-// and the rows' f16 scales to the step's fold slice, and after one barrier a lane per (row, token)
-// folds the pass's 64 blocks in order, computing dw_b * dx_b itself (the rounded product the other
-// kernels fold). Slices and weight registers are double-buffered: the loads of step s + 2 are
-// issued before step s is folded. The blocks stay: a grid of as many blocks as fit walks the steps
-// of the groups blockIdx.x, blockIdx.x + gridDim.x, ... of all the batch's matrices. Every weight
-// byte is read once for all the tokens, and a weight byte costs a few tensor-core cycles, not NT
-// dp4a. Shared memory is the two fold slices alone (at most 37 KB at 8 tokens), for any n_in.
+// the mma's 8 columns; its 16 rows are 8 tokens' activation codes, tile u's tokens 8u..8u + 7 of
+// the first plane in rows 0..7 and (Q8_0) of the second plane in rows 8..15, so that lane (g, q)
+// of a warp holds in its C registers both planes of token 8u + g against weight rows 2q and
+// 2q + 1, and isum_b = kQ8Fine * c0 + c2 (c1, c3 for row 2q + 1) exactly; Q4_0 leaves rows 8..15
+// zero. 9-16 tokens are two tiles: one mma each on the same weight fragment, so the weights are
+// still read once. The repacked Q8_0 rows (and PairLoader's Q4_0 quads) are the B fragments as
+// they lie: lane (g, q) loads quad q of a block pair of row g, 16 bytes, and the activation codes
+// are the A fragments the same way: quantize_x's layout, written once per call by
+// rows_quantize_kernel to a device scratch (every block of the GEMV quantizing all the tokens
+// itself cost more than the weights' read at n_in 8192) and read by the warps through the
+// read-only cache. A step of a block is one pass of 32 block pairs of a group, 4 pairs a warp;
+// the warps write their blocks' float(isum_b) and the rows' f16 scales to the step's fold slice,
+// and after one barrier a lane per (row, token) folds the pass's 64 blocks in order, computing
+// dw_b * dx_b itself (the rounded product the other kernels fold). Slices and weight registers
+// are double-buffered: the loads of step s + 2 are issued before step s is folded. The blocks
+// stay: a grid of as many blocks as fit walks the steps of the groups blockIdx.x,
+// blockIdx.x + gridDim.x, ... of all the batch's matrices. Every weight byte is read once for all
+// the tokens, and a weight byte costs a few tensor-core cycles, not NT dp4a. Shared memory is the
+// two fold slices alone (37 KB at 8 tokens, 71 KB at 16: past 48 KB the launch opts in), for any
+// n_in.
 #include <algorithm>
 
 #include "backends/cuda/cuda_kernels.h"
@@ -41,7 +44,8 @@ constexpr int kRwPairs = 4;                   // block pairs of a warp in a step
 constexpr int kRwPass = kGvWarps * kRwPairs;  // block pairs of a step
 constexpr int kRwFs = 2 * kRwPass + 1;        // floats per fold-slice row: odd, rows on other banks
 constexpr int kRwBlocksPerSm = 2;
-constexpr int kRwMinTok = 3, kRwMaxTok = 8;
+constexpr int kRwMinTok = 3, kRwMaxTok = kBatchMaxTok;
+constexpr int kRwTile = 8;  // tokens of an mma: its rows 0..7 (and 8..15, the second plane)
 static_assert(kRwPass == kGvPass, "a step is one pass of the one-token GEMV's layout");
 
 // Shared memory: two fold slices, each isum [kRwGroup * NT][kRwFs] and scales [kRwGroup][kRwFs]
@@ -85,38 +89,43 @@ __device__ __forceinline__ int group_matrix(const DecBatch& bt, int64_t g) {
 }
 
 // A warp's part of a step: its kRwPairs block pairs (wq: lane (g, q)'s quad of row g) against
-// the codes of pairs k0.. k0 + kRwPairs - 1; float(isum_b) of token g, rows 2q and 2q + 1 to
-// is [row * NT + token][kRwFs] at the blocks' places in the pass, the rows' scales (wd: row g,
-// pair k0 + q) to dw [row][kRwFs].
+// the codes of pairs k0.. k0 + kRwPairs - 1, one mma per 8-token tile; float(isum_b) of token
+// 8u + g, rows 2q and 2q + 1 to is [row * NT + token][kRwFs] at the blocks' places in the pass,
+// the rows' scales (wd: row g, pair k0 + q) to dw [row][kRwFs].
 template <int P, int NT>
 __device__ __forceinline__ void rows_mma(const uint4 (&wq)[kRwPairs], uint32_t wd,
                                          const uint4* __restrict__ codes, int pairs, int k0, int c0,
                                          float* is, float* dw, int lane) {
+  constexpr int kTiles = (NT + kRwTile - 1) / kRwTile;
   const int g = lane >> 2, q = lane & 3;
 #pragma unroll
   for (int j = 0; j < kRwPairs; ++j) {
     const int k = k0 + j;
-    uint4 a[P];
 #pragma unroll
-    for (int p = 0; p < P; ++p) {
-      a[p] = g < NT && k < pairs
-                 ? __ldg(codes + ((g * P + p) * pairs + k) * 4 + ((q + (k >> 1)) & 3))
-                 : make_uint4(0u, 0u, 0u, 0u);
-    }
+    for (int u = 0; u < kTiles; ++u) {
+      const int t = kRwTile * u + g;  // the token of A row g
+      uint4 a[P];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const uint32_t b0 = h == 0 ? wq[j].x : wq[j].z, b1 = h == 0 ? wq[j].y : wq[j].w;
-      const uint32_t a0 = h == 0 ? a[0].x : a[0].z, a2 = h == 0 ? a[0].y : a[0].w;
-      uint32_t a1 = 0u, a3 = 0u;
-      if constexpr (P == 2) a1 = h == 0 ? a[1].x : a[1].z, a3 = h == 0 ? a[1].y : a[1].w;
-      int32_t c[4] = {0, 0, 0, 0};
-      mm::mma_s8(c, a0, a1, a2, a3, b0, b1);
-      if (g < NT) {
-        const int col = c0 + 2 * j + h;
+      for (int p = 0; p < P; ++p) {
+        a[p] = t < NT && k < pairs
+                   ? __ldg(codes + ((t * P + p) * pairs + k) * 4 + ((q + (k >> 1)) & 3))
+                   : make_uint4(0u, 0u, 0u, 0u);
+      }
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int32_t v = P == 2 ? c[r] * kQ8Fine + c[2 + r] : c[r];
-          is[((2 * q + r) * NT + g) * kRwFs + col] = __int2float_rn(v);
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t b0 = h == 0 ? wq[j].x : wq[j].z, b1 = h == 0 ? wq[j].y : wq[j].w;
+        const uint32_t a0 = h == 0 ? a[0].x : a[0].z, a2 = h == 0 ? a[0].y : a[0].w;
+        uint32_t a1 = 0u, a3 = 0u;
+        if constexpr (P == 2) a1 = h == 0 ? a[1].x : a[1].z, a3 = h == 0 ? a[1].y : a[1].w;
+        int32_t c[4] = {0, 0, 0, 0};
+        mm::mma_s8(c, a0, a1, a2, a3, b0, b1);
+        if (t < NT) {
+          const int col = c0 + 2 * j + h;
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int32_t v = P == 2 ? c[r] * kQ8Fine + c[2 + r] : c[r];
+            is[((2 * q + r) * NT + t) * kRwFs + col] = __int2float_rn(v);
+          }
         }
       }
     }
@@ -225,18 +234,25 @@ using QuantKernel = void (*)(const float*, int64_t, bool, int, int, uint4*, floa
 
 template <GgmlType T>
 RowsKernel rows_kernel(int32_t n_tok) {
-  static constexpr RowsKernel k[] = {gemv_rows_kernel<T, 3>, gemv_rows_kernel<T, 4>,
-                                     gemv_rows_kernel<T, 5>, gemv_rows_kernel<T, 6>,
-                                     gemv_rows_kernel<T, 7>, gemv_rows_kernel<T, 8>};
+  static constexpr RowsKernel k[] = {
+      gemv_rows_kernel<T, 3>,  gemv_rows_kernel<T, 4>,  gemv_rows_kernel<T, 5>,
+      gemv_rows_kernel<T, 6>,  gemv_rows_kernel<T, 7>,  gemv_rows_kernel<T, 8>,
+      gemv_rows_kernel<T, 9>,  gemv_rows_kernel<T, 10>, gemv_rows_kernel<T, 11>,
+      gemv_rows_kernel<T, 12>, gemv_rows_kernel<T, 13>, gemv_rows_kernel<T, 14>,
+      gemv_rows_kernel<T, 15>, gemv_rows_kernel<T, 16>};
   static_assert(sizeof(k) / sizeof(k[0]) == kRwMaxTok - kRwMinTok + 1);
   return n_tok >= kRwMinTok && n_tok <= kRwMaxTok ? k[n_tok - kRwMinTok] : nullptr;
 }
 
 template <int P>
 QuantKernel quant_kernel(int32_t n_tok) {
-  static constexpr QuantKernel k[] = {rows_quantize_kernel<P, 3>, rows_quantize_kernel<P, 4>,
-                                      rows_quantize_kernel<P, 5>, rows_quantize_kernel<P, 6>,
-                                      rows_quantize_kernel<P, 7>, rows_quantize_kernel<P, 8>};
+  static constexpr QuantKernel k[] = {
+      rows_quantize_kernel<P, 3>,  rows_quantize_kernel<P, 4>,  rows_quantize_kernel<P, 5>,
+      rows_quantize_kernel<P, 6>,  rows_quantize_kernel<P, 7>,  rows_quantize_kernel<P, 8>,
+      rows_quantize_kernel<P, 9>,  rows_quantize_kernel<P, 10>, rows_quantize_kernel<P, 11>,
+      rows_quantize_kernel<P, 12>, rows_quantize_kernel<P, 13>, rows_quantize_kernel<P, 14>,
+      rows_quantize_kernel<P, 15>, rows_quantize_kernel<P, 16>};
+  static_assert(sizeof(k) / sizeof(k[0]) == kRwMaxTok - kRwMinTok + 1);
   return k[n_tok - kRwMinTok];
 }
 
@@ -268,8 +284,16 @@ bool rows_launch(cudaStream_t s, GgmlType t, const DecBatch& b, int64_t groups, 
   float* dxs = reinterpret_cast<float*>(static_cast<uint8_t*>(scratch) + codes_bytes(n_tok, n_in));
   const int pairs = static_cast<int>(mm::q8_pairs(n_in));
   const size_t smem = rows_smem(n_tok);
+  // Past the 48 KB default (more than 10 tokens) the kernel opts in: a function attribute, not a
+  // stream operation, so it may be set while a step is captured (launch_pdl's carveout too).
+  cudaError_t e = smem <= kGvMaxSmem
+                      ? cudaSuccess
+                      : cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(smem));
   int per_sm = 0, sms = 0;
-  cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGvThreads, smem);
+  if (e == cudaSuccess) {
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGvThreads, smem);
+  }
   if (e == cudaSuccess) e = device_attr(cudaDevAttrMultiProcessorCount, &sms);
   bool early = true;
   if (e == cudaSuccess) e = early_trigger(b, &early);

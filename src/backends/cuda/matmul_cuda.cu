@@ -419,26 +419,26 @@ cudaError_t repack_weight(cudaStream_t s, const WeightMatrix& w, uint8_t* dst) {
 }
 
 size_t matmul_scratch_bytes(const WeightMatrix& w, int32_t n_tok) {
-  return n_tok > 8 ? matmul_prefill_scratch_bytes(w.type, w.n_in, n_tok)
-                   : matmul_batch_scratch_bytes(w, n_tok);
+  return n_tok > kBatchMaxTok ? matmul_prefill_scratch_bytes(w.type, w.n_in, n_tok)
+                              : matmul_batch_scratch_bytes(w, n_tok);
 }
 
 cudaError_t matmul(cudaStream_t s, const WeightMatrix& w, const float* x, int64_t x_stride,
                    int32_t n_tok, float* y, int64_t y_stride, void* scratch, size_t scratch_bytes) {
   if (n_tok <= 0 || w.n_out <= 0) return cudaSuccess;
   if (w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0) {
-    if (n_tok > 8 && scratch != nullptr &&
+    if (n_tok > kBatchMaxTok && scratch != nullptr &&
         scratch_bytes >= matmul_prefill_scratch_bytes(w.type, w.n_in, 1)) {
       return matmul_prefill(s, w, x, x_stride, n_tok, y, y_stride, scratch, scratch_bytes);
     }
-    // Decode, or without a prefill scratch: the decode kernels, 8 tokens at a time (the same
-    // bits; the scratch only where it was sized for them).
-    const bool dec = n_tok <= 8 && scratch_bytes >= matmul_batch_scratch_bytes(w, n_tok);
-    for (int32_t t = 0; t < n_tok; t += 8) {
+    // Decode, or without a prefill scratch: the decode kernels, kBatchMaxTok tokens at a time
+    // (the same bits; the scratch only where it was sized for them).
+    const bool dec = n_tok <= kBatchMaxTok && scratch_bytes >= matmul_batch_scratch_bytes(w, n_tok);
+    for (int32_t t = 0; t < n_tok; t += kBatchMaxTok) {
       const MatmulOut one{w, y + t * y_stride, y_stride};
-      const cudaError_t e =
-          matmul_batch(s, &one, 1, x + t * x_stride, x_stride, n_tok - t < 8 ? n_tok - t : 8,
-                       dec ? scratch : nullptr, dec ? scratch_bytes : 0);
+      const cudaError_t e = matmul_batch(s, &one, 1, x + t * x_stride, x_stride,
+                                         n_tok - t < kBatchMaxTok ? n_tok - t : kBatchMaxTok,
+                                         dec ? scratch : nullptr, dec ? scratch_bytes : 0);
       if (e != cudaSuccess) return e;
     }
     return cudaSuccess;

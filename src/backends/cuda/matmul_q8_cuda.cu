@@ -33,19 +33,21 @@
 // stream in while the kernel ahead (a norm, a rope, swiglu) finishes; the activations are read
 // and the outputs written only after the wait.
 //
-// Decode, 3 to 8 tokens (gemv_rows_q8_cuda.cu: gemv_rows_kernel; the steps of a batched decode
-// of 3-8 sessions): the int8 mma over 8-row groups with the tokens as its rows, the blocks
+// Decode, 3 to 16 tokens (gemv_rows_q8_cuda.cu: gemv_rows_kernel; the steps of a batched decode
+// of 3-16 sessions): the int8 mma over 8-row groups with the tokens as its rows, the blocks
 // walking the row groups, the activations quantized once per call into a device scratch.
 //
 // decode_kernel below takes what neither GEMV can (the one- and two-token GEMV's shared memory
-// past 48 KB: Q8_0 n_in > 18432 for one token; 3-8 tokens without a scratch): a block owns 16 rows,
-// walks the row in segments of dec_seg 32-blocks. Per segment it quantizes the activations of the
-// segment into shared memory (8 lanes per token and block: no extra launch, and no scratch), the 8
-// warps share the segment's block pairs through the mma and write each block's (float(isum_b), dw_b
-// * dx_b) to shared memory, and then one thread per (row, token) folds the segment's blocks into
-// its acc in order. The weight loads of the next segment are issued before the fold, so they are in
-// flight while it runs. H200 (session 21, ncu): 5-20x the weights' read time at 3-8 tokens,
-// which is why the GEMV above replaced it there.
+// past 48 KB: Q8_0 n_in > 18432 for one token; 3-16 tokens without a scratch, 8 a launch): a
+// block owns 16 rows, walks the row in segments of dec_seg 32-blocks. Per segment it quantizes
+// the activations of the segment into shared memory (8 lanes per token and block: no extra
+// launch, and no scratch), the 8 warps share the segment's block pairs through the mma and write
+// each block's (float(isum_b), dw_b * dx_b) to shared memory, and then one thread per (row,
+// token) folds the segment's blocks into its acc in order. The weight loads of the next segment
+// are issued before the fold, so they are in flight while it runs. H200 (session 21, ncu): 5-20x
+// the weights' read time at 3-8 tokens, which is why the GEMV above replaced it there.
+#include <algorithm>
+
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/launch_cuda.cuh"
 #include "backends/cuda/matmul_common.cuh"
@@ -60,7 +62,8 @@ using namespace q8;  // NOLINT(build/namespaces): the batch shared with the GEMV
 
 constexpr int kDecWarps = 8;
 constexpr int kDecThreads = 32 * kDecWarps;
-constexpr int kMaxSlots = 4;  // block pairs per warp and segment
+constexpr int kMaxSlots = 4;       // block pairs per warp and segment
+constexpr int32_t kDecMaxTok = 8;  // decode_kernel's tokens a launch (its mma's 8 columns)
 
 // Blocks per segment: shared memory stays under the 48 KB that needs no opt-in (an opt-in is
 // not a stream operation and could not happen while a step is captured).
@@ -214,16 +217,25 @@ cudaError_t launch_decode(cudaStream_t s, const MatmulOut* outs, int n, const fl
   if (rows_launch(s, T, b, blocks, x, x_stride, n_tok, vec, scratch, scratch_bytes, &err)) {
     return err;
   }
-  const int seg = dec_seg(n_tok);
-  return launch_pdl(decode_kernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(kDecThreads),
-                    dec_smem(q8_planes(T), n_tok, seg), s, b, x, x_stride, n_tok, vec, seg);
+  // decode_kernel, 8 tokens a launch (each token's rows are their own: the same bits).
+  for (int32_t t = 0; t < n_tok; t += kDecMaxTok) {
+    const int32_t nt = std::min(kDecMaxTok, n_tok - t);
+    DecBatch bt = b;
+    for (int i = 0; i < n; ++i) bt.y[i] = b.y[i] + t * b.y_stride[i];
+    const int seg = dec_seg(nt);
+    err = launch_pdl(decode_kernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(kDecThreads),
+                     dec_smem(q8_planes(T), nt, seg), s, bt, x + t * x_stride, x_stride, nt, vec,
+                     seg);
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
 }
 
 }  // namespace
 
 bool matmul_batchable(const WeightMatrix& w, int32_t n_tok) {
-  return (w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0) && n_tok >= 1 && n_tok <= 8 &&
-         w.n_out > 0 && w.n_in > 0 && w.n_in % 32 == 0;
+  return (w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0) && n_tok >= 1 &&
+         n_tok <= kBatchMaxTok && w.n_out > 0 && w.n_in > 0 && w.n_in % 32 == 0;
 }
 
 size_t matmul_batch_scratch_bytes(const WeightMatrix& w, int32_t n_tok) {
