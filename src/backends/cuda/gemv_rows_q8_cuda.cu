@@ -24,6 +24,7 @@
 // two fold slices alone (37 KB at 8 tokens, 71 KB at 16: past 48 KB the launch opts in), for any
 // n_in.
 #include <algorithm>
+#include <utility>
 
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/gemv_q8_cuda.cuh"
@@ -232,28 +233,30 @@ __global__ void __launch_bounds__(kGvThreads, kRwBlocksPerSm)
 using RowsKernel = void (*)(const DecBatch, int64_t, const uint4*, const float*, bool);
 using QuantKernel = void (*)(const float*, int64_t, bool, int, int, uint4*, float*);
 
+// The kernels' instances for NT = kRwMinTok + i, i < sizeof...(I), in a table by n_tok.
+template <GgmlType T, int... I>
+constexpr RowsKernel rows_table[] = {gemv_rows_kernel<T, kRwMinTok + I>...};
+template <int P, int... I>
+constexpr QuantKernel quant_table[] = {rows_quantize_kernel<P, kRwMinTok + I>...};
+
+template <GgmlType T, int... I>
+RowsKernel rows_kernel_of(int32_t n_tok, std::integer_sequence<int, I...>) {
+  return rows_table<T, I...>[n_tok - kRwMinTok];
+}
+template <int P, int... I>
+QuantKernel quant_kernel_of(int32_t n_tok, std::integer_sequence<int, I...>) {
+  return quant_table<P, I...>[n_tok - kRwMinTok];
+}
+using RwTokens = std::make_integer_sequence<int, kRwMaxTok - kRwMinTok + 1>;
+
 template <GgmlType T>
 RowsKernel rows_kernel(int32_t n_tok) {
-  static constexpr RowsKernel k[] = {
-      gemv_rows_kernel<T, 3>,  gemv_rows_kernel<T, 4>,  gemv_rows_kernel<T, 5>,
-      gemv_rows_kernel<T, 6>,  gemv_rows_kernel<T, 7>,  gemv_rows_kernel<T, 8>,
-      gemv_rows_kernel<T, 9>,  gemv_rows_kernel<T, 10>, gemv_rows_kernel<T, 11>,
-      gemv_rows_kernel<T, 12>, gemv_rows_kernel<T, 13>, gemv_rows_kernel<T, 14>,
-      gemv_rows_kernel<T, 15>, gemv_rows_kernel<T, 16>};
-  static_assert(sizeof(k) / sizeof(k[0]) == kRwMaxTok - kRwMinTok + 1);
-  return n_tok >= kRwMinTok && n_tok <= kRwMaxTok ? k[n_tok - kRwMinTok] : nullptr;
+  return n_tok >= kRwMinTok && n_tok <= kRwMaxTok ? rows_kernel_of<T>(n_tok, RwTokens{}) : nullptr;
 }
 
 template <int P>
-QuantKernel quant_kernel(int32_t n_tok) {
-  static constexpr QuantKernel k[] = {
-      rows_quantize_kernel<P, 3>,  rows_quantize_kernel<P, 4>,  rows_quantize_kernel<P, 5>,
-      rows_quantize_kernel<P, 6>,  rows_quantize_kernel<P, 7>,  rows_quantize_kernel<P, 8>,
-      rows_quantize_kernel<P, 9>,  rows_quantize_kernel<P, 10>, rows_quantize_kernel<P, 11>,
-      rows_quantize_kernel<P, 12>, rows_quantize_kernel<P, 13>, rows_quantize_kernel<P, 14>,
-      rows_quantize_kernel<P, 15>, rows_quantize_kernel<P, 16>};
-  static_assert(sizeof(k) / sizeof(k[0]) == kRwMaxTok - kRwMinTok + 1);
-  return k[n_tok - kRwMinTok];
+QuantKernel quant_kernel(int32_t n_tok) {  // n_tok within [kRwMinTok, kRwMaxTok]
+  return quant_kernel_of<P>(n_tok, RwTokens{});
 }
 
 // An attribute of the current device.
