@@ -76,7 +76,14 @@ async function one(base, messages) {
     }
   }
   const cached = usage?.prompt_tokens_details?.cached_tokens ?? timings?.cache_n ?? 0;
-  return { ttft: ttft ?? performance.now() - t0, tokens: usage?.completion_tokens ?? timings?.predicted_n ?? 0, cached };
+  return { ttft: ttft ?? performance.now() - t0, tokens: usage?.completion_tokens ?? timings?.predicted_n ?? 0, cached,
+           prompt_ms: timings?.prompt_ms, restore_ms: timings?.cache_restore_ms, checkpoint_ms: timings?.checkpoint_ms };
+}
+
+// The median of the numbers in v (undefined entries left out), or null when there are none.
+function median(v) {
+  const n = v.filter((x) => typeof x === 'number').sort((a, b) => a - b);
+  return n.length ? n[Math.floor((n.length - 1) / 2)] : null;
 }
 
 async function workload(base) {
@@ -102,7 +109,12 @@ async function workload(base) {
                 p50_ttft_ms: tt[Math.floor(0.5 * (tt.length - 1))],
                 p99_ttft_ms: tt[Math.min(tt.length - 1, Math.floor(0.99 * tt.length))],
                 tok_s: res.reduce((a, r) => a + r.tokens, 0) / wall,
-                cached_tokens: res.reduce((a, r) => a + r.cached, 0) });
+                cached_tokens: res.reduce((a, r) => a + r.cached, 0),
+                // The server's own timings (median over the requests that report them): where a
+                // TTFT goes on the server side.
+                server_prompt_ms: median(res.map((r) => r.prompt_ms)),
+                server_restore_ms: median(res.map((r) => r.restore_ms)),
+                server_checkpoint_ms: median(res.map((r) => r.checkpoint_ms)) });
   }
   return rows;
 }
@@ -127,6 +139,13 @@ console.log('server        conc  mean TTFT ms  p50 TTFT ms  p99 TTFT ms   tok/s 
 for (const [name, rows] of Object.entries(out)) {
   for (const r of rows) {
     console.log(`${name.padEnd(13)} ${String(r.concurrency).padStart(4)}  ${r.mean_ttft_ms.toFixed(1).padStart(12)}  ${r.p50_ttft_ms.toFixed(1).padStart(11)}  ${r.p99_ttft_ms.toFixed(1).padStart(11)}  ${r.tok_s.toFixed(1).padStart(6)}  ${String(r.cached_tokens).padStart(13)}`);
+  }
+}
+console.log('server-side medians (the timings field): prompt_ms / cache_restore_ms / checkpoint_ms');
+const ms = (v) => (v === null ? '-' : v.toFixed(1));
+for (const [name, rows] of Object.entries(out)) {
+  for (const r of rows) {
+    console.log(`${name.padEnd(13)} ${String(r.concurrency).padStart(4)}  ${ms(r.server_prompt_ms)} / ${ms(r.server_restore_ms)} / ${ms(r.server_checkpoint_ms)}`);
   }
 }
 if (out['llama-server']) {
