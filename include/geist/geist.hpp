@@ -154,6 +154,10 @@ class SessionHandle {
     return geist_session_prefill_text(s_, text.data(), text.size(), add_special ? 1 : 0);
   }
   geist_status decode(geist_token* out) { return geist_session_decode(s_, out); }
+  // EXPERIMENTAL (geist_util.h): the token decode() would return now, the session unchanged.
+  geist_status peek(geist_token* out) { return geist_session_peek(s_, out); }
+  // EXPERIMENTAL (geist_util.h): forgets the tokens from position n on.
+  geist_status rewind(int32_t n) { return geist_session_rewind(s_, n); }
   geist_status logits(const float** out, int32_t* n_vocab) {
     return geist_session_logits(s_, out, n_vocab);
   }

@@ -40,6 +40,32 @@ void geist_session_cancel(geist_session* session);
  * life; 0 for NULL; touches no error slot. */
 int32_t geist_session_prefill_grid(const geist_session* session);
 
+/* EXPERIMENTAL. The token geist_session_decode would sample now, without changing the session:
+ * the same sampler, settings, history and pending logits, on a copy of the RNG, so the next
+ * geist_session_decode returns this token. A caller can hand the token out first and snapshot
+ * the state it was drawn from afterwards (a server's checkpoint of a prompt's end off the
+ * first token's path). GEIST_E_INVALID_STATE when no logits are pending or a forward is owed
+ * (after a decode: peek never runs a forward), GEIST_E_TOO_MANY_TOKENS when the session is
+ * full, GEIST_E_INVALID_ARG for a NULL out_token; the session is unchanged in every case. */
+geist_status geist_session_peek(geist_session* session, geist_token* out_token);
+
+/* EXPERIMENTAL. Forgets every token from position n_tokens on: the session goes on from there
+ * as if its history were its first n_tokens tokens (the next prefill writes position
+ * n_tokens), with no logits pending until that prefill (geist_session_decode,
+ * geist_session_logits and snapshots return GEIST_E_INVALID_STATE until then) and its sampler
+ * settings and RNG as they are. Exact where those positions were written by prefill calls of
+ * a model whose prefill grid is 1 (attention only; geist_session_prefill_grid): a rewind to n
+ * and a prefill of the rest give the logits and snapshot image that prefilling the whole
+ * history gives, and that restoring the image of the first n tokens and prefilling the rest
+ * gives, memcmp-equal. So a server can keep a sequence's prompt in place for the next
+ * request that shares its start instead of restoring it (llama-server's slot reuse). Rows that
+ * decode steps wrote are not covered: a decode's forward may round differently from a
+ * prefill's. GEIST_E_INVALID_ARG when n_tokens is negative or past the history;
+ * GEIST_E_INVALID_STATE, the session unchanged, when the state cannot continue at n_tokens:
+ * recurrent layers (Qwen3.5: their state is that of the whole history), or a Q4 window / KIVI
+ * residual whose rows later positions overwrote. n_tokens equal to the history is a no-op. */
+geist_status geist_session_rewind(geist_session* session, int32_t n_tokens);
+
 /* EXPERIMENTAL. The session's token history; the pointer stays valid until the next call on
  * the session. */
 geist_status geist_session_tokens(const geist_session* session, const geist_token** out_tokens,

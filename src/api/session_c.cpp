@@ -114,6 +114,17 @@ geist_status geist_session_decode(geist_session* session, geist_token* out_token
   });
 }
 
+geist_status geist_session_peek(geist_session* session, geist_token* out_token) {
+  return session_call(session, [&]() -> Status {
+    if (out_token == nullptr) return Status::error(GEIST_E_INVALID_ARG, "out_token is NULL");
+    return session->session->peek(out_token);
+  });
+}
+
+geist_status geist_session_rewind(geist_session* session, int32_t n_tokens) {
+  return session_call(session, [&]() -> Status { return session->session->rewind(n_tokens); });
+}
+
 geist_status geist_session_logits(geist_session* session, const float** out_logits,
                                   int32_t* out_n_vocab) {
   return session_call(session, [&]() -> Status {

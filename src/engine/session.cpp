@@ -203,6 +203,40 @@ Status Session::decode(int32_t* out_token) {
   return Status::ok();
 }
 
+Status Session::peek(int32_t* out_token) {
+  GEIST_RETURN_IF_ERROR(check_decode());
+  if (forward_owed_) {
+    return Status::error(GEIST_E_INVALID_STATE,
+                         "peek needs computed logits, but a forward is owed (the last decoded "
+                         "token's): decode or geist_session_logits runs it");
+  }
+  // decode() with nothing owed: sample_pending(), on a copy of the RNG.
+  Rng rng = rng_;
+  *out_token = sampler_.sample(logits_.data(), tokens_.data(), tokens_.size(),
+                               static_cast<size_t>(n_generated_), sampler_params_, rng);
+  return Status::ok();
+}
+
+Status Session::rewind(int32_t n) {
+  if (n < 0 || n > position()) {
+    return Status::error(GEIST_E_INVALID_ARG, "rewind to %d: the session holds %d tokens", n,
+                         position());
+  }
+  if (n == position()) return Status::ok();  // nothing to forget
+  // Rows [0, n) are in the state (an owed forward is the last token's, past n).
+  GEIST_RETURN_IF_ERROR(state_->can_continue_at(n));
+  tokens_.resize(static_cast<size_t>(n));
+  has_logits_ = false;
+  forward_owed_ = false;
+  n_generated_ = 0;
+  if (pin_len_ > n) {  // the pin's KV prefix is no longer the cache's
+    pin_image_.clear();
+    pin_len_ = 0;
+  }
+  if (n == 0) state_->reset();
+  return Status::ok();
+}
+
 Status Session::logits(const float** out) {
   if (!has_logits_) {
     return Status::error(GEIST_E_INVALID_STATE, "no logits pending: prefill first");

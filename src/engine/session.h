@@ -54,6 +54,15 @@ class Session {
   Status prefill_text(std::string_view text, bool add_special);
   // GEIST_E_INVALID_STATE with nothing pending, GEIST_E_TOO_MANY_TOKENS when full.
   Status decode(int32_t* out_token);
+  // The token decode() would return now, the session unchanged (a copy of the RNG draws);
+  // GEIST_E_INVALID_STATE also when a forward is owed (peek runs none).
+  Status peek(int32_t* out_token);
+  // Forgets the tokens from position n on (n <= position()): the session goes on from n as if
+  // its history were its first n tokens, with no logits pending until a prefill (decode,
+  // logits and snapshots refuse with GEIST_E_INVALID_STATE until then) and its sampler and
+  // RNG as they are. GEIST_E_INVALID_ARG for n out of range, GEIST_E_INVALID_STATE (nothing
+  // changed) where the state cannot continue at n (ArchState::can_continue_at).
+  Status rewind(int32_t n);
   // Pending logits [n_vocab], paying an owed forward first. GEIST_E_INVALID_STATE if none.
   Status logits(const float** out);
   void reset();
@@ -70,6 +79,7 @@ class Session {
   // Snapshots (engine/snapshot_session.cpp; format in docs/SNAPSHOT_FORMAT.md). None of them
   // changes the session on failure.
   // GEIST_E_UNSUPPORTED when the model has too many state sections for the format.
+  // GEIST_E_INVALID_STATE after a rewind until a prefill: no image can hold that state.
   Status snapshot_size(size_t* out) const;
   // GEIST_E_INVALID_ARG when cap < snapshot_size.
   Status snapshot(uint8_t* buf, size_t cap, size_t* out_written) const;
@@ -95,6 +105,9 @@ class Session {
   Status pay_forward(int32_t* argmax = nullptr);
   // decode()'s checks before it samples: pending logits, room, a healthy state.
   Status check_decode() const;
+  // GEIST_E_INVALID_STATE when the history has tokens but neither pending logits nor an owed
+  // forward (after rewind, before a prefill): the snapshot format has no such state.
+  Status check_snapshot() const;
   // Whether the next token is a greedy choice (Sampler::is_argmax), with `more` tokens
   // appended first (a prompt input then starts a new completion).
   bool next_is_argmax(size_t more) const;

@@ -38,11 +38,23 @@ SnapshotTarget Session::snapshot_target() const {
   return t;
 }
 
+Status Session::check_snapshot() const {
+  if (position() > 0 && !has_logits_) {
+    return Status::error(GEIST_E_INVALID_STATE,
+                         "the session was rewound to %d tokens and has no logits pending: "
+                         "prefill at least one token before a snapshot",
+                         position());
+  }
+  return Status::ok();
+}
+
 Status Session::snapshot_size(size_t* out) const {
+  GEIST_RETURN_IF_ERROR(check_snapshot());
   return snapshot_image_size(snapshot_source(false), out);
 }
 
 Status Session::snapshot(uint8_t* buf, size_t cap, size_t* out_written) const {
+  GEIST_RETURN_IF_ERROR(check_snapshot());
   const SnapshotSource src = snapshot_source(false);
   size_t size = 0;
   GEIST_RETURN_IF_ERROR(snapshot_image_size(src, &size));
@@ -110,6 +122,7 @@ Status Session::restore(const uint8_t* buf, size_t size, bool verify_checksum) {
 }
 
 Status Session::pin_prefix() {
+  GEIST_RETURN_IF_ERROR(check_snapshot());
   const SnapshotSource src = snapshot_source(true);
   size_t size = 0;
   GEIST_RETURN_IF_ERROR(snapshot_image_size(src, &size));

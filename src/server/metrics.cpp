@@ -58,6 +58,10 @@ void handle_metrics(Server& s, const httplib::Request&, httplib::Response& res) 
          "prompt tokens prefilled in the batched forwards", st.batch_prefill_tokens);
   metric("geist_batch_max_sequences", "gauge", "the most sequences carried by one forward",
          st.batch_max_sequences);
+  metric("geist_prompt_tokens_kept_total", "counter",
+         "prompt tokens reused in place from a sequence's own session (no restore; also counted "
+         "as cached)",
+         st.rewound_tokens);
   if (geist_cache::PrefixCache* cache = s.scheduler().cache(); cache && cache->has_tiers()) {
     metric("geist_cache_tier_lookups_total", "counter",
            "RAM misses looked up in the tiers (disk, Redis)", st.cache.tier_lookups);

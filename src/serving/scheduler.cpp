@@ -28,7 +28,12 @@ struct Scheduler::Slot {
   std::shared_ptr<Request> req;  // null: free
   bool waiting = false;          // admitted, waiting for another sequence's checkpoint
   bool decoding = false;
-  int32_t pos = 0;            // prompt tokens in the session
+  int32_t pos = 0;  // prompt tokens in the session
+  // The session's first `prefilled` positions were written by prefill (restored from the
+  // cache, whose images prefill made, or this slot's chunks since): a later request that
+  // shares them continues there (geist_session_rewind) instead of restoring (grid 1 only).
+  int32_t prefilled = 0;
+  std::string held_ns;        // the cache namespace of the request that put those positions there
   std::vector<int32_t> cuts;  // ascending prefix lengths to checkpoint (> pos)
   std::string ns;             // cache namespace of the request
   Result res;
@@ -209,29 +214,56 @@ int32_t Scheduler::chunk_end(const Slot& s, int32_t budget) const {
   return end;
 }
 
+int32_t Scheduler::reusable(const Slot& s, const Request& r) const {
+  // Only with the prefix cache on (what a user turns off to get no reuse), within one cache
+  // namespace (cache_salt keeps tenants apart), and never for a request that brings its own
+  // state; at most all but the prompt's last token, whose logits a prefill must make.
+  if (!cache_ || grid_ != 1 || s.prefilled <= 0 || r.start_image || r.prompt.size() < 2 ||
+      s.held_ns != cache_namespace(r.cache_namespace)) {
+    return 0;
+  }
+  const geist_token* toks = nullptr;
+  size_t n = 0;
+  if (geist_session_tokens(s.sess, &toks, &n) != GEIST_OK) return 0;
+  const size_t lim = std::min({n, static_cast<size_t>(s.prefilled), r.prompt.size() - 1});
+  size_t i = 0;
+  while (i < lim && toks[i] == r.prompt[i]) ++i;
+  return static_cast<int32_t>(i);
+}
+
 void Scheduler::chunk_done(Slot& s, int32_t end) {
   const auto& prompt = s.req->prompt;
   const int32_t n = static_cast<int32_t>(prompt.size());
   s.pos = end;
-  if (cache_ && std::find(s.cuts.begin(), s.cuts.end(), end) != s.cuts.end() &&
-      !cache_->contains(s.ns, prompt.data(), end)) {
-    const double t0 = now_ms();
-    size_t size = 0, written = 0;
-    if (geist_session_snapshot_size(s.sess, &size) == GEIST_OK) {
-      // A resident buffer where an evicted image gave one back (a fresh one costs a page
-      // fault per page on this thread, in front of the request's first token).
-      std::vector<uint8_t> img = cache_->take_buffer(size);
-      if (geist_session_snapshot(s.sess, img.data(), img.size(), &written) == GEIST_OK) {
-        img.resize(written);
-        cache_->insert(s.ns, prompt.data(), end, std::move(img));
-      }
-    }
-    s.res.checkpoint_ms += now_ms() - t0;
+  s.prefilled = end;  // the chunks run from where the session was restored or rewound
+  s.held_ns = s.ns;
+  const bool cut = cache_ && std::find(s.cuts.begin(), s.cuts.end(), end) != s.cuts.end() &&
+                   !cache_->contains(s.ns, prompt.data(), end);
+  if (s.pos < n) {
+    if (cut) checkpoint(s, s.ns, prompt.data(), end);
+    return;
   }
-  if (s.pos == n) prompt_done(s);
+  prompt_done(s, cut);
 }
 
-void Scheduler::prompt_done(Slot& s) {
+void Scheduler::checkpoint(Slot& s, const std::string& ns, const geist_token* prompt, int32_t end) {
+  const double t0 = now_ms();
+  size_t size = 0, written = 0;
+  if (geist_session_snapshot_size(s.sess, &size) == GEIST_OK) {
+    // A resident buffer where an evicted image gave one back (a fresh one costs a page fault
+    // per page on this thread).
+    std::vector<uint8_t> img = cache_->take_buffer(size);
+    if (geist_session_snapshot(s.sess, img.data(), img.size(), &written) == GEIST_OK) {
+      img.resize(written);
+      cache_->insert(ns, prompt, end, std::move(img));
+    }
+  }
+  s.res.checkpoint_ms += now_ms() - t0;
+}
+
+void Scheduler::prompt_done(Slot& s, bool checkpoint_end) {
+  const std::shared_ptr<Request> req = s.req;  // finish() lets go of s.req
+  const int32_t n = static_cast<int32_t>(req->prompt.size());
   s.decoding = true;
   s.t_prefill_done = now_ms();
   const int32_t computed = s.res.prompt_tokens - s.res.cached_tokens;
@@ -239,6 +271,29 @@ void Scheduler::prompt_done(Slot& s) {
     const double per = (s.t_prefill_done - s.t_admit) / computed;
     prefill_ms_per_token_ = 0.8 * prefill_ms_per_token_ + 0.2 * per;
   }
+  geist_token first = 0;
+  if (checkpoint_end && !req->on_prompt_state && !req->prefill_only && !req->logprobs &&
+      geist_session_peek(s.sess, &first) == GEIST_OK) {
+    // The first token goes out before the prompt end's checkpoint (a snapshot of the whole
+    // state, as long as the forward or longer on a GPU): peek draws it and leaves the session
+    // as prefill left it, the checkpoint is taken from that state (the same bytes as before
+    // the token was drawn), and decode then draws the same token for real.
+    decode_one(s, &first);
+    checkpoint(s, s.ns, req->prompt.data(), n);
+    if (!s.req) return;  // finished on the first token (end of generation, length, gone)
+    geist_token again = 0;
+    const geist_status st = geist_session_decode(s.sess, &again);
+    if (st != GEIST_OK || again != first) {
+      finish(s, "error",
+             st != GEIST_OK ? std::string(geist_session_last_error(s.sess))
+                            : std::string("the first token changed between peek and decode"));
+      return;
+    }
+    // decode_one saw the session before the token was appended.
+    if (geist_session_position(s.sess) >= n_ctx_) finish(s, "length");
+    return;
+  }
+  if (checkpoint_end) checkpoint(s, s.ns, req->prompt.data(), n);
   if (s.req->on_prompt_state) {
     size_t size = 0, written = 0;
     std::vector<uint8_t> img;
@@ -349,6 +404,7 @@ void Scheduler::finish(Slot& s, const char* reason, const std::string& error) {
       ++stats_.ttft_count;
     }
   }
+  if (res.finish_reason == "error") s.prefilled = 0;  // the state may be undefined
   std::shared_ptr<Request> req = std::move(s.req);
   s.req.reset();
   --active_;
@@ -357,11 +413,23 @@ void Scheduler::finish(Slot& s, const char* reason, const std::string& error) {
 }
 
 void Scheduler::step() {
-  // 1. Admission, FIFO: free sequences take the oldest queued requests.
+  // 1. Admission, FIFO: the oldest queued request takes the free sequence whose session holds
+  //    the longest prefix of its prompt (with grid 1; else the first free one).
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& s : slots_) {
-      while (!s->req && !queue_.empty()) {
+    for (;;) {
+      Slot* s = nullptr;
+      int32_t best = -1;
+      for (auto& o : slots_) {
+        if (o->req || queue_.empty()) continue;
+        const int32_t kept = reusable(*o, *queue_.front());
+        if (kept > best) {
+          s = o.get();
+          best = kept;
+        }
+      }
+      if (s == nullptr) break;
+      {
         std::shared_ptr<Request> r = std::move(queue_.front());
         queue_.pop_front();
         if (r->cancelled.load()) {
@@ -412,22 +480,39 @@ void Scheduler::step() {
       }
       if (wait) continue;
       hit = cache_->lookup(s->ns, prompt.data(), prompt.size(), grid_);
-      if (cache_->has_tiers() && !s->tier_asked &&
-          hit.n_tokens < static_cast<int32_t>(prompt.size())) {
+      const int32_t have = std::max(hit.n_tokens, reusable(*s, *s->req));
+      if (cache_->has_tiers() && !s->tier_asked && have < static_cast<int32_t>(prompt.size())) {
         // RAM has nothing as deep as the prompt: the tiers are asked in the background, with
         // as long as prefilling the rest would take (at least 500 ms).
         s->tier_asked = true;
         s->ram_hit = hit;
-        const double budget_ms = std::max(
-            500.0, prefill_ms_per_token_ * static_cast<double>(prompt.size() - hit.n_tokens));
+        const double budget_ms =
+            std::max(500.0, prefill_ms_per_token_ * static_cast<double>(prompt.size() - have));
         s->fetch =
-            cache_->fetch(s->ns, prompt, grid_, hit.n_tokens,
+            cache_->fetch(s->ns, prompt, grid_, have,
                           std::chrono::steady_clock::now() +
                               std::chrono::microseconds(static_cast<int64_t>(budget_ms * 1000.0)));
         continue;
       }
     }
     s->waiting = false;
+    // The session's own prefix, where it holds at least as much of the prompt as the cache's
+    // deepest image: rewound to it, nothing copied (the same bits as restoring that image).
+    const int32_t keep = reusable(*s, *s->req);
+    if (keep > 0 && keep >= hit.n_tokens && geist_session_rewind(s->sess, keep) == GEIST_OK) {
+      if (geist_session_set_sampler(s->sess, &s->req->sampler) != GEIST_OK) {
+        finish(*s, "error", geist_session_last_error(s->sess));
+        continue;
+      }
+      s->pos = s->prefilled = keep;
+      s->held_ns = s->ns;
+      s->res.cached_tokens = keep;  // < the prompt: its rest is prefilled by the next steps
+      {
+        std::lock_guard<std::mutex> lock(stats_mu_);
+        stats_.rewound_tokens += keep;
+      }
+      continue;
+    }
     bool restored = false;
     if (hit.n_tokens > 0) {
       // Every image here has been verified already, so the restore skips its own XXH3 pass (as
@@ -457,8 +542,11 @@ void Scheduler::step() {
       continue;
     }
     s->pos = restored ? hit.n_tokens : 0;
+    // An image of the cache is prefill's by the cache's contract; a request's own need not be.
+    s->prefilled = s->req->start_image ? 0 : s->pos;
+    s->held_ns = s->ns;
     s->res.cached_tokens = s->pos;
-    if (s->pos == static_cast<int32_t>(prompt.size())) prompt_done(*s);
+    if (s->pos == static_cast<int32_t>(prompt.size())) prompt_done(*s, false);
   }
   // 4. The step's work, one geist_batch_forward: the owed forward of every decoding sequence
   //    (its last sampled token) and its next token sampled in the same call (where logprobs

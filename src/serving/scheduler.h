@@ -110,6 +110,9 @@ struct SchedulerStats {
   // all, the decode rows and prefill tokens among them, and the most sequences in one.
   int64_t batch_forwards = 0, batch_sequences = 0, batch_decode_rows = 0, batch_prefill_tokens = 0;
   int32_t batch_max_sequences = 0;
+  // Prompt tokens a request found in its sequence's own session and kept (a rewind, no
+  // restore); they count among cached_tokens too.
+  int64_t rewound_tokens = 0;
 };
 
 extern const std::vector<double> kTtftBoundsMs;
@@ -145,11 +148,17 @@ class Scheduler {
   void step();
   void admit(Slot& slot, std::shared_ptr<Request> req);
   int32_t chunk_end(const Slot& slot, int32_t budget) const;
+  // How many of the request's prompt tokens the slot's session holds as prefill left them
+  // (a rewind to there reuses them): 0 where that reuse does not apply.
+  int32_t reusable(const Slot& slot, const Request& req) const;
   void chunk_done(Slot& slot, int32_t end);
-  // The sequence's next token: `sampled` when the step's batched call sampled it, else
-  // geist_session_decode (logprobs read the pending logits first).
+  // Stores the session's state as the cache's entry for the first `end` tokens of `prompt`.
+  void checkpoint(Slot& slot, const std::string& ns, const geist_token* prompt, int32_t end);
+  // The sequence's next token: `sampled` when the step's batched call sampled it (or peek
+  // drew it), else geist_session_decode (logprobs read the pending logits first).
   void decode_one(Slot& slot, const geist_token* sampled = nullptr);
-  void prompt_done(Slot& slot);
+  // The prompt is in the session; `checkpoint_end`: its end is to be checkpointed.
+  void prompt_done(Slot& slot, bool checkpoint_end);
   void finish(Slot& slot, const char* reason, const std::string& error = "");
 
   geist_model* model_;

@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,17 @@ inline std::vector<uint8_t> snapshot_of(geist_session* s) {
       << geist_session_last_error(s);
   img.resize(written);
   return img;
+}
+
+// Prefills toks[from, to) in pieces of seeded random sizes (1 to 40 tokens).
+inline void prefill_pieces(geist_session* s, const std::vector<int32_t>& toks, int32_t from,
+                           int32_t to, std::mt19937* g) {
+  for (int32_t p = from; p < to;) {
+    const int32_t len = std::min<int32_t>(to - p, 1 + static_cast<int32_t>((*g)() % 40));
+    ASSERT_EQ(geist_session_prefill(s, toks.data() + p, static_cast<size_t>(len)), GEIST_OK)
+        << geist_session_last_error(s);
+    p += len;
+  }
 }
 
 // The string stored under "key" (no escapes other than none: the fixture prompts are plain).
@@ -76,5 +89,12 @@ struct SessionHandle {
 };
 
 inline std::string stories260k_path() { return fixture_path("models/stories260K.gguf"); }
+
+// Loads the GGUF at path into *m (default parameters), failing the test with the loader's
+// message.
+inline void load_model(const std::string& path, ModelHandle* m) {
+  char err[512] = "";
+  ASSERT_EQ(geist_model_load(path.c_str(), nullptr, &m->m, err, sizeof err), GEIST_OK) << err;
+}
 
 }  // namespace geist::test

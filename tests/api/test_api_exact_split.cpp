@@ -54,17 +54,6 @@ std::vector<int32_t> split_points(int32_t n, int n_random, uint32_t seed) {
   return ks;
 }
 
-// Prefills toks[from, to) in pieces of seeded random sizes (1 to 40 tokens).
-void prefill_pieces(geist_session* s, const std::vector<int32_t>& toks, int32_t from, int32_t to,
-                    std::mt19937* g) {
-  for (int32_t p = from; p < to;) {
-    const int32_t len = std::min<int32_t>(to - p, 1 + static_cast<int32_t>((*g)() % 40));
-    ASSERT_EQ(geist_session_prefill(s, toks.data() + p, static_cast<size_t>(len)), GEIST_OK)
-        << geist_session_last_error(s);
-    p += len;
-  }
-}
-
 struct SplitStats {
   int checked = 0;
 };

@@ -369,5 +369,63 @@ TEST_F(ApiSession, ResetAndSetSamplerReseed) {
             std::string::npos);
 }
 
+// geist_session_peek: the token decode would draw, the session unchanged (its snapshot image
+// memcmp-equal before and after), and the next decode draws it. Greedy against llama.cpp's
+// continuation; sampled (with penalties) against a session that only decodes; and the states
+// peek refuses.
+TEST_F(ApiSession, PeekDrawsTheNextDecodesTokenAndChangesNothing) {
+  SessionHandle g;
+  create(&g, params(0.0f, 0));
+  geist_token t = -1;
+  EXPECT_EQ(geist_session_peek(g.s, &t), GEIST_E_INVALID_STATE);  // nothing prefilled
+  ASSERT_EQ(geist_session_prefill(g.s, ref_.prompt_tokens.data(), ref_.prompt_tokens.size()),
+            GEIST_OK);
+  EXPECT_EQ(geist_session_peek(g.s, nullptr), GEIST_E_INVALID_ARG);
+  for (size_t i = 0; i < 16; ++i) {
+    const float* lg = nullptr;
+    ASSERT_EQ(geist_session_logits(g.s, &lg, nullptr), GEIST_OK);  // pays the owed forward
+    const std::vector<uint8_t> before = snapshot_of(g.s);
+    geist_token peeked = -1, decoded = -2;
+    ASSERT_EQ(geist_session_peek(g.s, &peeked), GEIST_OK) << geist_session_last_error(g.s);
+    EXPECT_EQ(snapshot_of(g.s), before) << "step " << i;
+    EXPECT_EQ(peeked, ref_.greedy_tokens[i]) << "step " << i;
+    ASSERT_EQ(geist_session_decode(g.s, &decoded), GEIST_OK);
+    EXPECT_EQ(decoded, peeked) << "step " << i;
+    // The decoded token's forward is owed now: peek runs no forward, so it refuses.
+    EXPECT_EQ(geist_session_peek(g.s, &t), GEIST_E_INVALID_STATE);
+    EXPECT_NE(std::string(geist_session_last_error(g.s)).find("owed"), std::string::npos);
+  }
+
+  geist_session_params p = params(0.8f, 77);
+  p.sampler.top_k = 40;
+  p.sampler.top_p = 0.9f;
+  p.sampler.repeat_penalty = 1.3f;
+  p.sampler.presence_penalty = 0.4f;
+  SessionHandle peeking, plain;
+  create(&peeking, p);
+  create(&plain, p);
+  for (geist_session* s : {peeking.s, plain.s}) {
+    ASSERT_EQ(geist_session_prefill(s, ref_.prompt_tokens.data(), 8), GEIST_OK);
+  }
+  for (int i = 0; i < 40; ++i) {
+    const float* lg = nullptr;
+    ASSERT_EQ(geist_session_logits(peeking.s, &lg, nullptr), GEIST_OK);
+    geist_token peeked = -1, again = -1, decoded = -2, want = -3;
+    ASSERT_EQ(geist_session_peek(peeking.s, &peeked), GEIST_OK);
+    ASSERT_EQ(geist_session_peek(peeking.s, &again), GEIST_OK);  // draws from a copy each time
+    EXPECT_EQ(again, peeked);
+    ASSERT_EQ(geist_session_decode(peeking.s, &decoded), GEIST_OK);
+    ASSERT_EQ(geist_session_decode(plain.s, &want), GEIST_OK);
+    EXPECT_EQ(peeked, decoded) << "step " << i;
+    EXPECT_EQ(decoded, want) << "step " << i;
+  }
+  EXPECT_EQ(snapshot_of(peeking.s), snapshot_of(plain.s));
+
+  SessionHandle full;
+  create(&full, params(0.0f, 0, 8));
+  ASSERT_EQ(geist_session_prefill(full.s, ref_.prompt_tokens.data(), 8), GEIST_OK);
+  EXPECT_EQ(geist_session_peek(full.s, &t), GEIST_E_TOO_MANY_TOKENS);
+}
+
 }  // namespace
 }  // namespace geist::test

@@ -100,15 +100,17 @@ for (const name of MODELS) {
 
     test('timings: a cached prefix is restored, checkpoints are snapshotted, within prompt_ms', async () => {
       // A prompt this server has not seen: nothing to restore, its checkpoints snapshotted.
+      // Its own cache_salt: no sequence holds a prompt of that namespace to reuse in place.
       const body = { messages: [{ role: 'user', content: 'Timings of a walrus named Quentin' }],
-        max_tokens: 2, temperature: 0 };
+        max_tokens: 2, temperature: 0, cache_salt: 'timings' };
       const first = await post(srv.base, '/v1/chat/completions', body);
       assert.equal(first.status, 200);
       const t1 = first.json.timings;
       assert.equal(first.json.usage.prompt_tokens_details.cached_tokens, 0);
       assert.equal(t1.cache_restore_ms, 0);
       assert.ok(t1.checkpoint_ms > 0, JSON.stringify(t1));
-      assert.ok(t1.checkpoint_ms <= t1.prompt_ms, JSON.stringify(t1));
+      // The prompt end's checkpoint is taken after the first token went out (docs/SERVER.md).
+      assert.ok(t1.checkpoint_ms <= t1.prompt_ms + t1.predicted_ms, JSON.stringify(t1));
       // The same request again: the whole prompt is restored and nothing is left to checkpoint.
       const again = await post(srv.base, '/v1/chat/completions', body);
       const t2 = again.json.timings;
@@ -185,14 +187,15 @@ for (const name of MODELS) {
     });
 
     test('cached_tokens: an identical request and the next turn reuse the prefix', async () => {
+      // Their own cache_salt: the first request finds nothing of its namespace, cached or held.
       const messages = [{ role: 'system', content: SYSTEM }, { role: 'user', content: 'A story about a fox.' }];
-      const t1 = await client.chat.completions.create({ model: name, messages, temperature: 0, max_tokens: 12 });
+      const t1 = await client.chat.completions.create({ model: name, messages, temperature: 0, max_tokens: 12, cache_salt: 'turns' });
       assert.equal(t1.usage.prompt_tokens_details.cached_tokens, 0);
-      const again = await client.chat.completions.create({ model: name, messages, temperature: 0, max_tokens: 12 });
+      const again = await client.chat.completions.create({ model: name, messages, temperature: 0, max_tokens: 12, cache_salt: 'turns' });
       assert.equal(again.usage.prompt_tokens_details.cached_tokens, again.usage.prompt_tokens);
       assert.equal(again.choices[0].message.content, t1.choices[0].message.content);
       const turn2 = [...messages, t1.choices[0].message, { role: 'user', content: 'And then?' }];
-      const t2 = await client.chat.completions.create({ model: name, messages: turn2, temperature: 0, max_tokens: 12 });
+      const t2 = await client.chat.completions.create({ model: name, messages: turn2, temperature: 0, max_tokens: 12, cache_salt: 'turns' });
       assert.ok(t2.usage.prompt_tokens_details.cached_tokens >= 64, JSON.stringify(t2.usage));
       // On the sessions' grid (1 for Llama, where turn 1's whole prompt is reused: see
       // exact_prefix.test.mjs; 64 for the hybrid).
@@ -200,7 +203,7 @@ for (const name of MODELS) {
       assert.equal(t2.usage.prompt_tokens_details.cached_tokens % grid, 0);
       if (grid === 1) assert.equal(t2.usage.prompt_tokens_details.cached_tokens, t1.usage.prompt_tokens);
       const other = [{ role: 'system', content: SYSTEM }, { role: 'user', content: 'A story about a bear.' }];
-      const t3 = await client.chat.completions.create({ model: name, messages: other, temperature: 0, max_tokens: 4 });
+      const t3 = await client.chat.completions.create({ model: name, messages: other, temperature: 0, max_tokens: 4, cache_salt: 'turns' });
       assert.ok(t3.usage.prompt_tokens_details.cached_tokens >= 64, JSON.stringify(t3.usage));
     });
 
