@@ -164,7 +164,8 @@ class Scheduler {
   geist_model* model_;
   SchedulerConfig cfg_;
   int32_t n_ctx_ = 0;
-  int32_t grid_ = kGrid;  // the sessions' prefill grid (start())
+  int32_t grid_ = kGrid;      // the sessions' prefill grid (start())
+  uint64_t admit_order_ = 0;  // admissions so far (Slot::order)
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<std::unique_ptr<geist_cache::Tier>> tiers_;  // handed to cache_ at start()
   std::unique_ptr<geist_cache::PrefixCache> cache_;
