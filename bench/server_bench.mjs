@@ -53,11 +53,22 @@ async function tokenCount(base, text) {
   return (await r.json()).tokens.length;
 }
 
+// One streamed request; a request the server fails (a status other than 200, a connection closed
+// mid-stream) comes back as { failed } and is counted, not fatal: the other rows still print.
 async function one(base, messages) {
+  try {
+    return await stream(base, messages);
+  } catch (e) {
+    return { failed: String(e?.cause?.code ?? e?.message ?? e) };
+  }
+}
+
+async function stream(base, messages) {
   const t0 = performance.now();
   const r = await fetch(base + '/v1/chat/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' },
     body: JSON.stringify({ messages, max_tokens: gen, temperature: 0, stream: true, stream_options: { include_usage: true },
                            ignore_eos: true, cache_prompt: true }) });
+  if (r.status !== 200) throw new Error(`HTTP ${r.status}`);
   const reader = r.body.getReader();
   const dec = new TextDecoder();
   let buf = '', ttft = null, usage = null, timings = null;
@@ -104,17 +115,21 @@ async function workload(base) {
       }
     }));
     const wall = (performance.now() - t0) / 1000;
-    const tt = res.map((r) => r.ttft).sort((a, b) => a - b);
+    const failed = res.filter((r) => r.failed);
+    if (failed.length) console.error(`${c} clients: ${failed.length} requests failed (${[...new Set(failed.map((r) => r.failed))].join(', ')})`);
+    const ok = res.filter((r) => !r.failed);
+    const tt = ok.map((r) => r.ttft).sort((a, b) => a - b);
     rows.push({ concurrency: c, mean_ttft_ms: tt.reduce((a, b) => a + b, 0) / tt.length,
                 p50_ttft_ms: tt[Math.floor(0.5 * (tt.length - 1))],
                 p99_ttft_ms: tt[Math.min(tt.length - 1, Math.floor(0.99 * tt.length))],
-                tok_s: res.reduce((a, r) => a + r.tokens, 0) / wall,
-                cached_tokens: res.reduce((a, r) => a + r.cached, 0),
+                tok_s: ok.reduce((a, r) => a + r.tokens, 0) / wall,
+                cached_tokens: ok.reduce((a, r) => a + r.cached, 0),
+                failed: failed.length,
                 // The server's own timings (median over the requests that report them): where a
                 // TTFT goes on the server side.
-                server_prompt_ms: median(res.map((r) => r.prompt_ms)),
-                server_restore_ms: median(res.map((r) => r.restore_ms)),
-                server_checkpoint_ms: median(res.map((r) => r.checkpoint_ms)) });
+                server_prompt_ms: median(ok.map((r) => r.prompt_ms)),
+                server_restore_ms: median(ok.map((r) => r.restore_ms)),
+                server_checkpoint_ms: median(ok.map((r) => r.checkpoint_ms)) });
   }
   return rows;
 }
@@ -135,10 +150,11 @@ if (existsSync(llamaBin)) {
   console.error(`llama-server not found at ${llamaBin} (set LLAMA_CPP_DIR): geist only`);
 }
 console.log(`model ${model}, ${threads} threads, ${parallel} sequences, ${nReq} requests, system prompt ~${sysTokens} tokens, ${gen} generated`);
-console.log('server        conc  mean TTFT ms  p50 TTFT ms  p99 TTFT ms   tok/s  cached tokens');
+console.log('server        conc  mean TTFT ms  p50 TTFT ms  p99 TTFT ms   tok/s  cached tokens  failed');
+const num = (v, w) => (typeof v === 'number' && Number.isFinite(v) ? v.toFixed(1) : '-').padStart(w);
 for (const [name, rows] of Object.entries(out)) {
   for (const r of rows) {
-    console.log(`${name.padEnd(13)} ${String(r.concurrency).padStart(4)}  ${r.mean_ttft_ms.toFixed(1).padStart(12)}  ${r.p50_ttft_ms.toFixed(1).padStart(11)}  ${r.p99_ttft_ms.toFixed(1).padStart(11)}  ${r.tok_s.toFixed(1).padStart(6)}  ${String(r.cached_tokens).padStart(13)}`);
+    console.log(`${name.padEnd(13)} ${String(r.concurrency).padStart(4)}  ${num(r.mean_ttft_ms, 12)}  ${num(r.p50_ttft_ms, 11)}  ${num(r.p99_ttft_ms, 11)}  ${num(r.tok_s, 6)}  ${String(r.cached_tokens).padStart(13)}  ${String(r.failed).padStart(6)}`);
   }
 }
 console.log('server-side medians (the timings field): prompt_ms / cache_restore_ms / checkpoint_ms');

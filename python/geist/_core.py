@@ -395,6 +395,20 @@ class Session(Closeable):
         self._run(_LIB.geist_session_decode, byref(tok))
         return tok.value
 
+    def peek(self) -> int:
+        """The token decode() would return now, the session unchanged (geist_session_peek;
+        GeistInvalidState while a forward is owed, i.e. right after a decode)."""
+        tok = c_int32(0)
+        self._run(_LIB.geist_session_peek, byref(tok))
+        return tok.value
+
+    def rewind(self, n_tokens: int) -> None:
+        """Forgets the tokens from position n_tokens on (geist_session_rewind): exact on
+        attention-only models where prefill wrote those positions; no logits are pending until
+        the next prefill. GeistInvalidState (nothing changed) where the state cannot continue
+        there, e.g. a hybrid's recurrent layers."""
+        self._run(_LIB.geist_session_rewind, _as_int(n_tokens, "n_tokens"))
+
     def stream(self, max_tokens: int = -1, stop_at_eog: bool = True):
         """Yields decoded tokens until an end-of-generation token (not yielded), max_tokens
         (< 0: no limit) or a full context."""

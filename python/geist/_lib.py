@@ -100,6 +100,8 @@ _SIGNATURES = {
     "geist_session_prefill": (geist_status, [_P, _TOK_P, c_size_t]),
     "geist_session_prefill_text": (geist_status, [_P, c_char_p, c_size_t, c_int]),
     "geist_session_decode": (geist_status, [_P, POINTER(geist_token)]),
+    "geist_session_peek": (geist_status, [_P, POINTER(geist_token)]),
+    "geist_session_rewind": (geist_status, [_P, c_int32]),
     "geist_session_logits": (geist_status, [_P, POINTER(POINTER(c_float)), POINTER(c_int32)]),
     "geist_session_reset": (geist_status, [_P]),
     "geist_session_position": (c_int32, [_P]),

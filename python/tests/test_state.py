@@ -181,3 +181,36 @@ def test_prefill_grid(llama_path, qwen35_path, kv_mode):
         b.prefill(toks[k:])
         assert digest(b.logits()) == want, f"split at {k}"
         assert b.snapshot() == whole.snapshot(), f"split at {k}"
+
+
+def test_peek_and_rewind(llama_path, qwen35_path):
+    """peek draws decode's token without changing the session; rewind + prefill of another
+    continuation equals the one-call prefill bitwise on Llama; the hybrid refuses to rewind."""
+    m = geist.Model(llama_path)
+    toks = [m.token_bos] + [3 + (i * 37) % 500 for i in range(80)]
+    s = m.session(n_ctx=128, temperature=0.8, seed=9)
+    s.prefill(toks)
+    before = s.snapshot()
+    t = s.peek()
+    assert s.snapshot() == before
+    assert s.decode() == t
+    with pytest.raises(geist.GeistInvalidState):
+        s.peek()  # the decoded token's forward is owed
+    other = toks[:50] + [7 + (i * 11) % 400 for i in range(30)]
+    whole = m.session(n_ctx=128, temperature=0.8, seed=9)
+    whole.prefill(other)
+    s.rewind(50)
+    assert s.position == 50
+    with pytest.raises(geist.GeistInvalidState):
+        s.snapshot()  # no logits pending until a prefill
+    s.set_sampler(temperature=0.8, seed=9)  # the RNG drew for the decoded token
+    s.prefill(other[50:])
+    assert digest(s.logits()) == digest(whole.logits())
+    assert s.snapshot() == whole.snapshot()
+    with pytest.raises(geist.GeistInvalidArgument):
+        s.rewind(81)
+    q = geist.Model(qwen35_path).session(n_ctx=128)
+    q.prefill(toks[:40])
+    with pytest.raises(geist.GeistInvalidState):
+        q.rewind(20)
+    assert q.position == 40
