@@ -40,15 +40,16 @@ std::string repeat(const std::string& s, int n) {
   return r;
 }
 
-// Under ASan + UBSan (sanitized_run(): GEIST_SANITIZED=1, set by scripts/test.sh) code runs
-// about 10x slower: the CPU-time bound scales, and the wall-time limit is raised so that the
-// limit a case is about (steps, sizes) is still the one that trips.
+// Under ASan + UBSan or emulation (slow_run(): GEIST_SANITIZED=1 from scripts/test.sh,
+// GEIST_EMULATED=1 from scripts/test_arm64.sh) code runs 10x slower or more: the CPU-time bound
+// scales, and the wall-time limit is raised so that the limit a case is about (steps, sizes) is
+// still the one that trips.
 
 // Refused (any error), within `max_s` seconds; `code`/`word` when given must match.
 void expect_refused(const std::string& what, const std::string& src, geist_status code,
                     const std::string& word, jinja::Limits limits = {}, double max_s = 3.0) {
   SCOPED_TRACE(what);
-  if (sanitized_run()) {
+  if (slow_run()) {
     max_s *= 10;
     if (limits.max_seconds == jinja::Limits{}.max_seconds) limits.max_seconds *= 10;
   }
@@ -112,7 +113,7 @@ TEST(JinjaHostile, RecursiveMacrosAreBounded) {
 TEST(JinjaHostile, EmptyStringRepetitionEnds) {
   const Outcome r = run("{{ '' * 5 }}{{ 'ab' * 0 }}{{ 'ab' * -3 }}");
   EXPECT_TRUE(r.status.is_ok()) << r.status.message();
-  EXPECT_LT(r.seconds, sanitized_run() ? 10.0 : 1.0);
+  EXPECT_LT(r.seconds, slow_run() ? 10.0 : 1.0);
 }
 
 TEST(JinjaHostile, BigStringsAndListsAreBounded) {

@@ -21,6 +21,14 @@ inline bool sanitized_run() {
   return v != nullptr && std::string(v) == "1";
 }
 
+// True when code runs far slower than natively: the sanitizer stage, or emulation
+// (GEIST_EMULATED=1: scripts/test_arm64.sh under qemu-user, 10-50x slower). Wall-clock bounds
+// of the tests that have them scale with it; the KV-mode selection above does not.
+inline bool slow_run() {
+  const char* v = std::getenv("GEIST_EMULATED");
+  return sanitized_run() || (v != nullptr && std::string(v) == "1");
+}
+
 // Whether a test over every KV mode (geist_kv_mode values) runs `mode` in this run: every mode
 // in the release stage, F32, Q4 and KIVI2 in the sanitizer stage.
 inline bool kv_mode_in_run(int32_t mode) {
