@@ -173,9 +173,9 @@ bool Session::next_is_argmax(size_t more) const {
   return Sampler::is_argmax(sampler_params_, tokens_.size() + more, n_gen);
 }
 
-int32_t Session::sample_pending() {
+int32_t Session::sample_pending(Rng& rng) {
   return sampler_.sample(logits_.data(), tokens_.data(), tokens_.size(),
-                         static_cast<size_t>(n_generated_), sampler_params_, rng_);
+                         static_cast<size_t>(n_generated_), sampler_params_, rng);
 }
 
 void Session::append_decoded(int32_t tok) {
@@ -210,10 +210,8 @@ Status Session::peek(int32_t* out_token) {
                          "peek needs computed logits, but a forward is owed (the last decoded "
                          "token's): decode or geist_session_logits runs it");
   }
-  // decode() with nothing owed: sample_pending(), on a copy of the RNG.
-  Rng rng = rng_;
-  *out_token = sampler_.sample(logits_.data(), tokens_.data(), tokens_.size(),
-                               static_cast<size_t>(n_generated_), sampler_params_, rng);
+  Rng rng = rng_;  // decode() with nothing owed, on a copy of the RNG
+  *out_token = sample_pending(rng);
   return Status::ok();
 }
 

@@ -113,8 +113,10 @@ class Session {
   bool next_is_argmax(size_t more) const;
   // decode()'s end: tok is the next token; its forward is owed.
   void append_decoded(int32_t tok);
-  // The next token from the pending logits_ (the sampler, its settings, history and RNG).
-  int32_t sample_pending();
+  // The next token from the pending logits_ (the sampler, its settings and history), drawn with
+  // rng: the session's own, or a copy of it (peek).
+  int32_t sample_pending(Rng& rng);
+  int32_t sample_pending() { return sample_pending(rng_); }
   // The session as the snapshot writer sees it (nested: a PIN image, without the pin).
   SnapshotSource snapshot_source(bool nested) const;
   SnapshotTarget snapshot_target() const;
